@@ -1,0 +1,160 @@
+/*
+ * backend.c - builds the backend stack for a source URI, and the small helpers every
+ * backend shares (listing pages, stat results, error text).
+ *
+ * The stack, bottom to top:  implementation (s3 | local) -> [fault] -> retry -> stats.
+ * The retry layer sits only above remote implementations; the fault layer (tests) sits
+ * under retry so that injected failures exercise the retry path. The stats layer is the
+ * outermost one, so its counters are the calls the cache actually made.
+ */
+#include "backends/backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void backend_stat_clear(struct backend_stat *st)
+{
+    if (!st)
+        return;
+    free(st->version);
+    memset(st, 0, sizeof(*st));
+}
+
+void backend_list_page_clear(struct backend_list_page *page)
+{
+    if (!page)
+        return;
+    for (size_t i = 0; i < page->count; i++) {
+        free(page->entries[i].key);
+        free(page->entries[i].version);
+    }
+    free(page->entries);
+    free(page->next_token);
+    memset(page, 0, sizeof(*page));
+}
+
+int backend_list_page_add(struct backend_list_page *page, const char *key, int is_prefix,
+                          uint64_t size, int64_t mtime_ns, const char *version)
+{
+    /* The array holds 16 entries, then doubles whenever count reaches a power of two. */
+    size_t n = page->count;
+    if (n == 0 || (n >= 16 && (n & (n - 1)) == 0)) {
+        size_t newcap = n == 0 ? 16 : n * 2;
+        struct backend_entry *grown = realloc(page->entries, newcap * sizeof(*grown));
+        if (!grown)
+            return -ENOMEM;
+        page->entries = grown;
+    }
+    struct backend_entry *e = &page->entries[page->count];
+    memset(e, 0, sizeof(*e));
+    e->key = strdup(key);
+    if (!e->key)
+        return -ENOMEM;
+    if (version) {
+        e->version = strdup(version);
+        if (!e->version) {
+            free(e->key);
+            return -ENOMEM;
+        }
+    }
+    e->is_prefix = is_prefix;
+    e->size = size;
+    e->mtime_ns = mtime_ns;
+    page->count++;
+    return 0;
+}
+
+const char *backend_strerror(int err)
+{
+    if (err < 0)
+        err = -err;
+    switch (err) {
+    case ENOENT:
+        return "not found";
+    case EACCES:
+    case EPERM:
+        return "access denied (check credentials)";
+    case ESTALE:
+        return "object changed in the store";
+    case ETIMEDOUT:
+        return "store did not answer in time";
+    case ECONNREFUSED:
+        return "connection refused (is the endpoint right and up?)";
+    case EHOSTUNREACH:
+        return "host unreachable or unknown";
+    case EINVAL:
+        return "invalid argument";
+    case ENOMEM:
+        return "out of memory";
+    case ENOTDIR:
+        return "not a directory";
+    case EIO:
+        return "store error or malformed reply";
+    default:
+        return strerror(err);
+    }
+}
+
+/* file:///abs/dir -> "/abs/dir"; also accepts file:/abs/dir. */
+static const char *file_uri_path(const char *source)
+{
+    const char *p = source + strlen("file:");
+    if (strncmp(p, "//", 2) == 0)
+        p += 2;
+    return p;
+}
+
+int backend_open(const struct backend_conf *conf, struct backend **out, char *err, size_t errlen)
+{
+    struct backend *be = NULL;
+    int rc;
+    int remote = 0;
+
+    *out = NULL;
+    if (!conf->source || !*conf->source) {
+        snprintf(err, errlen, "no source given");
+        return -EINVAL;
+    }
+    if (strncmp(conf->source, "file:", 5) == 0) {
+        const char *path = file_uri_path(conf->source);
+        if (*path != '/') {
+            snprintf(err, errlen, "%s: file source needs an absolute path (file:///dir)",
+                     conf->source);
+            return -EINVAL;
+        }
+        rc = local_backend_create(path, &be, err, errlen);
+    } else if (strncmp(conf->source, "s3://", 5) == 0) {
+        rc = s3_backend_create(conf, &be, err, errlen);
+        remote = 1;
+    } else {
+        snprintf(err, errlen, "%s: unsupported source (use s3://bucket[/prefix] or file:///dir)",
+                 conf->source);
+        return -EINVAL;
+    }
+    if (rc < 0)
+        return rc;
+    be->caps = be->ops->caps;
+
+    if (conf->fault_fail_after > 0) {
+        rc = fault_backend_create(be, conf->fault_fail_after, EIO, &be);
+        if (rc < 0)
+            goto out_nomem;
+    }
+    if (remote) {
+        rc = retry_backend_create(be, conf->retries < 0 ? 0 : conf->retries, &be);
+        if (rc < 0)
+            goto out_nomem;
+    }
+    rc = stats_backend_create(be, &be);
+    if (rc < 0)
+        goto out_nomem;
+    *out = be;
+    return 0;
+
+out_nomem:
+    /* Layers own their inner backend also on failure: nothing left to free here. */
+    snprintf(err, errlen, "out of memory building the backend stack");
+    return rc;
+}

@@ -1,0 +1,148 @@
+/*
+ * backend.h - the one interface every remote store sits behind.
+ *
+ * A backend is an instance { ops, priv }: `ops` is a const table exported by each
+ * implementation (s3.c, local.c) or layer (stats.c, retry.c, fault.c); `priv` is the
+ * implementation's own state. Layers wrap an inner backend and own it: destroying the
+ * outermost backend destroys the whole stack (the s3backer pattern). backend_open()
+ * builds the stack for a source URI in one place.
+ *
+ * Keys are always relative to the source root: for s3://bucket/prefix the key "a/b.jpg"
+ * is the object "prefix/a/b.jpg"; for file:///srv/data it is the file /srv/data/a/b.jpg.
+ * Keys never start with '/'; a key that names a directory prefix ends with '/'.
+ *
+ * Every function returns 0 or -errno (byte counts: ssize_t, negative on error). The errno
+ * vocabulary is fixed: ENOENT (no such key), EACCES (forbidden / bad credentials),
+ * ESTALE (the object no longer has the expected version), ETIMEDOUT (the store did not
+ * answer in time), EIO (the store failed or sent a malformed reply), EINVAL (bad argument),
+ * ENOMEM, EHOSTUNREACH/ECONNREFUSED (store unreachable).
+ *
+ * Thread safety: every op may be called from many threads at once.
+ * On failure an op leaves its `out` argument empty (nothing to clear).
+ */
+#ifndef PAGEFS_BACKEND_H
+#define PAGEFS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Capability bits. */
+#define BACKEND_CAP_VERSIONED 0x1u /* read_range honours an expected version (If-Match) */
+#define BACKEND_CAP_REMOTE 0x2u    /* data crosses a network: worth caching */
+
+/* Object status. `version` identifies the content: the S3 ETag (quotes included, as the
+ * server sends it), or for local files a string made of size, mtime and inode. */
+struct backend_stat {
+    uint64_t size;
+    int64_t mtime_ns; /* last modification, nanoseconds since the epoch */
+    char *version;    /* owned; freed by backend_stat_clear() */
+};
+
+/* One listing entry. For an object `key` is its full key (relative to the root); for a
+ * common prefix (a "directory") it is the prefix with its trailing '/', and is_prefix = 1
+ * (size, mtime_ns and version are then 0 / NULL). */
+struct backend_entry {
+    char *key;
+    int is_prefix;
+    uint64_t size;
+    int64_t mtime_ns;
+    char *version;
+};
+
+/* One page of a listing. `next_token` is NULL on the last page; otherwise pass it back as
+ * `token` to get the next page. Free with backend_list_page_clear(). */
+struct backend_list_page {
+    struct backend_entry *entries;
+    size_t count;
+    char *next_token;
+};
+
+/* Counters kept by the stats layer (stats.c): requests by kind and bytes received. */
+struct backend_counters {
+    uint64_t stat_calls;
+    uint64_t list_calls;
+    uint64_t read_calls;
+    uint64_t check_calls;
+    uint64_t errors;
+    uint64_t bytes_read;
+};
+
+struct backend;
+
+struct backend_ops {
+    const char *name;
+    unsigned caps;
+    /* Status of one object (HEAD). -ENOENT if there is no object with that key. */
+    int (*stat)(struct backend *be, const char *key, struct backend_stat *out);
+    /* One page of the keys starting with `prefix` ("" for the root, otherwise ending in '/'),
+     * grouped by `delim` ("/" or NULL for a flat listing). `token` is NULL for the first
+     * page. Entries come sorted by key. */
+    int (*list)(struct backend *be, const char *prefix, const char *delim, const char *token,
+                struct backend_list_page *out);
+    /* Read up to `len` bytes at `off` of object `key` into `buf`. If `version` is not NULL
+     * and the object's version differs, fails with -ESTALE (never mixes versions). Returns
+     * the number of bytes read; fewer than `len` only at the end of the object. */
+    ssize_t (*read_range)(struct backend *be, const char *key, const char *version, uint64_t off,
+                          size_t len, void *buf);
+    /* Mount-time check that the source exists and is reachable with these credentials. */
+    int (*check)(struct backend *be);
+    /* Counters of this backend or the nearest stats layer below; NULL if not tracked. */
+    int (*counters)(struct backend *be, struct backend_counters *out);
+    void (*destroy)(struct backend *be);
+};
+
+struct backend {
+    const struct backend_ops *ops;
+    void *priv;
+    unsigned caps; /* capabilities of the whole stack: a layer copies its inner's (use this,
+                      not ops->caps, which a layer leaves 0) */
+};
+
+/* Options for backend_open(). Strings are borrowed for the call only. */
+struct backend_conf {
+    const char *source;     /* s3://bucket[/prefix], file:///dir */
+    const char *endpoint;   /* S3 endpoint URL, e.g. http://127.0.0.1:7480 (NULL: AWS) */
+    const char *region;     /* NULL: $AWS_REGION, $AWS_DEFAULT_REGION, or us-east-1 */
+    const char *profile;    /* NULL: $AWS_PROFILE or "default" */
+    int path_style;         /* -1: choose (path style with a custom endpoint), 0: vhost, 1: path */
+    int no_sign_request;    /* anonymous requests for public buckets */
+    int retries;            /* attempts after the first for retryable errors (default 4) */
+    int timeout_ms;         /* per request (default 30000) */
+    int fault_fail_after;   /* fault layer (tests): fail every call after N calls; 0 = off */
+};
+
+/* Build the backend stack for conf->source: implementation, then retry and stats layers.
+ * On failure returns -errno and writes a one-line message (no secrets) into err. */
+int backend_open(const struct backend_conf *conf, struct backend **out, char *err, size_t errlen);
+
+/* Convenience wrappers over be->ops. */
+static inline void backend_destroy(struct backend *be)
+{
+    if (be)
+        be->ops->destroy(be);
+}
+
+void backend_stat_clear(struct backend_stat *st);
+void backend_list_page_clear(struct backend_list_page *page);
+/* Append an entry (strings are copied). Returns 0 or -ENOMEM. */
+int backend_list_page_add(struct backend_list_page *page, const char *key, int is_prefix,
+                          uint64_t size, int64_t mtime_ns, const char *version);
+
+/* Implementations. Each returns 0 or -errno and, on error, a message in err. */
+int local_backend_create(const char *root, struct backend **out, char *err, size_t errlen);
+int s3_backend_create(const struct backend_conf *conf, struct backend **out, char *err,
+                      size_t errlen);
+
+/* Layers: each takes ownership of `inner`, also on failure. */
+int stats_backend_create(struct backend *inner, struct backend **out);
+int retry_backend_create(struct backend *inner, int retries, struct backend **out);
+int fault_backend_create(struct backend *inner, int fail_after, int err, struct backend **out);
+/* Fault layer knobs (tests): from now on let `fail_after` more calls through, then fail every
+ * call with -err (err = 0 disables failing); delay each call by `delay_us`. */
+void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned delay_us);
+
+/* Human-readable text for a backend errno, e.g. "access denied (check credentials)". */
+const char *backend_strerror(int err);
+
+#endif

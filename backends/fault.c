@@ -1,0 +1,125 @@
+/*
+ * fault.c - a fault-injection backend layer for tests (the SQLite test-VFS idea).
+ *
+ * After `fail_after` more calls have gone through, every further call fails with `err`
+ * (0 = never). Each call can also be delayed by `delay_us`, which makes concurrent calls
+ * overlap so that single-flight and race paths are exercised. The settings change at any
+ * time through fault_backend_set(); they are atomics, so a test thread may flip them while
+ * other threads are inside calls.
+ */
+#include "backends/backend.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct fault_priv {
+    struct backend *inner;
+    atomic_int remaining; /* calls left before failing; < 0: never fail */
+    atomic_int err;       /* positive errno */
+    atomic_uint delay_us;
+};
+
+/* Returns 0 to let the call through, or the -errno to fail it with. */
+static int fault_gate(struct fault_priv *fp)
+{
+    unsigned d = atomic_load(&fp->delay_us);
+    if (d)
+        usleep(d);
+    int err = atomic_load(&fp->err);
+    if (err == 0)
+        return 0;
+    int left = atomic_load(&fp->remaining);
+    while (left > 0) {
+        if (atomic_compare_exchange_weak(&fp->remaining, &left, left - 1))
+            return 0;
+    }
+    return left < 0 ? 0 : -err;
+}
+
+static int fault_stat(struct backend *be, const char *key, struct backend_stat *out)
+{
+    struct fault_priv *fp = be->priv;
+    int rc = fault_gate(fp);
+    return rc < 0 ? rc : fp->inner->ops->stat(fp->inner, key, out);
+}
+
+static int fault_list(struct backend *be, const char *prefix, const char *delim,
+                      const char *token, struct backend_list_page *out)
+{
+    struct fault_priv *fp = be->priv;
+    int rc = fault_gate(fp);
+    return rc < 0 ? rc : fp->inner->ops->list(fp->inner, prefix, delim, token, out);
+}
+
+static ssize_t fault_read_range(struct backend *be, const char *key, const char *version,
+                                uint64_t off, size_t len, void *buf)
+{
+    struct fault_priv *fp = be->priv;
+    int rc = fault_gate(fp);
+    return rc < 0 ? rc : fp->inner->ops->read_range(fp->inner, key, version, off, len, buf);
+}
+
+static int fault_check(struct backend *be)
+{
+    struct fault_priv *fp = be->priv;
+    int rc = fault_gate(fp);
+    return rc < 0 ? rc : fp->inner->ops->check(fp->inner);
+}
+
+static int fault_counters(struct backend *be, struct backend_counters *out)
+{
+    struct fault_priv *fp = be->priv;
+    if (!fp->inner->ops->counters)
+        return -ENOTSUP;
+    return fp->inner->ops->counters(fp->inner, out);
+}
+
+static void fault_destroy(struct backend *be)
+{
+    struct fault_priv *fp = be->priv;
+    backend_destroy(fp->inner);
+    free(fp);
+    free(be);
+}
+
+static const struct backend_ops fault_ops = {
+    .name = "fault",
+    .stat = fault_stat,
+    .list = fault_list,
+    .read_range = fault_read_range,
+    .check = fault_check,
+    .counters = fault_counters,
+    .destroy = fault_destroy,
+};
+
+void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned delay_us)
+{
+    struct fault_priv *fp = fault->priv;
+    if (fault->ops != &fault_ops)
+        return;
+    atomic_store(&fp->delay_us, delay_us);
+    atomic_store(&fp->remaining, fail_after < 0 ? 0 : fail_after);
+    atomic_store(&fp->err, err < 0 ? -err : err);
+}
+
+int fault_backend_create(struct backend *inner, int fail_after, int err, struct backend **out)
+{
+    struct backend *be = calloc(1, sizeof(*be));
+    struct fault_priv *fp = calloc(1, sizeof(*fp));
+    if (!be || !fp) {
+        free(be);
+        free(fp);
+        backend_destroy(inner);
+        *out = NULL;
+        return -ENOMEM;
+    }
+    fp->inner = inner;
+    be->ops = &fault_ops;
+    be->priv = fp;
+    be->caps = inner->caps;
+    fault_backend_set(be, fail_after, err, 0);
+    *out = be;
+    return 0;
+}

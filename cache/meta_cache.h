@@ -1,0 +1,69 @@
+/*
+ * meta_cache.h - directory listings and object status, cached in sqlite with a TTL.
+ *
+ * The namespace is built the way users of Mountpoint for S3 and s3fs expect from an object
+ * store: a directory is a key prefix ending in '/' (or a zero-byte "dir/" marker object);
+ * when both an object "a" and a prefix "a/" exist, the directory wins and the object is
+ * hidden; keys whose name would be empty, ".", "..", or longer than 255 bytes are skipped.
+ *
+ * A directory is listed completely (all pages of ListObjectsV2 with delimiter '/') the first
+ * time it is needed and again when its listing is older than the TTL; lookups and readdir
+ * are answered from the cached listing, so a name missing from a fresh listing is a cached
+ * negative entry. Listings survive restarts (they live in the index database). When a
+ * refresh fails because the store is unreachable, the stale listing is served.
+ *
+ * Paths: `dir` is "" for the root, otherwise a key prefix ending in '/' ("train/n0144/").
+ * Thread safety: all functions may be called from many threads at once.
+ */
+#ifndef PAGEFS_META_CACHE_H
+#define PAGEFS_META_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct backend;
+struct meta_cache;
+
+struct meta_cache_conf {
+    const char *dir;  /* cache directory (shared with the page cache) */
+    uint64_t ttl_ms;  /* listing lifetime; 0 = always refresh */
+};
+
+struct meta_entry {
+    char *name;       /* basename, no '/' */
+    int is_dir;
+    uint64_t size;
+    int64_t mtime_ns;
+    char *version;    /* ETag or local version; NULL for directories */
+};
+
+struct meta_dir {
+    struct meta_entry *entries; /* sorted by name (bytewise) */
+    size_t count;
+};
+
+struct meta_cache_stats {
+    uint64_t lookups;
+    uint64_t listings_fetched;  /* directory listings fetched from the backend */
+    uint64_t stale_served;      /* listings served past their TTL because the store failed */
+};
+
+int meta_cache_create(const struct meta_cache_conf *conf, struct backend *be,
+                      struct meta_cache **out, char *err, size_t errlen);
+void meta_cache_destroy(struct meta_cache *mc);
+
+/* Status of `name` in directory `dir`; -ENOENT if absent, other -errno if the listing
+ * cannot be had. Caller clears *out with meta_entry_clear(). */
+int meta_cache_lookup(struct meta_cache *mc, const char *dir, const char *name,
+                      struct meta_entry *out);
+/* All entries of `dir`. -ENOENT if `dir` is not the root and has no entries. Caller clears
+ * *out with meta_dir_clear(). */
+int meta_cache_list(struct meta_cache *mc, const char *dir, struct meta_dir *out);
+/* Forget everything cached about `dir` (the next access lists it again). */
+int meta_cache_invalidate(struct meta_cache *mc, const char *dir);
+
+void meta_cache_get_stats(struct meta_cache *mc, struct meta_cache_stats *out);
+void meta_entry_clear(struct meta_entry *e);
+void meta_dir_clear(struct meta_dir *d);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * page_cache.h - fixed-size pages of remote objects kept on local disk.
+ *
+ * An object version (key, version, size) is opened as a `struct pc_file`; reads of it are
+ * served page by page: a resident page comes from its page file (checksum verified on every
+ * read from disk), a missing one is fetched from the backend with read_range(key, version),
+ * written to a temporary file, renamed into place and recorded in the sqlite index.
+ * Concurrent misses of one page share one fetch (single flight). A changed version of a key
+ * drops the old version's pages. Capacity is bounded by bytes; least recently used pages are
+ * evicted in batches between a high and a low watermark.
+ *
+ * Thread safety: all functions may be called from many threads at once.
+ * Ownership: page_cache_create/destroy; pc_file is ref-counted (open gives one reference,
+ * pc_file_ref/pc_file_unref). The backend is borrowed and must outlive the cache.
+ */
+#ifndef PAGEFS_PAGE_CACHE_H
+#define PAGEFS_PAGE_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct backend;
+struct page_cache;
+struct pc_file;
+
+struct page_cache_conf {
+    const char *dir;      /* cache directory (created 0700 if missing) */
+    uint32_t page_size;   /* bytes, power of two, 64 KiB .. 64 MiB; default 1 MiB */
+    uint64_t capacity;    /* bytes of page data to keep at most; 0 = default 10 GiB */
+    uint64_t min_free;    /* keep at least this many bytes free on the cache filesystem */
+    unsigned high_pct;    /* evict when usage exceeds high_pct% of capacity (default 95) */
+    unsigned low_pct;     /* ... down to low_pct% (default 85) */
+};
+
+struct page_cache_stats {
+    uint64_t hits;            /* pages served from disk */
+    uint64_t misses;          /* pages fetched from the backend */
+    uint64_t bytes_hit;       /* bytes served from cached pages */
+    uint64_t bytes_fetched;   /* bytes fetched from the backend */
+    uint64_t pages_resident;
+    uint64_t bytes_resident;
+    uint64_t evictions;       /* pages evicted */
+    uint64_t corrupt;         /* pages dropped because their checksum or size was wrong */
+    uint64_t write_errors;    /* pages that could not be stored (disk full, ...) */
+    uint64_t singleflight_waits; /* reads that waited for another thread's fetch */
+};
+
+/* Opens (or creates) the cache in conf->dir. The index is reset if it is damaged or of
+ * another schema version, never misread. On failure returns -errno with a message in err. */
+int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
+                      struct page_cache **out, char *err, size_t errlen);
+/* Flushes batched index updates and closes. */
+void page_cache_destroy(struct page_cache *pc);
+
+/* Opens the version `version` of `key` (size bytes, modified at mtime_ns). If the index holds
+ * another version of the key, that version's pages are dropped. `*unchanged` (if not NULL) is
+ * set to 1 when this exact version was already known to the cache. */
+int page_cache_open(struct page_cache *pc, const char *key, const char *version, uint64_t size,
+                    int64_t mtime_ns, struct pc_file **out, int *unchanged);
+struct pc_file *pc_file_ref(struct pc_file *f);
+void pc_file_unref(struct pc_file *f);
+uint64_t pc_file_size(const struct pc_file *f);
+
+/* Reads up to len bytes at off. Returns bytes read (0 at or past the end) or -errno
+ * (-ESTALE when the object changed in the store since it was opened). */
+ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                        void *buf);
+
+uint32_t page_cache_page_size(const struct page_cache *pc);
+void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out);
+/* Writes batched access-order updates to the index now. */
+int page_cache_flush(struct page_cache *pc);
+
+#endif

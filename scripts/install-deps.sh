@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# install-deps.sh [--test] - installs the Debian 12 packages pagefs needs, if any are missing.
+#   (no flag)  what building and running pagefs needs
+#   --test     also what the test suite needs (radosgw, awscli, boto3, ...)
+# Runs apt-get only when something is missing, so it is quick on a machine that has it all.
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake pkg-config   # compiler and build system
+  fuse3 libfuse3-dev                 # the FUSE low-level API and fusermount3
+  libcurl4-openssl-dev               # HTTP(S) client with built-in AWS SigV4 signing
+  libuv1-dev                         # thread pool and event loop for the prefetcher
+  libsqlite3-dev                     # the cache index
+  libzstd-dev                        # optional page compression
+  libexpat1-dev                      # S3 XML replies
+  libxxhash-dev                      # page checksums (XXH3)
+  libssl-dev                         # libcrypto: SHA-256 for file ids and payload hashes
+)
+test_pkgs=(
+  ceph-mon ceph-osd radosgw ceph-common  # a real S3 server (Ceph radosgw) for the tests
+  awscli python3-boto3                   # ground truth and test data uploads
+  python3                                # /usr/bin/python3 drives the mount tests
+  attr psmisc procps                     # getfattr, fuser/killall-free process handling, pgrep
+)
+
+pkgs=("${build_pkgs[@]}")
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=("${test_pkgs[@]}")
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
