@@ -301,6 +301,7 @@ int local_backend_create(const char *root, struct backend **out, char *err, size
     while (n > 1 && lp->root[n - 1] == '/')
         lp->root[--n] = '\0';
     be->ops = &local_ops;
+    be->caps = local_ops.caps;
     be->priv = lp;
     *out = be;
     return 0;

@@ -1,0 +1,422 @@
+/*
+ * cache_db.c - opening the cache directory and its sqlite index (see cache_db.h).
+ *
+ * Design: cache_db_open() makes sure CACHE_DIR (0700), CACHE_DIR/pages and CACHE_DIR/tmp
+ * exist, opens CACHE_DIR/index.sqlite (0600) as a new connection in WAL mode
+ * (synchronous=NORMAL, a busy timeout so the page cache's and the metadata cache's
+ * connections can wait for each other), checks it and brings it to the current schema.
+ *
+ * A database is never misread:
+ *   - damaged (sqlite reports SQLITE_CORRUPT / SQLITE_NOTADB, or quick_check fails): the
+ *     connection is closed, index.sqlite and its -wal/-shm files and all page files are
+ *     deleted and a fresh database is created;
+ *   - readable but of another schema version, of no known schema, or recording another page
+ *     size: every table is dropped in one transaction and the page files are deleted. This
+ *     in-place reset keeps any other open connection to the same file valid (its prepared
+ *     statements re-prepare against the new schema).
+ * Each reset logs one line to stderr.
+ *
+ * Page size: the page cache passes its page size; it is recorded in the meta table the first
+ * time and compared afterwards. The metadata cache passes 0 ("no page size"): nothing is
+ * checked or recorded.
+ *
+ * No state lives here: every call works on its own connection. Locking is the caller's (each
+ * connection is used under its owner's mutex); cross-connection concurrency is sqlite's
+ * (BEGIN IMMEDIATE + busy timeout).
+ */
+#include "cache/cache_db.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CACHE_DB_BUSY_TIMEOUT_MS 10000
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS files("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  key TEXT NOT NULL UNIQUE,"
+    "  version TEXT NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  mtime_ns INTEGER NOT NULL,"
+    "  fhash TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS pages("
+    "  file_id INTEGER NOT NULL,"
+    "  idx INTEGER NOT NULL,"
+    "  len INTEGER NOT NULL,"
+    "  csum INTEGER NOT NULL,"
+    "  seq INTEGER NOT NULL,"
+    "  PRIMARY KEY(file_id, idx)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS pages_by_seq ON pages(seq);"
+    "CREATE TABLE IF NOT EXISTS dirs("
+    "  dir TEXT PRIMARY KEY,"
+    "  fetched_ms INTEGER NOT NULL,"
+    "  found INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS entries("
+    "  dir TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  is_dir INTEGER NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  mtime_ns INTEGER NOT NULL,"
+    "  version TEXT,"
+    "  PRIMARY KEY(dir, name)) WITHOUT ROWID;";
+
+static int is_damage(int rc)
+{
+    rc &= 0xff;
+    return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
+}
+
+static int sqlite_to_errno(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+    case SQLITE_READONLY:
+        return -EACCES;
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    case SQLITE_CANTOPEN:
+        return -EACCES;
+    default:
+        return -EIO;
+    }
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    if (ftw->level == 0)
+        return 0; /* keep the top directory itself */
+    remove(path);
+    return 0;
+}
+
+/* Removes everything below `dir` (not `dir` itself); missing dir is fine. */
+static void empty_dir(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void remove_page_files(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/pages", dir);
+    empty_dir(path);
+    snprintf(path, sizeof(path), "%s/tmp", dir);
+    empty_dir(path);
+}
+
+static int make_dir(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+        int e = errno;
+        snprintf(err, errlen, "cannot create cache directory %s: %s", path, strerror(e));
+        return -e;
+    }
+    if (stat(path, &st) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot access cache directory %s: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "cache directory %s exists and is not a directory", path);
+        return -ENOTDIR;
+    }
+    if (access(path, R_OK | W_OK | X_OK) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "cache directory %s is not writable: %s", path, strerror(e));
+        return e == EROFS ? -EROFS : -EACCES;
+    }
+    return 0;
+}
+
+/* Runs a statement returning at most one text value in *out (caller frees; NULL if no row).
+ * Returns the sqlite result code. */
+static int query_text(sqlite3 *db, const char *sql, char **out)
+{
+    sqlite3_stmt *st = NULL;
+    *out = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        if (t) {
+            *out = strdup((const char *)t);
+            if (!*out) {
+                sqlite3_finalize(st);
+                return SQLITE_NOMEM;
+            }
+        }
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int set_meta(sqlite3 *db, const char *k, const char *v)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(k, v) VALUES(?, ?)", -1, &st,
+                                NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, v, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Drops every table and index of the database (inside the caller's transaction). */
+static int drop_all(sqlite3 *db)
+{
+    for (;;) {
+        char *name = NULL;
+        int rc = query_text(db,
+                            "SELECT name FROM sqlite_master WHERE type='table' AND "
+                            "name NOT LIKE 'sqlite_%' LIMIT 1",
+                            &name);
+        if (rc != SQLITE_OK)
+            return rc;
+        if (!name)
+            return SQLITE_OK;
+        char *sql = sqlite3_mprintf("DROP TABLE \"%w\"", name);
+        free(name);
+        if (!sql)
+            return SQLITE_NOMEM;
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        sqlite3_free(sql);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+}
+
+enum check_result { CHECK_OK, CHECK_MISMATCH };
+
+/*
+ * Inside an IMMEDIATE transaction: creates the schema in an empty database, or checks the
+ * schema version and page size of an existing one. *why gets the reason of a mismatch.
+ */
+static int check_schema(sqlite3 *db, uint32_t page_size, enum check_result *res,
+                        char *why, size_t whylen)
+{
+    char *v = NULL;
+    char want[32];
+    int rc;
+
+    *res = CHECK_OK;
+    rc = query_text(db, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'",
+                    &v);
+    if (rc != SQLITE_OK)
+        return rc;
+    int fresh = v && strcmp(v, "0") == 0;
+    free(v);
+    v = NULL;
+
+    if (!fresh) {
+        rc = query_text(db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND "
+                            "name='meta'", &v);
+        if (rc != SQLITE_OK)
+            return rc;
+        int has_meta = v && strcmp(v, "1") == 0;
+        free(v);
+        v = NULL;
+        if (!has_meta) {
+            snprintf(why, whylen, "no pagefs schema");
+            *res = CHECK_MISMATCH;
+            return SQLITE_OK;
+        }
+        rc = query_text(db, "SELECT v FROM meta WHERE k='schema_version'", &v);
+        if (rc != SQLITE_OK)
+            return rc;
+        snprintf(want, sizeof(want), "%d", CACHE_DB_SCHEMA_VERSION);
+        if (!v || strcmp(v, want) != 0) {
+            snprintf(why, whylen, "schema version %s, expected %s", v ? v : "(none)", want);
+            free(v);
+            *res = CHECK_MISMATCH;
+            return SQLITE_OK;
+        }
+        free(v);
+        v = NULL;
+        if (page_size) {
+            rc = query_text(db, "SELECT v FROM meta WHERE k='page_size'", &v);
+            if (rc != SQLITE_OK)
+                return rc;
+            snprintf(want, sizeof(want), "%" PRIu32, page_size);
+            if (v && strcmp(v, want) != 0) {
+                snprintf(why, whylen, "page size %s, now %s", v, want);
+                free(v);
+                *res = CHECK_MISMATCH;
+                return SQLITE_OK;
+            }
+            int recorded = v != NULL;
+            free(v);
+            if (!recorded) {
+                rc = set_meta(db, "page_size", want);
+                if (rc != SQLITE_OK)
+                    return rc;
+            }
+        }
+        /* Same version: the statements are idempotent and restore a dropped index. */
+        return sqlite3_exec(db, schema_sql, NULL, NULL, NULL);
+    }
+
+    rc = sqlite3_exec(db, schema_sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    snprintf(want, sizeof(want), "%d", CACHE_DB_SCHEMA_VERSION);
+    rc = set_meta(db, "schema_version", want);
+    if (rc != SQLITE_OK || !page_size)
+        return rc;
+    snprintf(want, sizeof(want), "%" PRIu32, page_size);
+    return set_meta(db, "page_size", want);
+}
+
+/* Opens the file and configures the connection; the result code tells damage apart. */
+static int open_conn(const char *path, sqlite3 **out)
+{
+    sqlite3 *db = NULL;
+    char *v = NULL;
+    int rc;
+
+    *out = NULL;
+    /* Create the file ourselves so it is 0600 from the start (sqlite gives -wal and -shm the
+     * database file's mode). An empty file is a valid empty database. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return SQLITE_CANTOPEN;
+    fchmod(fd, 0600);
+    close(fd);
+
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                        SQLITE_OPEN_FULLMUTEX, NULL);
+    if (rc != SQLITE_OK)
+        goto out_close;
+    sqlite3_extended_result_codes(db, 0);
+    sqlite3_busy_timeout(db, CACHE_DB_BUSY_TIMEOUT_MS);
+    rc = query_text(db, "PRAGMA journal_mode=WAL", &v);
+    if (rc != SQLITE_OK)
+        goto out_close;
+    free(v);
+    v = NULL;
+    rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        goto out_close;
+    rc = query_text(db, "PRAGMA quick_check", &v);
+    if (rc != SQLITE_OK)
+        goto out_close;
+    if (!v || strcmp(v, "ok") != 0) {
+        free(v);
+        rc = SQLITE_CORRUPT;
+        goto out_close;
+    }
+    free(v);
+    *out = db;
+    return SQLITE_OK;
+
+out_close:
+    sqlite3_close_v2(db);
+    return rc;
+}
+
+static void delete_db_files(const char *path)
+{
+    char p[4200];
+    unlink(path);
+    snprintf(p, sizeof(p), "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s-shm", path);
+    unlink(p);
+}
+
+int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, char *err,
+                  size_t errlen)
+{
+    char path[4096], sub[4096];
+    char why[160] = "";
+    sqlite3 *db = NULL;
+    int rc, sql_rc;
+
+    *out = NULL;
+    if (errlen)
+        err[0] = '\0';
+    if (!dir || !*dir || strlen(dir) > sizeof(path) - 64) {
+        snprintf(err, errlen, "invalid cache directory");
+        return -EINVAL;
+    }
+    rc = make_dir(dir, err, errlen);
+    if (rc < 0)
+        return rc;
+    snprintf(sub, sizeof(sub), "%s/pages", dir);
+    rc = make_dir(sub, err, errlen);
+    if (rc < 0)
+        return rc;
+    snprintf(sub, sizeof(sub), "%s/tmp", dir);
+    rc = make_dir(sub, err, errlen);
+    if (rc < 0)
+        return rc;
+    snprintf(path, sizeof(path), "%s/index.sqlite", dir);
+
+    for (int attempt = 0; attempt < 2; attempt++) {
+        sql_rc = open_conn(path, &db);
+        if (sql_rc == SQLITE_OK) {
+            enum check_result res;
+            sql_rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+            if (sql_rc == SQLITE_OK)
+                sql_rc = check_schema(db, page_size, &res, why, sizeof(why));
+            if (sql_rc == SQLITE_OK && res == CHECK_MISMATCH) {
+                /* Readable, but not ours to read: reset in place. */
+                sql_rc = drop_all(db);
+                if (sql_rc == SQLITE_OK)
+                    sql_rc = check_schema(db, page_size, &res, why, sizeof(why));
+                if (sql_rc == SQLITE_OK) {
+                    remove_page_files(dir);
+                    fprintf(stderr, "pagefs: cache index %s reset (%s)\n", path, why);
+                }
+            }
+            if (sql_rc == SQLITE_OK)
+                sql_rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+            if (sql_rc == SQLITE_OK) {
+                *out = db;
+                return 0;
+            }
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            sqlite3_close_v2(db);
+            db = NULL;
+        }
+        if (!is_damage(sql_rc) || attempt > 0)
+            break;
+        delete_db_files(path);
+        remove_page_files(dir);
+        fprintf(stderr, "pagefs: cache index %s reset (damaged: %s)\n", path,
+                sqlite3_errstr(sql_rc));
+    }
+    snprintf(err, errlen, "cannot open cache index %s: %s", path, sqlite3_errstr(sql_rc));
+    return sqlite_to_errno(sql_rc);
+}
+
+void cache_db_close(struct sqlite3 *db)
+{
+    if (db)
+        sqlite3_close_v2(db);
+}

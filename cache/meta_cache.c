@@ -1,0 +1,613 @@
+/*
+ * meta_cache.c - directory listings and object status cached in sqlite (see meta_cache.h).
+ *
+ * Design: a directory is listed completely (every page of list(dir, "/")), its entries are
+ * normalized (meta_dir_add_entry/meta_dir_finish: names relative to the directory, invalid
+ * names skipped, a directory hiding an object of the same name) and stored in one
+ * transaction: rows of `entries` plus the `dirs` row (dir, fetched_ms, found). found = 0 is
+ * a negative entry: a non-root directory whose listing was empty (not even its "dir/"
+ * marker object). Lookups and listings are answered from sqlite while the `dirs` row is
+ * younger than ttl_ms (wall clock, since rows survive restarts; a clock that went back makes
+ * a row stale). When a refresh fails with a transport error (-ETIMEDOUT, -EIO,
+ * -ECONNREFUSED, -EHOSTUNREACH) and an older listing exists, that one is served.
+ *
+ * Single flight: `refreshing` lists the directories being fetched; a second caller for the
+ * same directory waits on `refresh_done` and takes the first caller's result.
+ *
+ * Invariants (under mc->lock): at most one refresh per directory; a listed refresh is not
+ * done; the entries of a directory and its dirs row are written in the same transaction.
+ *
+ * Lock order: mc->lock is the only lock; it is never held across a backend call.
+ */
+#include "cache/meta_cache.h"
+
+#include "backends/backend.h"
+#include "cache/cache_db.h"
+#include "cache/meta_cache_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef NDEBUG
+#define MC_CHECK_INVARIANTS(mc) meta_cache_check_invariants(mc)
+#else
+#define MC_CHECK_INVARIANTS(mc) ((void)0)
+#endif
+
+#define MAX_LIST_PAGES 1000000
+
+enum mstmt_id {
+    MS_BEGIN,
+    MS_COMMIT,
+    MS_ROLLBACK,
+    MS_DIR_GET,
+    MS_DIR_PUT,
+    MS_DIR_DEL,
+    MS_ENTRIES_DEL,
+    MS_ENTRY_INS,
+    MS_ENTRY_GET,
+    MS_ENTRIES_LIST,
+    MS_COUNT
+};
+
+static const char *const mstmt_sql[MS_COUNT] = {
+    [MS_BEGIN] = "BEGIN IMMEDIATE",
+    [MS_COMMIT] = "COMMIT",
+    [MS_ROLLBACK] = "ROLLBACK",
+    [MS_DIR_GET] = "SELECT fetched_ms, found FROM dirs WHERE dir = ?1",
+    [MS_DIR_PUT] = "INSERT OR REPLACE INTO dirs(dir, fetched_ms, found) VALUES(?1, ?2, ?3)",
+    [MS_DIR_DEL] = "DELETE FROM dirs WHERE dir = ?1",
+    [MS_ENTRIES_DEL] = "DELETE FROM entries WHERE dir = ?1",
+    [MS_ENTRY_INS] = "INSERT INTO entries(dir, name, is_dir, size, mtime_ns, version) "
+                     "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [MS_ENTRY_GET] = "SELECT name, is_dir, size, mtime_ns, version FROM entries "
+                     "WHERE dir = ?1 AND name = ?2",
+    [MS_ENTRIES_LIST] = "SELECT name, is_dir, size, mtime_ns, version FROM entries "
+                        "WHERE dir = ?1 ORDER BY name",
+};
+
+struct refresh {
+    struct refresh *next;
+    char *dir;
+    int done;
+    int result; /* 0 (listing available), -ENOENT (negative) or -errno; valid when done */
+    unsigned waiters;
+};
+
+struct meta_cache {
+    struct backend *be; /* borrowed */
+    uint64_t ttl_ms;
+    pthread_mutex_t lock;
+    pthread_cond_t refresh_done;
+    /* Guarded by lock. */
+    sqlite3 *db;
+    sqlite3_stmt *st[MS_COUNT];
+    struct refresh *refreshing;
+    struct meta_cache_stats stats;
+};
+
+#ifndef NDEBUG
+static void meta_cache_check_invariants(struct meta_cache *mc);
+#endif
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static sqlite3_stmt *mstmt(struct meta_cache *mc, enum mstmt_id id)
+{
+    sqlite3_stmt *s = mc->st[id];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+static int mexec(sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc;
+}
+
+static int is_transport_error(int err)
+{
+    return err == -ETIMEDOUT || err == -EIO || err == -ECONNREFUSED || err == -EHOSTUNREACH;
+}
+
+/* ---- namespace rules ---- */
+
+void meta_entry_clear(struct meta_entry *e)
+{
+    if (!e)
+        return;
+    free(e->name);
+    free(e->version);
+    memset(e, 0, sizeof(*e));
+}
+
+void meta_dir_clear(struct meta_dir *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->count; i++)
+        meta_entry_clear(&d->entries[i]);
+    free(d->entries);
+    d->entries = NULL;
+    d->count = 0;
+}
+
+int meta_dir_add_entry(struct meta_dir *d, size_t *cap, const char *dir,
+                       const struct backend_entry *e, int *saw_marker)
+{
+    size_t dl = strlen(dir);
+    if (!e->key || strncmp(e->key, dir, dl) != 0)
+        return 0;
+    const char *rest = e->key + dl;
+    size_t len = strlen(rest);
+    int is_dir = e->is_prefix != 0;
+    if (len == 0) {
+        if (saw_marker)
+            *saw_marker = 1; /* the directory's own "dir/" marker object */
+        return 0;
+    }
+    if (rest[len - 1] == '/') {
+        len--; /* a common prefix "a/", or a zero-byte "a/" marker object: a directory */
+        is_dir = 1;
+    }
+    if (len == 0 || len > META_NAME_MAX || memchr(rest, '/', len) ||
+        (len == 1 && rest[0] == '.') || (len == 2 && rest[0] == '.' && rest[1] == '.'))
+        return 0;
+    if (d->count == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        struct meta_entry *n = realloc(d->entries, ncap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        d->entries = n;
+        *cap = ncap;
+    }
+    struct meta_entry *m = &d->entries[d->count];
+    memset(m, 0, sizeof(*m));
+    m->name = strndup(rest, len);
+    if (!m->name)
+        return -ENOMEM;
+    m->is_dir = is_dir;
+    if (!is_dir) {
+        m->size = e->size;
+        m->mtime_ns = e->mtime_ns;
+        if (e->version) {
+            m->version = strdup(e->version);
+            if (!m->version) {
+                free(m->name);
+                return -ENOMEM;
+            }
+        }
+    }
+    d->count++;
+    return 0;
+}
+
+static int cmp_meta(const void *a, const void *b)
+{
+    const struct meta_entry *x = a, *y = b;
+    int c = strcmp(x->name, y->name); /* compares as unsigned char: bytewise */
+    if (c)
+        return c;
+    return y->is_dir - x->is_dir; /* directories first */
+}
+
+void meta_dir_finish(struct meta_dir *d)
+{
+    if (d->count < 2)
+        return;
+    qsort(d->entries, d->count, sizeof(d->entries[0]), cmp_meta);
+    size_t j = 0;
+    for (size_t i = 0; i < d->count; i++) {
+        if (j > 0 && strcmp(d->entries[j - 1].name, d->entries[i].name) == 0) {
+            meta_entry_clear(&d->entries[i]); /* an object hidden by a directory, or a twin */
+            continue;
+        }
+        d->entries[j++] = d->entries[i];
+    }
+    d->count = j;
+}
+
+/* ---- fetching and storing listings ---- */
+
+/* Lists `dir` completely from the backend (no lock held). */
+static int fetch_listing(struct meta_cache *mc, const char *dir, struct meta_dir *out,
+                         int *found)
+{
+    struct meta_dir d = {0};
+    size_t cap = 0;
+    char *token = NULL;
+    int rc = 0, saw_marker = 0;
+
+    for (long pages = 0;; pages++) {
+        struct backend_list_page page = {0};
+        if (pages >= MAX_LIST_PAGES) {
+            rc = -EIO;
+            goto out_free;
+        }
+        rc = mc->be->ops->list(mc->be, dir, "/", token, &page);
+        if (rc == -ENOENT) {
+            rc = 0; /* nothing under this prefix */
+            backend_list_page_clear(&page);
+            break;
+        }
+        if (rc < 0) {
+            backend_list_page_clear(&page);
+            goto out_free;
+        }
+        for (size_t i = 0; i < page.count && rc == 0; i++)
+            rc = meta_dir_add_entry(&d, &cap, dir, &page.entries[i], &saw_marker);
+        char *next = NULL;
+        if (rc == 0 && page.next_token) {
+            if (token && strcmp(token, page.next_token) == 0)
+                rc = -EIO; /* the store repeats itself: a malformed reply */
+            else if (!(next = strdup(page.next_token)))
+                rc = -ENOMEM;
+        }
+        backend_list_page_clear(&page);
+        free(token);
+        token = next;
+        if (rc < 0)
+            goto out_free;
+        if (!token)
+            break;
+    }
+    meta_dir_finish(&d);
+    *found = dir[0] == '\0' || d.count > 0 || saw_marker;
+    *out = d;
+    return 0;
+
+out_free:
+    free(token);
+    meta_dir_clear(&d);
+    return rc;
+}
+
+static int store_listing(struct meta_cache *mc, const char *dir, const struct meta_dir *d,
+                         int found, int64_t fetched_ms)
+{
+    sqlite3_stmt *s;
+    if (mexec(mstmt(mc, MS_BEGIN)) != SQLITE_DONE)
+        return -EIO;
+    s = mstmt(mc, MS_ENTRIES_DEL);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    if (mexec(s) != SQLITE_DONE)
+        goto out_rollback;
+    for (size_t i = 0; i < d->count; i++) {
+        const struct meta_entry *e = &d->entries[i];
+        s = mstmt(mc, MS_ENTRY_INS);
+        sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, e->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 3, e->is_dir);
+        sqlite3_bind_int64(s, 4, (int64_t)e->size);
+        sqlite3_bind_int64(s, 5, e->mtime_ns);
+        if (e->version)
+            sqlite3_bind_text(s, 6, e->version, -1, SQLITE_STATIC);
+        if (mexec(s) != SQLITE_DONE)
+            goto out_rollback;
+    }
+    s = mstmt(mc, MS_DIR_PUT);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, fetched_ms);
+    sqlite3_bind_int(s, 3, found);
+    if (mexec(s) != SQLITE_DONE)
+        goto out_rollback;
+    if (mexec(mstmt(mc, MS_COMMIT)) != SQLITE_DONE)
+        goto out_rollback;
+    return 0;
+
+out_rollback:
+    mexec(mstmt(mc, MS_ROLLBACK));
+    return -EIO;
+}
+
+/* Reads the dirs row: 1 if present (with *fetched_ms, *found), 0 if absent. */
+static int dir_row(struct meta_cache *mc, const char *dir, int64_t *fetched_ms, int *found)
+{
+    sqlite3_stmt *s = mstmt(mc, MS_DIR_GET);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    int have = sqlite3_step(s) == SQLITE_ROW;
+    if (have) {
+        *fetched_ms = sqlite3_column_int64(s, 0);
+        *found = sqlite3_column_int(s, 1);
+    }
+    sqlite3_reset(s);
+    return have;
+}
+
+/*
+ * With the lock held: makes sure the listing of `dir` in the index is fresh (or, when the
+ * store is unreachable, stale but present). Returns 0 if the directory exists, -ENOENT if
+ * it does not, other -errno if no listing can be had. The lock is dropped while fetching.
+ */
+static int ensure_listing(struct meta_cache *mc, const char *dir)
+{
+    int64_t fetched = 0;
+    int found = 0;
+    int have = dir_row(mc, dir, &fetched, &found);
+    int64_t now = wall_ms();
+    if (have && mc->ttl_ms && now >= fetched && (uint64_t)(now - fetched) < mc->ttl_ms)
+        return found ? 0 : -ENOENT;
+
+    for (struct refresh *r = mc->refreshing; r; r = r->next) {
+        if (strcmp(r->dir, dir) != 0)
+            continue;
+        r->waiters++;
+        while (!r->done)
+            pthread_cond_wait(&mc->refresh_done, &mc->lock);
+        int res = r->result;
+        if (--r->waiters == 0) {
+            free(r->dir);
+            free(r);
+        }
+        return res;
+    }
+
+    struct refresh *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->dir = strdup(dir);
+    if (!r->dir) {
+        free(r);
+        return -ENOMEM;
+    }
+    r->next = mc->refreshing;
+    mc->refreshing = r;
+    mc->stats.listings_fetched++;
+    pthread_mutex_unlock(&mc->lock);
+
+    struct meta_dir d = {0};
+    int64_t started = wall_ms();
+    int rc = fetch_listing(mc, dir, &d, &found);
+
+    pthread_mutex_lock(&mc->lock);
+    if (rc == 0) {
+        rc = store_listing(mc, dir, &d, found, started);
+        if (rc == 0)
+            rc = found ? 0 : -ENOENT;
+    } else if (is_transport_error(rc)) {
+        int stale_found;
+        if (dir_row(mc, dir, &fetched, &stale_found)) {
+            mc->stats.stale_served++;
+            rc = stale_found ? 0 : -ENOENT;
+        }
+    }
+    meta_dir_clear(&d);
+    r->done = 1;
+    r->result = rc;
+    for (struct refresh **pp = &mc->refreshing; *pp; pp = &(*pp)->next) {
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    }
+    pthread_cond_broadcast(&mc->refresh_done);
+    if (r->waiters == 0) {
+        free(r->dir);
+        free(r);
+    }
+    MC_CHECK_INVARIANTS(mc);
+    return rc;
+}
+
+static int row_to_entry(sqlite3_stmt *s, struct meta_entry *e)
+{
+    memset(e, 0, sizeof(*e));
+    const unsigned char *name = sqlite3_column_text(s, 0);
+    const unsigned char *ver = sqlite3_column_text(s, 4);
+    e->name = strdup(name ? (const char *)name : "");
+    e->is_dir = sqlite3_column_int(s, 1);
+    e->size = (uint64_t)sqlite3_column_int64(s, 2);
+    e->mtime_ns = sqlite3_column_int64(s, 3);
+    if (ver)
+        e->version = strdup((const char *)ver);
+    if (!e->name || (ver && !e->version)) {
+        meta_entry_clear(e);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int valid_dir(const char *dir)
+{
+    size_t n = dir ? strlen(dir) : 0;
+    return dir && (n == 0 || (dir[n - 1] == '/' && dir[0] != '/'));
+}
+
+/* ---- public API ---- */
+
+int meta_cache_lookup(struct meta_cache *mc, const char *dir, const char *name,
+                      struct meta_entry *out)
+{
+    if (!mc || !out || !valid_dir(dir) || !name || !*name)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (strchr(name, '/') || strlen(name) > META_NAME_MAX)
+        return -ENOENT;
+    pthread_mutex_lock(&mc->lock);
+    mc->stats.lookups++;
+    int rc = ensure_listing(mc, dir);
+    if (rc < 0)
+        goto out_unlock;
+    sqlite3_stmt *s = mstmt(mc, MS_ENTRY_GET);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        rc = row_to_entry(s, out);
+    else
+        rc = step == SQLITE_DONE ? -ENOENT : -EIO;
+    sqlite3_reset(s);
+out_unlock:
+    pthread_mutex_unlock(&mc->lock);
+    return rc;
+}
+
+int meta_cache_list(struct meta_cache *mc, const char *dir, struct meta_dir *out)
+{
+    if (!mc || !out || !valid_dir(dir))
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    struct meta_dir d = {0};
+    size_t cap = 0;
+    pthread_mutex_lock(&mc->lock);
+    int rc = ensure_listing(mc, dir);
+    if (rc < 0)
+        goto out_unlock;
+    sqlite3_stmt *s = mstmt(mc, MS_ENTRIES_LIST);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (d.count == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct meta_entry *n = realloc(d.entries, ncap * sizeof(*n));
+            if (!n) {
+                rc = -ENOMEM;
+                break;
+            }
+            d.entries = n;
+            cap = ncap;
+        }
+        rc = row_to_entry(s, &d.entries[d.count]);
+        if (rc < 0)
+            break;
+        d.count++;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = -EIO;
+    sqlite3_reset(s);
+out_unlock:
+    pthread_mutex_unlock(&mc->lock);
+    if (rc < 0)
+        meta_dir_clear(&d);
+    else
+        *out = d;
+    return rc;
+}
+
+int meta_cache_invalidate(struct meta_cache *mc, const char *dir)
+{
+    if (!mc || !valid_dir(dir))
+        return -EINVAL;
+    int rc = 0;
+    pthread_mutex_lock(&mc->lock);
+    if (mexec(mstmt(mc, MS_BEGIN)) != SQLITE_DONE) {
+        rc = -EIO;
+        goto out_unlock;
+    }
+    sqlite3_stmt *s = mstmt(mc, MS_ENTRIES_DEL);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    int ok = mexec(s) == SQLITE_DONE;
+    s = mstmt(mc, MS_DIR_DEL);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    ok = ok && mexec(s) == SQLITE_DONE;
+    if (!ok || mexec(mstmt(mc, MS_COMMIT)) != SQLITE_DONE) {
+        mexec(mstmt(mc, MS_ROLLBACK));
+        rc = -EIO;
+    }
+out_unlock:
+    pthread_mutex_unlock(&mc->lock);
+    return rc;
+}
+
+void meta_cache_get_stats(struct meta_cache *mc, struct meta_cache_stats *out)
+{
+    pthread_mutex_lock(&mc->lock);
+    *out = mc->stats;
+    pthread_mutex_unlock(&mc->lock);
+}
+
+int meta_cache_create(const struct meta_cache_conf *conf, struct backend *be,
+                      struct meta_cache **out, char *err, size_t errlen)
+{
+    int rc;
+    if (errlen)
+        err[0] = '\0';
+    if (!out || !conf || !conf->dir || !be) {
+        snprintf(err, errlen, "metadata cache: missing directory or backend");
+        return -EINVAL;
+    }
+    *out = NULL;
+    struct meta_cache *mc = calloc(1, sizeof(*mc));
+    if (!mc) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    mc->be = be;
+    mc->ttl_ms = conf->ttl_ms;
+    rc = cache_db_open(conf->dir, 0, &mc->db, err, errlen);
+    if (rc < 0)
+        goto out_free;
+    for (int i = 0; i < MS_COUNT; i++) {
+        if (sqlite3_prepare_v3(mc->db, mstmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &mc->st[i],
+                               NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(mc->db));
+            rc = -EIO;
+            goto out_stmts;
+        }
+    }
+    if (pthread_mutex_init(&mc->lock, NULL) != 0) {
+        snprintf(err, errlen, "cannot create mutex");
+        rc = -ENOMEM;
+        goto out_stmts;
+    }
+    if (pthread_cond_init(&mc->refresh_done, NULL) != 0) {
+        snprintf(err, errlen, "cannot create condition variable");
+        rc = -ENOMEM;
+        goto out_mutex;
+    }
+    *out = mc;
+    return 0;
+
+out_mutex:
+    pthread_mutex_destroy(&mc->lock);
+out_stmts:
+    for (int i = 0; i < MS_COUNT; i++)
+        sqlite3_finalize(mc->st[i]);
+    cache_db_close(mc->db);
+out_free:
+    free(mc);
+    return rc;
+}
+
+void meta_cache_destroy(struct meta_cache *mc)
+{
+    if (!mc)
+        return;
+    pthread_mutex_lock(&mc->lock);
+    MC_CHECK_INVARIANTS(mc);
+    pthread_mutex_unlock(&mc->lock);
+    for (int i = 0; i < MS_COUNT; i++)
+        sqlite3_finalize(mc->st[i]);
+    cache_db_close(mc->db);
+    pthread_cond_destroy(&mc->refresh_done);
+    pthread_mutex_destroy(&mc->lock);
+    free(mc);
+}
+
+#ifndef NDEBUG
+/* Debug check (under the lock): refreshes in the list are unfinished and unique. */
+static void meta_cache_check_invariants(struct meta_cache *mc)
+{
+    for (struct refresh *r = mc->refreshing; r; r = r->next) {
+        int bad = r->done;
+        for (struct refresh *q = r->next; q; q = q->next)
+            bad = bad || strcmp(q->dir, r->dir) == 0;
+        if (bad) {
+            fprintf(stderr, "meta_cache: invariant violated (refresh of \"%s\")\n", r->dir);
+            abort();
+        }
+    }
+}
+#endif

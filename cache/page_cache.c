@@ -1,0 +1,1110 @@
+/*
+ * page_cache.c - fixed-size pages of remote objects on local disk (see page_cache.h).
+ *
+ * Design (after CernVM-FS's cache manager):
+ *   - An object version (key, version) has one row in `files` (one row per key; a new version
+ *     replaces the row, dropping the old version's pages). Its pages are rows of `pages`
+ *     (file_id, idx, len, XXH3-64 checksum, access seq) and files
+ *     CACHE_DIR/pages/<sub>/<fhash>-<idx> where fhash is the hex XXH3-128 of key "\0" version
+ *     and sub = (first byte of fhash + idx) mod 256 in hex. Names never derive from sqlite
+ *     row ids, so a reset index cannot point at another object's stale file.
+ *   - A miss fetches read_range(key, version, idx*P, len) into memory, writes it to a
+ *     temporary file in CACHE_DIR/tmp/, renames it into place and then inserts its row. No
+ *     fsync: the checksum is verified on every read from disk; a page whose length or
+ *     checksum is wrong is dropped (row + file) and refetched, never served.
+ *   - Concurrent misses of one page share one fetch: `inflight` lists the fetches under way;
+ *     later readers wait on `fetch_done` and take the fetcher's buffer (or its error).
+ *   - Verified page buffers are ref-counted (`struct pbuf`); the last HOT_BYTES worth of them
+ *     are kept in a small LRU "hot set", so the kernel's 128 KiB reads of one page do not
+ *     re-read and re-hash the whole page from disk each time.
+ *   - Access order is a monotonic sequence (max(seq) loaded at open). Touches are collected
+ *     in memory and written in one transaction every TOUCH_MAX touches or TOUCH_FLUSH_MS,
+ *     on eviction, flush and destroy.
+ *   - bytes_resident/pages_resident are kept in memory (SUM at open). After a page is
+ *     stored, if bytes exceed high_pct% of capacity or the filesystem has less than min_free
+ *     bytes free, least-recently-used pages are evicted in batches down to low_pct%.
+ *     Eviction unlinks files; a reader holding a page file open keeps reading it.
+ *   - A page that cannot be written (disk full, I/O error) is still returned to the reader
+ *     from memory; it is only not cached (write_errors).
+ *
+ * Invariants (under pc->lock):
+ *   - a `pages` row exists only after its file was renamed into place; rename + insert and
+ *     delete + unlink happen in one critical section, so no reader can look a row up and
+ *     then fail to open a file that a concurrent store is about to create;
+ *   - bytes_resident == SUM(pages.len), pages_resident == COUNT(pages);
+ *   - at most one inflight entry per (file_id, idx); a page with a row is never fetched;
+ *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified.
+ *
+ * Lock order: pc->lock is the only lock of the module. It is never held across a backend
+ * call, and never across page file reads/writes (only open/rename/unlink/sqlite). pbuf and
+ * pc_file reference counts are atomics.
+ */
+#include "cache/page_cache.h"
+
+#include "backends/backend.h"
+#include "cache/cache_db.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define DEFAULT_PAGE_SIZE (1u << 20)
+#define DEFAULT_CAPACITY (10ull << 30)
+#define DEFAULT_HIGH_PCT 95
+#define DEFAULT_LOW_PCT 85
+#define TOUCH_MAX 256
+#define TOUCH_FLUSH_MS 1000
+#define EVICT_BATCH 64
+#define HOT_BYTES (16u << 20)
+#define HOT_MAX 16
+#define HOT_MIN 2
+
+#ifndef NDEBUG
+#define PC_CHECK_INVARIANTS(pc) page_cache_check_invariants(pc)
+#else
+#define PC_CHECK_INVARIANTS(pc) ((void)0)
+#endif
+
+/* A verified page in memory. refs is atomic; the rest is immutable after creation. */
+struct pbuf {
+    atomic_uint refs;
+    int64_t file_id;
+    uint64_t idx;
+    size_t len;
+    uint64_t stamp; /* hot-set recency, under pc->lock */
+    unsigned char data[];
+};
+
+/* A fetch under way. Lives in pc->inflight until done; freed by whoever leaves last. */
+struct inflight {
+    struct inflight *next;
+    int64_t file_id;
+    uint64_t idx;
+    int done;
+    int err;            /* 0 or -errno, valid when done */
+    struct pbuf *pb;    /* one reference, valid when done and !err */
+    unsigned waiters;
+};
+
+struct touch {
+    int64_t file_id;
+    uint64_t idx;
+    uint64_t seq;
+};
+
+struct pc_file {
+    atomic_uint refs;
+    int64_t file_id;
+    char *key;
+    char *version;
+    uint64_t size;
+    int64_t mtime_ns;
+    char fhash[33];
+};
+
+enum stmt_id {
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_FILE_GET,
+    ST_FILE_INS,
+    ST_FILE_DEL,
+    ST_FILE_PAGES,
+    ST_FILE_PAGES_DEL,
+    ST_PAGE_GET,
+    ST_PAGE_INS,
+    ST_PAGE_DEL,
+    ST_PAGE_TOUCH,
+    ST_LRU,
+    ST_SUMS,
+    ST_COUNT
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_FILE_GET] = "SELECT id, version, size, fhash FROM files WHERE key = ?1",
+    [ST_FILE_INS] = "INSERT INTO files(key, version, size, mtime_ns, fhash) "
+                    "VALUES(?1, ?2, ?3, ?4, ?5)",
+    [ST_FILE_DEL] = "DELETE FROM files WHERE id = ?1",
+    [ST_FILE_PAGES] = "SELECT idx, len FROM pages WHERE file_id = ?1",
+    [ST_FILE_PAGES_DEL] = "DELETE FROM pages WHERE file_id = ?1",
+    [ST_PAGE_GET] = "SELECT len, csum FROM pages WHERE file_id = ?1 AND idx = ?2",
+    [ST_PAGE_INS] = "INSERT INTO pages(file_id, idx, len, csum, seq) "
+                    "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM files WHERE id = ?1)",
+    [ST_PAGE_DEL] = "DELETE FROM pages WHERE file_id = ?1 AND idx = ?2",
+    [ST_PAGE_TOUCH] = "UPDATE pages SET seq = ?1 WHERE file_id = ?2 AND idx = ?3",
+    [ST_LRU] = "SELECT p.file_id, p.idx, p.len, f.fhash FROM pages p "
+               "LEFT JOIN files f ON f.id = p.file_id ORDER BY p.seq LIMIT ?1",
+    [ST_SUMS] = "SELECT count(*), coalesce(sum(len), 0), coalesce(max(seq), 0) FROM pages",
+};
+
+struct page_cache {
+    struct backend *be; /* borrowed */
+    char *dir;
+    uint32_t page_size;
+    uint64_t capacity, min_free, high_bytes, low_bytes;
+    size_t hot_max;
+
+    pthread_mutex_t lock;
+    pthread_cond_t fetch_done; /* broadcast when any inflight fetch completes */
+    /* Everything below is guarded by lock. */
+    sqlite3 *db;
+    sqlite3_stmt *st[ST_COUNT];
+    uint64_t seq;
+    struct touch touches[TOUCH_MAX];
+    size_t ntouch;
+    uint64_t last_flush_ms;
+    struct inflight *inflight;
+    struct pbuf *hot[HOT_MAX];
+    size_t nhot;
+    uint64_t hot_clock;
+    struct page_cache_stats stats;
+};
+
+#ifndef NDEBUG
+static void page_cache_check_invariants(struct page_cache *pc);
+#endif
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- statements ---- */
+
+static sqlite3_stmt *stmt(struct page_cache *pc, enum stmt_id id)
+{
+    sqlite3_stmt *s = pc->st[id];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+/* Steps a statement that returns no rows; returns the sqlite code (SQLITE_DONE on success). */
+static int exec_stmt(sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc;
+}
+
+static int tx_begin(struct page_cache *pc)
+{
+    return exec_stmt(stmt(pc, ST_BEGIN)) == SQLITE_DONE ? 0 : -EIO;
+}
+
+static int tx_commit(struct page_cache *pc)
+{
+    if (exec_stmt(stmt(pc, ST_COMMIT)) == SQLITE_DONE)
+        return 0;
+    exec_stmt(stmt(pc, ST_ROLLBACK));
+    return -EIO;
+}
+
+static void tx_rollback(struct page_cache *pc)
+{
+    exec_stmt(stmt(pc, ST_ROLLBACK));
+}
+
+/* ---- names ---- */
+
+static void page_path(const struct page_cache *pc, const char *fhash, uint64_t idx, char *buf,
+                      size_t buflen, int dir_only)
+{
+    char hx[3] = {fhash[0], fhash[1], '\0'};
+    unsigned sub = (unsigned)((strtoul(hx, NULL, 16) + idx) & 0xff);
+    if (dir_only)
+        snprintf(buf, buflen, "%s/pages/%02x", pc->dir, sub);
+    else
+        snprintf(buf, buflen, "%s/pages/%02x/%s-%" PRIx64, pc->dir, sub, fhash, idx);
+}
+
+static int file_hash(const char *key, const char *version, char out[33])
+{
+    size_t kl = strlen(key), vl = strlen(version);
+    char *buf = malloc(kl + vl + 1);
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, key, kl);
+    buf[kl] = '\0';
+    memcpy(buf + kl + 1, version, vl);
+    XXH128_hash_t h = XXH3_128bits(buf, kl + vl + 1);
+    free(buf);
+    snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, (uint64_t)h.high64, (uint64_t)h.low64);
+    return 0;
+}
+
+/* ---- page buffers and the hot set ---- */
+
+static struct pbuf *pbuf_new(int64_t file_id, uint64_t idx, size_t len)
+{
+    struct pbuf *pb = malloc(sizeof(*pb) + (len ? len : 1));
+    if (!pb)
+        return NULL;
+    atomic_init(&pb->refs, 1);
+    pb->file_id = file_id;
+    pb->idx = idx;
+    pb->len = len;
+    pb->stamp = 0;
+    return pb;
+}
+
+static struct pbuf *pbuf_ref(struct pbuf *pb)
+{
+    atomic_fetch_add(&pb->refs, 1);
+    return pb;
+}
+
+static void pbuf_unref(struct pbuf *pb)
+{
+    if (pb && atomic_fetch_sub(&pb->refs, 1) == 1)
+        free(pb);
+}
+
+static struct pbuf *hot_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    for (size_t i = 0; i < pc->nhot; i++) {
+        struct pbuf *pb = pc->hot[i];
+        if (pb->file_id == file_id && pb->idx == idx) {
+            pb->stamp = ++pc->hot_clock;
+            return pbuf_ref(pb);
+        }
+    }
+    return NULL;
+}
+
+static void hot_insert(struct page_cache *pc, struct pbuf *pb)
+{
+    size_t slot = pc->nhot;
+    for (size_t i = 0; i < pc->nhot; i++) {
+        if (pc->hot[i]->file_id == pb->file_id && pc->hot[i]->idx == pb->idx) {
+            slot = i;
+            break;
+        }
+    }
+    if (slot == pc->nhot && pc->nhot == pc->hot_max) {
+        slot = 0;
+        for (size_t i = 1; i < pc->nhot; i++)
+            if (pc->hot[i]->stamp < pc->hot[slot]->stamp)
+                slot = i;
+    }
+    if (slot < pc->nhot)
+        pbuf_unref(pc->hot[slot]);
+    else
+        pc->nhot++;
+    pb->stamp = ++pc->hot_clock;
+    pc->hot[slot] = pbuf_ref(pb);
+}
+
+static void hot_drop_file(struct page_cache *pc, int64_t file_id)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < pc->nhot; i++) {
+        if (pc->hot[i]->file_id == file_id)
+            pbuf_unref(pc->hot[i]);
+        else
+            pc->hot[j++] = pc->hot[i];
+    }
+    pc->nhot = j;
+}
+
+/* ---- access order ---- */
+
+static int flush_touches(struct page_cache *pc)
+{
+    int rc = 0;
+    pc->last_flush_ms = now_ms();
+    if (!pc->ntouch)
+        return 0;
+    rc = tx_begin(pc);
+    if (rc < 0)
+        goto out_clear;
+    for (size_t i = 0; i < pc->ntouch; i++) {
+        sqlite3_stmt *s = stmt(pc, ST_PAGE_TOUCH);
+        sqlite3_bind_int64(s, 1, (int64_t)pc->touches[i].seq);
+        sqlite3_bind_int64(s, 2, pc->touches[i].file_id);
+        sqlite3_bind_int64(s, 3, (int64_t)pc->touches[i].idx);
+        if (exec_stmt(s) != SQLITE_DONE) {
+            tx_rollback(pc);
+            rc = -EIO;
+            goto out_clear;
+        }
+    }
+    rc = tx_commit(pc);
+out_clear:
+    /* On failure the touches are lost: the LRU order gets a little less exact, no more. */
+    pc->ntouch = 0;
+    return rc;
+}
+
+static void touch(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    uint64_t seq = ++pc->seq;
+    if (pc->ntouch && pc->touches[pc->ntouch - 1].file_id == file_id &&
+        pc->touches[pc->ntouch - 1].idx == idx) {
+        pc->touches[pc->ntouch - 1].seq = seq;
+    } else {
+        pc->touches[pc->ntouch].file_id = file_id;
+        pc->touches[pc->ntouch].idx = idx;
+        pc->touches[pc->ntouch].seq = seq;
+        pc->ntouch++;
+    }
+    if (pc->ntouch == TOUCH_MAX || now_ms() - pc->last_flush_ms >= TOUCH_FLUSH_MS)
+        flush_touches(pc);
+}
+
+/* ---- removal and eviction ---- */
+
+/* Reloads the resident counters from the index (after a failed transaction whose file
+ * removals already happened). */
+static void recount(struct page_cache *pc)
+{
+    sqlite3_stmt *q = stmt(pc, ST_SUMS);
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        pc->stats.pages_resident = (uint64_t)sqlite3_column_int64(q, 0);
+        pc->stats.bytes_resident = (uint64_t)sqlite3_column_int64(q, 1);
+    }
+    sqlite3_reset(q);
+}
+
+/* Deletes the row of a page and its file. Returns 1 if a row was deleted. */
+static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, const char *fhash,
+                       uint64_t len)
+{
+    char path[4096];
+    sqlite3_stmt *s = stmt(pc, ST_PAGE_DEL);
+    sqlite3_bind_int64(s, 1, file_id);
+    sqlite3_bind_int64(s, 2, (int64_t)idx);
+    if (exec_stmt(s) != SQLITE_DONE)
+        return 0;
+    int gone = sqlite3_changes(pc->db) > 0;
+    if (fhash) {
+        page_path(pc, fhash, idx, path, sizeof(path), 0);
+        unlink(path);
+    }
+    if (gone) {
+        pc->stats.pages_resident--;
+        pc->stats.bytes_resident -= len;
+    }
+    return gone;
+}
+
+static uint64_t fs_free_bytes(const struct page_cache *pc)
+{
+    struct statvfs sv;
+    if (!pc->min_free || statvfs(pc->dir, &sv) < 0)
+        return UINT64_MAX;
+    return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+}
+
+static void maybe_evict(struct page_cache *pc)
+{
+    if (pc->stats.bytes_resident <= pc->high_bytes && fs_free_bytes(pc) >= pc->min_free)
+        return;
+    flush_touches(pc);
+    for (;;) {
+        int done = pc->stats.bytes_resident <= pc->low_bytes && fs_free_bytes(pc) >= pc->min_free;
+        if (done)
+            break;
+        int removed = 0;
+        if (tx_begin(pc) < 0)
+            break;
+        sqlite3_stmt *s = stmt(pc, ST_LRU);
+        sqlite3_bind_int(s, 1, EVICT_BATCH);
+        /* Collect the batch first: deleting while stepping a SELECT on the same table is
+         * allowed by sqlite, but keeping the two apart is clearer. */
+        struct {
+            int64_t file_id;
+            uint64_t idx, len;
+            char fhash[33];
+            int has_hash;
+        } batch[EVICT_BATCH];
+        int n = 0;
+        while (n < EVICT_BATCH && sqlite3_step(s) == SQLITE_ROW) {
+            batch[n].file_id = sqlite3_column_int64(s, 0);
+            batch[n].idx = (uint64_t)sqlite3_column_int64(s, 1);
+            batch[n].len = (uint64_t)sqlite3_column_int64(s, 2);
+            const unsigned char *h = sqlite3_column_text(s, 3);
+            batch[n].has_hash = h && strlen((const char *)h) == 32;
+            if (batch[n].has_hash)
+                memcpy(batch[n].fhash, h, 33);
+            n++;
+        }
+        sqlite3_reset(s);
+        for (int i = 0; i < n; i++) {
+            if (pc->stats.bytes_resident <= pc->low_bytes &&
+                fs_free_bytes(pc) >= pc->min_free)
+                break;
+            if (remove_page(pc, batch[i].file_id, batch[i].idx,
+                            batch[i].has_hash ? batch[i].fhash : NULL, batch[i].len)) {
+                pc->stats.evictions++;
+                removed++;
+            }
+        }
+        if (tx_commit(pc) < 0) {
+            recount(pc); /* rows whose files are gone are dropped when next read */
+            break;
+        }
+        if (removed == 0)
+            break;
+    }
+    PC_CHECK_INVARIANTS(pc);
+}
+
+/* ---- reading and storing page files ---- */
+
+/* Reads and verifies a page file. Returns 0 with *out, -EBADMSG if the page is damaged
+ * (wrong length or checksum, unreadable), or -ENOMEM. */
+static int read_page_file(int fd, int64_t file_id, uint64_t idx, size_t len, uint64_t csum,
+                          struct pbuf **out)
+{
+    struct stat st;
+    *out = NULL;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != len)
+        return -EBADMSG;
+    struct pbuf *pb = pbuf_new(file_id, idx, len);
+    if (!pb)
+        return -ENOMEM;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, pb->data + done, len - done, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            pbuf_unref(pb);
+            return -EBADMSG;
+        }
+        done += (size_t)n;
+    }
+    if (XXH3_64bits(pb->data, len) != csum) {
+        pbuf_unref(pb);
+        return -EBADMSG;
+    }
+    *out = pb;
+    return 0;
+}
+
+/* Writes pb to a new temporary file. Returns 0 with the path in tmp, or -errno (no file is
+ * left behind). Called without the lock. */
+static int write_tmp(const struct page_cache *pc, const struct pbuf *pb, char *tmp,
+                     size_t tmplen)
+{
+    snprintf(tmp, tmplen, "%s/tmp/page-XXXXXX", pc->dir);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = 0;
+    size_t done = 0;
+    while (done < pb->len) {
+        ssize_t n = write(fd, pb->data + done, pb->len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -ENOSPC;
+            goto out_unlink;
+        }
+        done += (size_t)n;
+    }
+    if (close(fd) < 0) {
+        fd = -1;
+        rc = -errno;
+        goto out_unlink;
+    }
+    return 0;
+
+out_unlink:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return rc;
+}
+
+/* Under the lock: renames tmp into place and records the page. On failure removes what
+ * was written and counts a write error. */
+static void commit_page(struct page_cache *pc, const struct pc_file *f, const struct pbuf *pb,
+                        uint64_t csum, const char *tmp)
+{
+    char path[4096];
+    page_path(pc, f->fhash, pb->idx, path, sizeof(path), 0);
+    if (rename(tmp, path) < 0) {
+        int ok = 0;
+        if (errno == ENOENT) {
+            char sub[4096];
+            page_path(pc, f->fhash, pb->idx, sub, sizeof(sub), 1);
+            ok = (mkdir(sub, 0700) == 0 || errno == EEXIST) && rename(tmp, path) == 0;
+        }
+        if (!ok) {
+            unlink(tmp);
+            pc->stats.write_errors++;
+            return;
+        }
+    }
+    sqlite3_stmt *s = stmt(pc, ST_PAGE_INS);
+    sqlite3_bind_int64(s, 1, f->file_id);
+    sqlite3_bind_int64(s, 2, (int64_t)pb->idx);
+    sqlite3_bind_int64(s, 3, (int64_t)pb->len);
+    sqlite3_bind_int64(s, 4, (int64_t)csum);
+    sqlite3_bind_int64(s, 5, (int64_t)++pc->seq);
+    int rc = exec_stmt(s);
+    if (rc != SQLITE_DONE || sqlite3_changes(pc->db) == 0) {
+        /* The index refused the row, or the file's version was dropped meanwhile. */
+        unlink(path);
+        if (rc != SQLITE_DONE)
+            pc->stats.write_errors++;
+        return;
+    }
+    pc->stats.pages_resident++;
+    pc->stats.bytes_resident += pb->len;
+    maybe_evict(pc);
+}
+
+static struct inflight *inflight_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    for (struct inflight *in = pc->inflight; in; in = in->next)
+        if (in->file_id == file_id && in->idx == idx)
+            return in;
+    return NULL;
+}
+
+static void inflight_unlink(struct page_cache *pc, struct inflight *in)
+{
+    for (struct inflight **pp = &pc->inflight; *pp; pp = &(*pp)->next) {
+        if (*pp == in) {
+            *pp = in->next;
+            return;
+        }
+    }
+}
+
+static void inflight_free(struct inflight *in)
+{
+    pbuf_unref(in->pb);
+    free(in);
+}
+
+/* Called with the lock held and no row and no inflight entry for the page: fetches it,
+ * stores it, and publishes the result to waiters. Returns with the lock held. */
+static int fetch_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t plen,
+                      struct pbuf **out)
+{
+    struct inflight *in = calloc(1, sizeof(*in));
+    struct pbuf *pb = NULL;
+    char tmp[4096];
+    int rc = 0, wrote = -1;
+    uint64_t csum = 0;
+
+    if (!in)
+        return -ENOMEM;
+    in->file_id = f->file_id;
+    in->idx = idx;
+    in->next = pc->inflight;
+    pc->inflight = in;
+    pc->stats.misses++;
+    pthread_mutex_unlock(&pc->lock);
+
+    pb = pbuf_new(f->file_id, idx, plen);
+    if (!pb) {
+        rc = -ENOMEM;
+        goto out_lock;
+    }
+    ssize_t n = pc->be->ops->read_range(pc->be, f->key, f->version, idx * pc->page_size, plen,
+                                        pb->data);
+    if (n < 0) {
+        rc = (int)n;
+        goto out_lock;
+    }
+    if ((size_t)n != plen) {
+        rc = -EIO; /* the object is shorter than its recorded size: never cache that */
+        goto out_lock;
+    }
+    csum = XXH3_64bits(pb->data, plen);
+    wrote = write_tmp(pc, pb, tmp, sizeof(tmp));
+
+out_lock:
+    pthread_mutex_lock(&pc->lock);
+    if (rc == 0) {
+        pc->stats.bytes_fetched += plen;
+        if (wrote == 0)
+            commit_page(pc, f, pb, csum, tmp);
+        else
+            pc->stats.write_errors++;
+        hot_insert(pc, pb); /* the new row already has the newest seq: no touch */
+    }
+    in->done = 1;
+    in->err = rc;
+    in->pb = rc == 0 ? pbuf_ref(pb) : NULL;
+    inflight_unlink(pc, in);
+    pthread_cond_broadcast(&pc->fetch_done);
+    if (in->waiters == 0)
+        inflight_free(in);
+    if (rc < 0) {
+        pbuf_unref(pb);
+        pb = NULL;
+    }
+    *out = pb;
+    return rc;
+}
+
+/* The verified bytes of page idx of f (one reference, caller unrefs). `use` is the number
+ * of bytes the caller will take from the page (counted in bytes_hit on a hit). */
+static int get_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t use,
+                    struct pbuf **out)
+{
+    uint64_t page_off = idx * pc->page_size;
+    size_t plen = (size_t)(f->size - page_off < pc->page_size ? f->size - page_off
+                                                               : pc->page_size);
+    int rc = 0;
+    *out = NULL;
+
+    pthread_mutex_lock(&pc->lock);
+    struct pbuf *pb = hot_find(pc, f->file_id, idx);
+    if (pb)
+        goto out_hit;
+
+    sqlite3_stmt *s = stmt(pc, ST_PAGE_GET);
+    sqlite3_bind_int64(s, 1, f->file_id);
+    sqlite3_bind_int64(s, 2, (int64_t)idx);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        uint64_t len = (uint64_t)sqlite3_column_int64(s, 0);
+        uint64_t csum = (uint64_t)sqlite3_column_int64(s, 1);
+        sqlite3_reset(s);
+        char path[4096];
+        page_path(pc, f->fhash, idx, path, sizeof(path), 0);
+        /* Opened under the lock: eviction may unlink it later, our descriptor stays good. */
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        pthread_mutex_unlock(&pc->lock);
+        rc = -EBADMSG;
+        if (fd >= 0) {
+            if (len == plen)
+                rc = read_page_file(fd, f->file_id, idx, plen, csum, &pb);
+            close(fd);
+        }
+        pthread_mutex_lock(&pc->lock);
+        if (rc == 0) {
+            hot_insert(pc, pb);
+            goto out_hit;
+        }
+        if (rc != -EBADMSG)
+            goto out_unlock;
+        /* Damaged or missing: drop it (if it was not dropped meanwhile) and refetch. */
+        rc = 0;
+        if (remove_page(pc, f->file_id, idx, f->fhash, len))
+            pc->stats.corrupt++;
+    } else {
+        sqlite3_reset(s); /* no row, or an index error: either way, fetch */
+    }
+
+    struct inflight *in = inflight_find(pc, f->file_id, idx);
+    if (in) {
+        in->waiters++;
+        pc->stats.singleflight_waits++;
+        while (!in->done)
+            pthread_cond_wait(&pc->fetch_done, &pc->lock);
+        rc = in->err;
+        if (rc == 0)
+            *out = pbuf_ref(in->pb);
+        if (--in->waiters == 0)
+            inflight_free(in);
+        goto out_unlock;
+    }
+    rc = fetch_page(pc, f, idx, plen, out);
+    goto out_unlock;
+
+out_hit:
+    pc->stats.hits++;
+    pc->stats.bytes_hit += use;
+    touch(pc, f->file_id, idx);
+    *out = pb;
+out_unlock:
+    pthread_mutex_unlock(&pc->lock);
+    return rc;
+}
+
+/* ---- public API ---- */
+
+ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                        void *buf)
+{
+    if (!pc || !f || (!buf && len))
+        return -EINVAL;
+    if (off >= f->size || len == 0)
+        return 0;
+    if (len > f->size - off)
+        len = (size_t)(f->size - off);
+    if (len > SSIZE_MAX)
+        len = SSIZE_MAX;
+
+    size_t done = 0;
+    while (done < len) {
+        uint64_t pos = off + done;
+        uint64_t idx = pos / pc->page_size;
+        size_t in_page = (size_t)(pos % pc->page_size);
+        uint64_t page_end = (idx + 1) * pc->page_size;
+        size_t n = (size_t)((page_end < f->size ? page_end : f->size) - pos);
+        if (n > len - done)
+            n = len - done;
+        struct pbuf *pb;
+        int rc = get_page(pc, f, idx, n, &pb);
+        if (rc < 0)
+            return rc;
+        if (in_page + n > pb->len) { /* cannot happen: pages have their exact length */
+            pbuf_unref(pb);
+            return -EIO;
+        }
+        memcpy((char *)buf + done, pb->data + in_page, n);
+        pbuf_unref(pb);
+        done += n;
+    }
+    return (ssize_t)done;
+}
+
+/* Drops every page of file row `file_id` and the row itself (inside a transaction). */
+static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
+{
+    char path[4096];
+    sqlite3_stmt *s = stmt(pc, ST_FILE_PAGES);
+    sqlite3_bind_int64(s, 1, file_id);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        uint64_t idx = (uint64_t)sqlite3_column_int64(s, 0);
+        uint64_t len = (uint64_t)sqlite3_column_int64(s, 1);
+        page_path(pc, fhash, idx, path, sizeof(path), 0);
+        unlink(path);
+        pc->stats.pages_resident--;
+        pc->stats.bytes_resident -= len;
+    }
+    sqlite3_reset(s);
+    s = stmt(pc, ST_FILE_PAGES_DEL);
+    sqlite3_bind_int64(s, 1, file_id);
+    if (exec_stmt(s) != SQLITE_DONE)
+        return -EIO;
+    s = stmt(pc, ST_FILE_DEL);
+    sqlite3_bind_int64(s, 1, file_id);
+    if (exec_stmt(s) != SQLITE_DONE)
+        return -EIO;
+    hot_drop_file(pc, file_id);
+    return 0;
+}
+
+int page_cache_open(struct page_cache *pc, const char *key, const char *version, uint64_t size,
+                    int64_t mtime_ns, struct pc_file **out, int *unchanged)
+{
+    int rc;
+    if (!pc || !key || !version || !out)
+        return -EINVAL;
+    *out = NULL;
+    if (unchanged)
+        *unchanged = 0;
+    struct pc_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    atomic_init(&f->refs, 1);
+    f->key = strdup(key);
+    f->version = strdup(version);
+    f->size = size;
+    f->mtime_ns = mtime_ns;
+    if (!f->key || !f->version) {
+        rc = -ENOMEM;
+        goto out_free;
+    }
+    rc = file_hash(key, version, f->fhash);
+    if (rc < 0)
+        goto out_free;
+
+    pthread_mutex_lock(&pc->lock);
+    flush_touches(pc);
+    rc = tx_begin(pc);
+    if (rc < 0)
+        goto out_unlock;
+    sqlite3_stmt *s = stmt(pc, ST_FILE_GET);
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(s, 0);
+        const char *v = (const char *)sqlite3_column_text(s, 1);
+        uint64_t old_size = (uint64_t)sqlite3_column_int64(s, 2);
+        const char *h = (const char *)sqlite3_column_text(s, 3);
+        if (v && strcmp(v, version) == 0 && old_size == size && h && strcmp(h, f->fhash) == 0) {
+            f->file_id = id;
+            sqlite3_reset(s);
+            if (unchanged)
+                *unchanged = 1;
+            goto out_commit;
+        }
+        char old_hash[33] = "";
+        if (h && strlen(h) == 32)
+            memcpy(old_hash, h, 33);
+        sqlite3_reset(s);
+        rc = drop_file(pc, id, old_hash[0] ? old_hash : f->fhash);
+        if (rc < 0)
+            goto out_rollback;
+    } else {
+        sqlite3_reset(s);
+        if (step != SQLITE_DONE) {
+            rc = -EIO;
+            goto out_rollback;
+        }
+    }
+    s = stmt(pc, ST_FILE_INS);
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, version, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, (int64_t)size);
+    sqlite3_bind_int64(s, 4, mtime_ns);
+    sqlite3_bind_text(s, 5, f->fhash, -1, SQLITE_STATIC);
+    if (exec_stmt(s) != SQLITE_DONE) {
+        rc = -EIO;
+        goto out_rollback;
+    }
+    f->file_id = sqlite3_last_insert_rowid(pc->db);
+out_commit:
+    rc = tx_commit(pc);
+    if (rc < 0) {
+        recount(pc);
+        goto out_unlock;
+    }
+    pthread_mutex_unlock(&pc->lock);
+    *out = f;
+    return 0;
+
+out_rollback:
+    tx_rollback(pc);
+    /* The rolled-back drop restored the rows, not the counters or files. */
+    recount(pc);
+out_unlock:
+    pthread_mutex_unlock(&pc->lock);
+out_free:
+    free(f->key);
+    free(f->version);
+    free(f);
+    return rc;
+}
+
+struct pc_file *pc_file_ref(struct pc_file *f)
+{
+    if (f)
+        atomic_fetch_add(&f->refs, 1);
+    return f;
+}
+
+void pc_file_unref(struct pc_file *f)
+{
+    if (!f || atomic_fetch_sub(&f->refs, 1) != 1)
+        return;
+    free(f->key);
+    free(f->version);
+    free(f);
+}
+
+uint64_t pc_file_size(const struct pc_file *f)
+{
+    return f->size;
+}
+
+uint32_t page_cache_page_size(const struct page_cache *pc)
+{
+    return pc->page_size;
+}
+
+void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
+{
+    pthread_mutex_lock(&pc->lock);
+    *out = pc->stats;
+    pthread_mutex_unlock(&pc->lock);
+}
+
+int page_cache_flush(struct page_cache *pc)
+{
+    pthread_mutex_lock(&pc->lock);
+    int rc = flush_touches(pc);
+    pthread_mutex_unlock(&pc->lock);
+    return rc;
+}
+
+/* Removes leftovers of page writes interrupted by a crash. */
+static void clean_tmp(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tmp", dir);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
+int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
+                      struct page_cache **out, char *err, size_t errlen)
+{
+    int rc;
+    if (errlen)
+        err[0] = '\0';
+    if (!out) {
+        snprintf(err, errlen, "page cache: no output pointer");
+        return -EINVAL;
+    }
+    *out = NULL;
+    if (!conf || !conf->dir || !be) {
+        snprintf(err, errlen, "page cache: missing directory or backend");
+        return -EINVAL;
+    }
+    uint32_t ps = conf->page_size ? conf->page_size : DEFAULT_PAGE_SIZE;
+    if ((ps & (ps - 1)) != 0 || ps < (64u << 10) || ps > (64u << 20)) {
+        snprintf(err, errlen, "page size %" PRIu32 " is not a power of two in 64 KiB..64 MiB",
+                 ps);
+        return -EINVAL;
+    }
+    unsigned high = conf->high_pct ? conf->high_pct : DEFAULT_HIGH_PCT;
+    unsigned low = conf->low_pct ? conf->low_pct : DEFAULT_LOW_PCT;
+    if (high > 100 || low > high) {
+        snprintf(err, errlen, "cache watermarks must satisfy low <= high <= 100 (got %u, %u)",
+                 low, high);
+        return -EINVAL;
+    }
+
+    struct page_cache *pc = calloc(1, sizeof(*pc));
+    if (!pc) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    pc->be = be;
+    pc->page_size = ps;
+    pc->capacity = conf->capacity ? conf->capacity : DEFAULT_CAPACITY;
+    pc->min_free = conf->min_free;
+    pc->high_bytes = pc->capacity / 100 * high + pc->capacity % 100 * high / 100;
+    pc->low_bytes = pc->capacity / 100 * low + pc->capacity % 100 * low / 100;
+    pc->hot_max = HOT_BYTES / ps;
+    if (pc->hot_max < HOT_MIN)
+        pc->hot_max = HOT_MIN;
+    if (pc->hot_max > HOT_MAX)
+        pc->hot_max = HOT_MAX;
+    pc->dir = strdup(conf->dir);
+    if (!pc->dir) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto out_free;
+    }
+    rc = cache_db_open(pc->dir, ps, &pc->db, err, errlen);
+    if (rc < 0)
+        goto out_free;
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (sqlite3_prepare_v3(pc->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &pc->st[i],
+                               NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(pc->db));
+            rc = -EIO;
+            goto out_stmts;
+        }
+    }
+    sqlite3_stmt *s = pc->st[ST_SUMS];
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(pc->db));
+        sqlite3_reset(s);
+        rc = -EIO;
+        goto out_stmts;
+    }
+    pc->stats.pages_resident = (uint64_t)sqlite3_column_int64(s, 0);
+    pc->stats.bytes_resident = (uint64_t)sqlite3_column_int64(s, 1);
+    pc->seq = (uint64_t)sqlite3_column_int64(s, 2);
+    sqlite3_reset(s);
+    clean_tmp(pc->dir);
+    pc->last_flush_ms = now_ms();
+    if (pthread_mutex_init(&pc->lock, NULL) != 0) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "cannot create mutex");
+        goto out_stmts;
+    }
+    if (pthread_cond_init(&pc->fetch_done, NULL) != 0) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "cannot create condition variable");
+        goto out_mutex;
+    }
+    pthread_mutex_lock(&pc->lock);
+    maybe_evict(pc); /* the capacity may have shrunk since the last run */
+    PC_CHECK_INVARIANTS(pc);
+    pthread_mutex_unlock(&pc->lock);
+    *out = pc;
+    return 0;
+
+out_mutex:
+    pthread_mutex_destroy(&pc->lock);
+out_stmts:
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(pc->st[i]);
+    cache_db_close(pc->db);
+out_free:
+    free(pc->dir);
+    free(pc);
+    return rc;
+}
+
+void page_cache_destroy(struct page_cache *pc)
+{
+    if (!pc)
+        return;
+    pthread_mutex_lock(&pc->lock);
+    flush_touches(pc);
+    PC_CHECK_INVARIANTS(pc);
+    for (size_t i = 0; i < pc->nhot; i++)
+        pbuf_unref(pc->hot[i]);
+    pc->nhot = 0;
+    pthread_mutex_unlock(&pc->lock);
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(pc->st[i]);
+    cache_db_close(pc->db);
+    pthread_cond_destroy(&pc->fetch_done);
+    pthread_mutex_destroy(&pc->lock);
+    free(pc->dir);
+    free(pc);
+}
+
+#ifndef NDEBUG
+/* Debug check (under the lock): the in-memory counters match the index, the hot set and
+ * the touch batch are within bounds, and nothing in flight is finished. */
+static void page_cache_check_invariants(struct page_cache *pc)
+{
+    int ok = 1;
+    sqlite3_stmt *s = stmt(pc, ST_SUMS);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        if ((uint64_t)sqlite3_column_int64(s, 0) != pc->stats.pages_resident ||
+            (uint64_t)sqlite3_column_int64(s, 1) != pc->stats.bytes_resident)
+            ok = 0;
+        if ((uint64_t)sqlite3_column_int64(s, 2) > pc->seq)
+            ok = 0;
+    }
+    sqlite3_reset(s);
+    if (pc->nhot > pc->hot_max || pc->ntouch > TOUCH_MAX)
+        ok = 0;
+    for (size_t i = 0; i < pc->nhot; i++)
+        if (atomic_load(&pc->hot[i]->refs) == 0)
+            ok = 0;
+    for (struct inflight *in = pc->inflight; in; in = in->next)
+        if (in->done)
+            ok = 0;
+    if (!ok) {
+        fprintf(stderr, "page_cache: invariant violated (resident %" PRIu64 " pages, %" PRIu64
+                        " bytes)\n",
+                pc->stats.pages_resident, pc->stats.bytes_resident);
+        abort();
+    }
+}
+#endif

@@ -1,0 +1,354 @@
+/*
+ * test_meta_cache.c - component tests of the metadata cache over the local backend.
+ *
+ * Stack: stats(fault(local(root))); list_calls of the stats layer count every listing
+ * request, including the ones the fault layer fails.
+ */
+#include "backends/backend.h"
+#include "cache/meta_cache.h"
+#include "cache/page_cache.h"
+#include "testlib.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct env {
+    char *root;
+    char *cache;
+    struct backend *be;
+    struct backend *fault;
+    struct meta_cache *mc;
+    uint64_t ttl_ms;
+};
+
+static char *path_join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+static void put(struct env *e, const char *rel, const char *content)
+{
+    char *p = path_join(e->root, rel);
+    CHECK_EQ(test_write_file(p, content, strlen(content)), 0);
+    free(p);
+}
+
+static void mkdir_rel(struct env *e, const char *rel)
+{
+    char *p = path_join(e->root, rel);
+    CHECK_EQ(mkdir(p, 0755), 0);
+    free(p);
+}
+
+static void open_mc(struct env *e)
+{
+    char err[256];
+    struct meta_cache_conf conf = {.dir = e->cache, .ttl_ms = e->ttl_ms};
+    CHECK_EQ(meta_cache_create(&conf, e->be, &e->mc, err, sizeof(err)), 0);
+}
+
+static void env_init(struct env *e, uint64_t ttl_ms)
+{
+    char err[256];
+    struct backend *local = NULL;
+    memset(e, 0, sizeof(*e));
+    e->root = test_mkdtemp("mc-root");
+    e->cache = test_mkdtemp("mc-cache");
+    e->ttl_ms = ttl_ms;
+    CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
+    CHECK_EQ(fault_backend_create(local, 0, 0, &e->fault), 0);
+    CHECK_EQ(stats_backend_create(e->fault, &e->be), 0);
+    put(e, "f1", "0123456789");
+    put(e, "sub/x", "xx");
+    put(e, "sub/y", "yyy");
+    put(e, "sub/deeper/z", "z");
+    mkdir_rel(e, "emptydir");
+    open_mc(e);
+}
+
+static void env_fini(struct env *e)
+{
+    meta_cache_destroy(e->mc);
+    backend_destroy(e->be);
+    test_rm_rf(e->root);
+    test_rm_rf(e->cache);
+    free(e->root);
+    free(e->cache);
+}
+
+static uint64_t list_calls(struct env *e)
+{
+    struct backend_counters c;
+    memset(&c, 0, sizeof(c));
+    CHECK_EQ(e->be->ops->counters(e->be, &c), 0);
+    return c.list_calls;
+}
+
+static struct meta_cache_stats mstats(struct env *e)
+{
+    struct meta_cache_stats s;
+    meta_cache_get_stats(e->mc, &s);
+    return s;
+}
+
+/* Checks that the listing of dir is exactly `names` ("name" or "name/" for directories). */
+static void check_list(struct env *e, const char *dir, const char *const *names, size_t n)
+{
+    struct meta_dir d;
+    int rc = meta_cache_list(e->mc, dir, &d);
+    CHECK_EQ(rc, 0);
+    if (rc < 0)
+        return;
+    CHECK_EQ(d.count, n);
+    for (size_t i = 0; i < d.count && i < n; i++) {
+        char buf[300];
+        snprintf(buf, sizeof(buf), "%s%s", d.entries[i].name, d.entries[i].is_dir ? "/" : "");
+        CHECK_STR(buf, names[i]);
+    }
+    meta_dir_clear(&d);
+}
+
+static const char *const root_names[] = {"emptydir/", "f1", "sub/"};
+static const char *const sub_names[] = {"deeper/", "x", "y"};
+
+static void test_list_and_lookup_within_ttl(void)
+{
+    struct env e;
+    env_init(&e, 60000);
+    check_list(&e, "", root_names, 3);
+    CHECK_EQ(list_calls(&e), 1);
+    check_list(&e, "", root_names, 3);
+    check_list(&e, "sub/", sub_names, 3);
+    CHECK_EQ(list_calls(&e), 2);
+
+    struct meta_entry me;
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "f1", &me), 0);
+    CHECK_EQ(me.is_dir, 0);
+    CHECK_EQ(me.size, 10);
+    struct backend_stat st;
+    CHECK_EQ(e.be->ops->stat(e.be, "f1", &st), 0);
+    CHECK_STR(me.version, st.version);
+    CHECK_EQ(me.mtime_ns, st.mtime_ns);
+    backend_stat_clear(&st);
+    meta_entry_clear(&me);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "sub", &me), 0);
+    CHECK_EQ(me.is_dir, 1);
+    CHECK(me.version == NULL);
+    meta_entry_clear(&me);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/", "y", &me), 0);
+    CHECK_EQ(me.size, 3);
+    meta_entry_clear(&me);
+    /* A name missing from a fresh listing is a cached negative entry. */
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "nope", &me), -ENOENT);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/", "nope", &me), -ENOENT);
+    CHECK_EQ(list_calls(&e), 2);
+    CHECK_EQ(mstats(&e).lookups, 5);
+    CHECK_EQ(mstats(&e).listings_fetched, 2);
+
+    /* A lookup in a directory not listed yet lists it. */
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/deeper/", "z", &me), 0);
+    meta_entry_clear(&me);
+    CHECK_EQ(list_calls(&e), 3);
+
+    /* Invalid arguments. */
+    struct meta_dir d;
+    CHECK_EQ(meta_cache_list(e.mc, "sub", &d), -EINVAL);
+    CHECK_EQ(meta_cache_list(e.mc, "/sub/", &d), -EINVAL);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "", &me), -EINVAL);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "a/b", &me), -ENOENT);
+    CHECK_EQ(meta_cache_invalidate(e.mc, "x"), -EINVAL);
+    env_fini(&e);
+}
+
+static void test_negative_directories(void)
+{
+    struct env e;
+    env_init(&e, 60000);
+    struct meta_dir d;
+    struct meta_entry me;
+    CHECK_EQ(meta_cache_list(e.mc, "nothere/", &d), -ENOENT);
+    CHECK_EQ(list_calls(&e), 1);
+    CHECK_EQ(meta_cache_list(e.mc, "nothere/", &d), -ENOENT);
+    CHECK_EQ(meta_cache_lookup(e.mc, "nothere/", "x", &me), -ENOENT);
+    CHECK_EQ(list_calls(&e), 1);
+    /* A directory without entries (and without a marker) does not exist as a prefix. */
+    CHECK_EQ(meta_cache_list(e.mc, "emptydir/", &d), -ENOENT);
+    CHECK_EQ(list_calls(&e), 2);
+    /* The root always exists, even when empty. */
+    test_rm_rf(e.root);
+    CHECK_EQ(mkdir(e.root, 0700), 0);
+    CHECK_EQ(meta_cache_list(e.mc, "", &d), 0);
+    CHECK_EQ(d.count, 0);
+    meta_dir_clear(&d);
+    /* Invalidation makes the next access list again and see new objects. */
+    put(&e, "nothere/now", "1");
+    CHECK_EQ(meta_cache_invalidate(e.mc, "nothere/"), 0);
+    const char *const now[] = {"now"};
+    check_list(&e, "nothere/", now, 1);
+    env_fini(&e);
+}
+
+static void test_ttl_expiry_refetches(void)
+{
+    struct env e;
+    env_init(&e, 50);
+    check_list(&e, "", root_names, 3);
+    CHECK_EQ(list_calls(&e), 1);
+    put(&e, "g2", "new");
+    usleep(120 * 1000); /* past the TTL */
+    const char *const with_g2[] = {"emptydir/", "f1", "g2", "sub/"};
+    check_list(&e, "", with_g2, 4);
+    CHECK_EQ(list_calls(&e), 2);
+    meta_cache_destroy(e.mc);
+
+    /* TTL 0: every access lists again. */
+    e.ttl_ms = 0;
+    open_mc(&e);
+    uint64_t calls = list_calls(&e);
+    check_list(&e, "", with_g2, 4);
+    check_list(&e, "", with_g2, 4);
+    CHECK_EQ(list_calls(&e), calls + 2);
+    env_fini(&e);
+}
+
+static void test_stale_listing_served_on_transport_error(void)
+{
+    struct env e;
+    env_init(&e, 20);
+    check_list(&e, "", root_names, 3);
+    usleep(60 * 1000);
+    put(&e, "g2", "new"); /* not visible: the store cannot be reached */
+    fault_backend_set(e.fault, 0, ETIMEDOUT, 0);
+    check_list(&e, "", root_names, 3);
+    CHECK_EQ(mstats(&e).stale_served, 1);
+    struct meta_entry me;
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "f1", &me), 0);
+    meta_entry_clear(&me);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "g2", &me), -ENOENT);
+    CHECK_EQ(mstats(&e).stale_served, 3);
+    fault_backend_set(e.fault, 0, ECONNREFUSED, 0);
+    check_list(&e, "", root_names, 3);
+    CHECK_EQ(mstats(&e).stale_served, 4);
+    /* Nothing stale to serve: the error comes through. */
+    struct meta_dir d;
+    CHECK_EQ(meta_cache_list(e.mc, "sub/", &d), -ECONNREFUSED);
+    /* Not a transport error: no stale listing. */
+    fault_backend_set(e.fault, 0, EACCES, 0);
+    CHECK_EQ(meta_cache_list(e.mc, "", &d), -EACCES);
+    CHECK_EQ(mstats(&e).stale_served, 4);
+    /* The store is back: the listing is fresh again. */
+    fault_backend_set(e.fault, 0, 0, 0);
+    const char *const with_g2[] = {"emptydir/", "f1", "g2", "sub/"};
+    check_list(&e, "", with_g2, 4);
+    env_fini(&e);
+}
+
+static void test_listings_survive_restart(void)
+{
+    struct env e;
+    env_init(&e, 60000);
+    check_list(&e, "", root_names, 3);
+    check_list(&e, "sub/", sub_names, 3);
+    struct meta_dir d;
+    CHECK_EQ(meta_cache_list(e.mc, "nothere/", &d), -ENOENT);
+    meta_cache_destroy(e.mc);
+    uint64_t calls = list_calls(&e);
+
+    /* The page cache shares the directory: opening it must not reset the listings. */
+    struct page_cache_conf pconf = {.dir = e.cache, .page_size = 1u << 20};
+    struct page_cache *pc = NULL;
+    char err[256];
+    CHECK_EQ(page_cache_create(&pconf, e.be, &pc, err, sizeof(err)), 0);
+    open_mc(&e);
+    fault_backend_set(e.fault, 0, EIO, 0);
+    check_list(&e, "", root_names, 3);
+    check_list(&e, "sub/", sub_names, 3);
+    CHECK_EQ(meta_cache_list(e.mc, "nothere/", &d), -ENOENT);
+    CHECK_EQ(list_calls(&e), calls);
+    CHECK_EQ(mstats(&e).stale_served, 0);
+    page_cache_destroy(pc);
+    env_fini(&e);
+}
+
+struct conc_arg {
+    struct env *e;
+    pthread_barrier_t *bar;
+    int rc;
+    size_t count;
+};
+
+static void *conc_thread(void *p)
+{
+    struct conc_arg *a = p;
+    struct meta_dir d;
+    pthread_barrier_wait(a->bar);
+    a->rc = meta_cache_list(a->e->mc, "sub/", &d);
+    if (a->rc == 0) {
+        a->count = d.count;
+        meta_dir_clear(&d);
+    }
+    return NULL;
+}
+
+static void test_concurrent_refresh_single_flight(void)
+{
+    struct env e;
+    env_init(&e, 60000);
+    fault_backend_set(e.fault, 0, 0, 200000);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 8);
+    pthread_t th[8];
+    struct conc_arg args[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (struct conc_arg){&e, &bar, -1, 0};
+        pthread_create(&th[i], NULL, conc_thread, &args[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(args[i].rc, 0);
+        CHECK_EQ(args[i].count, 3);
+    }
+    pthread_barrier_destroy(&bar);
+    CHECK_EQ(list_calls(&e), 1);
+    CHECK_EQ(mstats(&e).listings_fetched, 1);
+    env_fini(&e);
+}
+
+static void test_create_errors(void)
+{
+    char *base = test_mkdtemp("mc-err");
+    char *file = path_join(base, "file");
+    CHECK_EQ(test_write_file(file, "x", 1), 0);
+    char err[256] = "";
+    struct backend *local = NULL;
+    CHECK_EQ(local_backend_create(base, &local, err, sizeof(err)), 0);
+    struct meta_cache *mc = NULL;
+    struct meta_cache_conf conf = {.dir = file, .ttl_ms = 1000};
+    CHECK_EQ(meta_cache_create(&conf, local, &mc, err, sizeof(err)), -ENOTDIR);
+    CHECK(mc == NULL);
+    CHECK(err[0] != '\0');
+    CHECK_EQ(meta_cache_create(&conf, NULL, &mc, err, sizeof(err)), -EINVAL);
+    backend_destroy(local);
+    free(file);
+    test_rm_rf(base);
+    free(base);
+}
+
+int main(void)
+{
+    RUN(test_list_and_lookup_within_ttl);
+    RUN(test_negative_directories);
+    RUN(test_ttl_expiry_refetches);
+    RUN(test_stale_listing_served_on_transport_error);
+    RUN(test_listings_survive_restart);
+    RUN(test_concurrent_refresh_single_flight);
+    RUN(test_create_errors);
+    return test_finish();
+}
