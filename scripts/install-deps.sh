@@ -20,7 +20,7 @@ test_pkgs=(
   ceph-mon ceph-osd radosgw ceph-common  # a real S3 server (Ceph radosgw) for the tests
   awscli python3-boto3                   # ground truth and test data uploads
   python3                                # /usr/bin/python3 drives the mount tests
-  attr psmisc procps                     # getfattr, fuser/killall-free process handling, pgrep
+  attr procps curl coreutils             # getfattr; pgrep; curl and timeout/setsid for rgw.sh
 )
 
 pkgs=("${build_pkgs[@]}")

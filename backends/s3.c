@@ -1,0 +1,762 @@
+/*
+ * s3.c - the S3 backend: s3://bucket[/prefix] over libcurl, signed with curl's SigV4.
+ *
+ * Design: every op is one HTTP request on a CURL easy handle borrowed from a small pool
+ * (take / return under pool_lock), so the handle's keep-alive connection is reused by the
+ * next request on any thread. Each request resets the handle and sets every option again,
+ * so no option leaks from one request to the next; the connection cache survives the reset.
+ * Signing is curl's own (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3"); the header
+ * x-amz-content-sha256 (the empty payload's SHA-256) is always sent, and query parameters
+ * are given sorted with values SigV4-encoded ('/' as %2F), which is what curl 7.88 needs for
+ * a canonical request that S3 and radosgw agree with. Keys are SigV4-encoded in the path
+ * ('/' kept). The source prefix ("some/prefix/") is prepended to every key sent and
+ * stripped from every key listed. One request per call: retries belong to the retry layer,
+ * and all HTTP/curl errors go through s3_map_error() (s3_xml.c).
+ *
+ * Invariants: credentials live only in `userpwd` / `token_header` (wiped on destroy) and in
+ * the curl handles; no message, log or error text contains them. A reply is accepted only
+ * when its length is the one the request implies (Content-Range checked), otherwise -EIO.
+ * Reply bodies are bounded (LIST_BODY_MAX, the caller's buffer for reads).
+ *
+ * Debugging: PAGEFS_S3_DEBUG=1 in the environment turns on CURLOPT_VERBOSE. curl then
+ * prints request headers, including Authorization (a signature, plus the access key id)
+ * and x-amz-security-token: a debug-only aid, never for shared logs.
+ *
+ * SIGPIPE: handles use CURLOPT_NOSIGNAL; the process (the FUSE daemon) ignores SIGPIPE.
+ *
+ * Lock order: pool_lock only, never held across a request or any other lock.
+ */
+#include "backends/aws_creds.h"
+#include "backends/backend.h"
+#include "backends/s3_xml.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define POOL_MAX 64                    /* idle handles kept; more are cleaned up */
+#define LIST_BODY_MAX (32u << 20)      /* largest ListObjectsV2 reply accepted */
+#define ERR_BODY_MAX 4096              /* error document bytes kept */
+#define DEFAULT_TIMEOUT_MS 30000
+
+struct s3 {
+    char *bucket;
+    char *prefix;       /* "" or "some/prefix/" */
+    char *root_url;     /* object URL = root_url "/" key; no trailing '/' */
+    int vhost;          /* virtual-hosted addressing (the bucket is in the host name) */
+    char *sigv4;        /* "aws:amz:REGION:s3"; NULL for anonymous requests */
+    char *userpwd;      /* "key:secret"; NULL for anonymous requests; wiped on destroy */
+    char *token_header; /* "x-amz-security-token: ..." or NULL; wiped on destroy */
+    long timeout_ms, connect_timeout_ms;
+    int verbose;
+
+    pthread_mutex_t pool_lock;
+    CURL *pool[POOL_MAX]; /* idle handles, guarded by pool_lock */
+    size_t pool_n;
+};
+
+/* One request and what came back. */
+struct s3_req {
+    const char *url;
+    int head;             /* HEAD instead of GET */
+    const char *range;    /* "bytes=a-b" or NULL */
+    const char *if_match; /* expected ETag or NULL */
+
+    /* Body of a 2xx reply: into buf (capacity cap). If grow, buf is malloc'd and grows up
+     * to max; otherwise it is the caller's and a longer body aborts with overflow set. */
+    char *buf;
+    size_t len, cap, max;
+    int grow, overflow;
+
+    /* Filled from the reply. */
+    long status;
+    long os_errno;
+    char *etag;                 /* ETag header as sent, or NULL */
+    int have_range;             /* Content-Range parsed */
+    uint64_t range_start, range_end, range_total; /* total UINT64_MAX when '*' */
+    int64_t content_length; /* HEAD: Content-Length, -1 if absent */
+    int64_t filetime;       /* HEAD: Last-Modified in seconds, -1 if absent */
+    char errbody[ERR_BODY_MAX];
+    size_t errlen;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT; /* written once, by pthread_once */
+
+static void curl_init_once(void)
+{
+    /* A failure shows up as curl_easy_init() returning NULL in s3_backend_create(). */
+    (void)curl_global_init(CURL_GLOBAL_ALL);
+}
+
+/* --- handle pool -------------------------------------------------------------------- */
+
+static CURL *pool_take(struct s3 *s3)
+{
+    CURL *h = NULL;
+
+    pthread_mutex_lock(&s3->pool_lock);
+    if (s3->pool_n > 0)
+        h = s3->pool[--s3->pool_n];
+    pthread_mutex_unlock(&s3->pool_lock);
+    if (!h)
+        h = curl_easy_init();
+    return h;
+}
+
+static void pool_return(struct s3 *s3, CURL *h)
+{
+    pthread_mutex_lock(&s3->pool_lock);
+    if (s3->pool_n < POOL_MAX) {
+        s3->pool[s3->pool_n++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&s3->pool_lock);
+    if (h)
+        curl_easy_cleanup(h);
+}
+
+/* --- callbacks ---------------------------------------------------------------------- */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct s3_req *r = ud;
+    size_t n = size * nmemb;
+    /* r->status comes from the status line, seen by on_header before any body byte. */
+    if (r->status < 200 || r->status >= 300) {
+        size_t room = sizeof(r->errbody) - 1 - r->errlen;
+        size_t take = n < room ? n : room;
+        memcpy(r->errbody + r->errlen, data, take);
+        r->errlen += take;
+        return n;
+    }
+    if (r->len + n > r->cap) {
+        if (!r->grow || r->len + n > r->max) {
+            r->overflow = 1;
+            return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+        }
+        size_t cap = r->cap ? r->cap : 64 * 1024;
+        while (cap < r->len + n)
+            cap *= 2;
+        if (cap > r->max)
+            cap = r->max;
+        char *grown = realloc(r->buf, cap);
+        if (!grown) {
+            r->overflow = 1;
+            return 0;
+        }
+        r->buf = grown;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, data, n);
+    r->len += n;
+    return n;
+}
+
+/* Header value of `line` if it is header `name`, trimmed, as a malloc'd copy; else NULL. */
+static char *header_value(const char *line, size_t n, const char *name)
+{
+    size_t nl = strlen(name);
+    if (n <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+        return NULL;
+    const char *v = line + nl + 1, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    return strndup(v, (size_t)(end - v));
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct s3_req *r = ud;
+    size_t n = size * nmemb;
+    char *v;
+
+    if (n > 5 && strncmp(data, "HTTP/", 5) == 0) {
+        /* A new reply (after 100-continue, say): forget the previous one's headers. */
+        const char *p = memchr(data, ' ', n), *end = data + n;
+        r->status = 0;
+        for (p = p ? p + 1 : end; p < end && *p >= '0' && *p <= '9'; p++)
+            r->status = r->status * 10 + (*p - '0');
+        free(r->etag);
+        r->etag = NULL;
+        r->have_range = 0;
+        return n;
+    }
+    v = header_value(data, n, "ETag");
+    if (v) {
+        free(r->etag);
+        r->etag = v;
+        return n;
+    }
+    v = header_value(data, n, "Content-Range");
+    if (v) {
+        unsigned long long a, b, t;
+        char star;
+        if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
+            r->have_range = 1;
+            r->range_total = t;
+        } else if (sscanf(v, "bytes %llu-%llu/%c", &a, &b, &star) == 3 && star == '*') {
+            r->have_range = 1;
+            r->range_total = UINT64_MAX;
+        }
+        if (r->have_range) {
+            r->range_start = a;
+            r->range_end = b;
+        }
+        free(v);
+    }
+    return n;
+}
+
+/* --- one request -------------------------------------------------------------------- */
+
+static void req_clear(struct s3_req *r)
+{
+    if (r->grow)
+        free(r->buf);
+    free(r->etag);
+    r->buf = NULL;
+    r->etag = NULL;
+}
+
+/* Runs the request; returns the CURLcode, or CURLE_OUT_OF_MEMORY if no handle/headers. */
+static CURLcode s3_perform(struct s3 *s3, struct s3_req *r)
+{
+    struct curl_slist *hdrs = NULL, *tmp;
+    char line[1024];
+    CURLcode cc = CURLE_OUT_OF_MEMORY;
+    CURL *h = pool_take(s3);
+
+    if (!h)
+        return CURLE_OUT_OF_MEMORY;
+    curl_easy_reset(h);
+
+    tmp = curl_slist_append(hdrs, "x-amz-content-sha256: " EMPTY_SHA256);
+    if (!tmp)
+        goto out_free_headers;
+    hdrs = tmp;
+    if (s3->token_header) {
+        tmp = curl_slist_append(hdrs, s3->token_header);
+        if (!tmp)
+            goto out_free_headers;
+        hdrs = tmp;
+    }
+    if (r->range) {
+        snprintf(line, sizeof(line), "Range: %s", r->range);
+        tmp = curl_slist_append(hdrs, line);
+        if (!tmp)
+            goto out_free_headers;
+        hdrs = tmp;
+    }
+    if (r->if_match) {
+        if (snprintf(line, sizeof(line), "If-Match: %s", r->if_match) >= (int)sizeof(line)) {
+            cc = CURLE_BAD_FUNCTION_ARGUMENT;
+            goto out_free_headers;
+        }
+        tmp = curl_slist_append(hdrs, line);
+        if (!tmp)
+            goto out_free_headers;
+        hdrs = tmp;
+    }
+
+    curl_easy_setopt(h, CURLOPT_URL, r->url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, s3->connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, s3->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FILETIME, 1L);
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    if (r->head)
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (s3->sigv4) {
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s3->sigv4);
+        curl_easy_setopt(h, CURLOPT_USERPWD, s3->userpwd);
+    }
+    if (s3->verbose)
+        curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
+
+    cc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &r->os_errno);
+    if (r->head && cc == CURLE_OK) {
+        curl_off_t clen = -1, ftime = -1;
+        curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
+        curl_easy_getinfo(h, CURLINFO_FILETIME_T, &ftime);
+        r->content_length = clen;
+        r->filetime = ftime;
+    }
+    /* Drop the header list from the handle before it is freed and the handle reused. */
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+out_free_headers:
+    curl_slist_free_all(hdrs);
+    pool_return(s3, h);
+    return cc;
+}
+
+/* errno for a finished request (0 for a 2xx reply). */
+static int req_errno(const struct s3_req *r, CURLcode cc)
+{
+    char code[64] = "";
+
+    if (cc == CURLE_WRITE_ERROR && r->overflow)
+        return -EIO;
+    if (cc == CURLE_OK && r->errlen)
+        s3_xml_error_code(r->errbody, r->errlen, code, sizeof(code));
+    return s3_map_error((int)cc, r->status, r->os_errno, code);
+}
+
+/* URL of object `key` (relative to the source root); caller frees. */
+static char *object_url(const struct s3 *s3, const char *key)
+{
+    char *full = NULL, *enc = NULL, *url = NULL;
+
+    if (asprintf(&full, "%s%s", s3->prefix, key) < 0)
+        return NULL;
+    enc = s3_uri_encode(full, 1);
+    if (enc && asprintf(&url, "%s/%s", s3->root_url, enc) < 0)
+        url = NULL;
+    free(enc);
+    free(full);
+    return url;
+}
+
+static int valid_key(const char *key)
+{
+    return key && *key && key[0] != '/';
+}
+
+/* --- ops ---------------------------------------------------------------------------- */
+
+static int s3_stat(struct backend *be, const char *key, struct backend_stat *out)
+{
+    struct s3 *s3 = be->priv;
+    struct s3_req r = {.head = 1};
+    int ret;
+
+    memset(out, 0, sizeof(*out));
+    if (!valid_key(key))
+        return -EINVAL;
+    char *url = object_url(s3, key);
+    if (!url)
+        return -ENOMEM;
+    r.url = url;
+    CURLcode cc = s3_perform(s3, &r);
+    ret = req_errno(&r, cc);
+    if (ret < 0)
+        goto out_free;
+    if (r.content_length < 0 || !r.etag || !*r.etag) {
+        ret = -EIO; /* a HEAD reply without length or ETag is not usable */
+        goto out_free;
+    }
+    out->size = (uint64_t)r.content_length;
+    out->mtime_ns = r.filetime < 0 ? 0 : r.filetime * 1000000000;
+    out->version = r.etag;
+    r.etag = NULL;
+out_free:
+    req_clear(&r);
+    free(url);
+    return ret;
+}
+
+/* ListObjectsV2 of `full_prefix` (already including the source prefix). Query parameters
+ * are appended in sorted order, each value SigV4-encoded. */
+static int list_request(struct s3 *s3, const char *full_prefix, const char *delim,
+                        const char *token, int max_keys, struct backend_list_page *out)
+{
+    struct s3_req r = {.grow = 1, .max = LIST_BODY_MAX};
+    char *url = NULL, *etok = NULL, *edelim = NULL, *epre = NULL;
+    char maxk[32] = "";
+    int ret = -ENOMEM;
+
+    if (token && !(etok = s3_uri_encode(token, 0)))
+        goto out_free;
+    if (delim && !(edelim = s3_uri_encode(delim, 0)))
+        goto out_free;
+    if (!(epre = s3_uri_encode(full_prefix, 0)))
+        goto out_free;
+    /* Sorted: continuation-token, delimiter, encoding-type, list-type, max-keys, prefix. */
+    if (max_keys > 0)
+        snprintf(maxk, sizeof(maxk), "&max-keys=%d", max_keys);
+    if (asprintf(&url, "%s%s?%s%s%s%s%s%sencoding-type=url&list-type=2%s%s%s", s3->root_url,
+                 s3->vhost ? "/" : "", etok ? "continuation-token=" : "", etok ? etok : "",
+                 etok ? "&" : "", edelim ? "delimiter=" : "", edelim ? edelim : "",
+                 edelim ? "&" : "", maxk, *epre ? "&prefix=" : "", epre) < 0) {
+        url = NULL;
+        goto out_free;
+    }
+    r.url = url;
+    CURLcode cc = s3_perform(s3, &r);
+    ret = req_errno(&r, cc);
+    if (ret < 0)
+        goto out_free;
+    ret = s3_xml_parse_list(r.buf, r.len, s3->prefix, out);
+out_free:
+    req_clear(&r);
+    free(url);
+    free(epre);
+    free(edelim);
+    free(etok);
+    return ret;
+}
+
+static int s3_list(struct backend *be, const char *prefix, const char *delim, const char *token,
+                   struct backend_list_page *out)
+{
+    struct s3 *s3 = be->priv;
+    char *full = NULL;
+    int ret;
+
+    memset(out, 0, sizeof(*out));
+    if (!prefix)
+        prefix = "";
+    if (prefix[0] == '/' || (*prefix && prefix[strlen(prefix) - 1] != '/'))
+        return -EINVAL;
+    if (delim && !*delim)
+        delim = NULL;
+    if (token && !*token)
+        return -EINVAL;
+    if (asprintf(&full, "%s%s", s3->prefix, prefix) < 0)
+        return -ENOMEM;
+    ret = list_request(s3, full, delim, token, 0, out);
+    if (ret < 0)
+        backend_list_page_clear(out);
+    free(full);
+    return ret;
+}
+
+static ssize_t s3_read_range(struct backend *be, const char *key, const char *version,
+                             uint64_t off, size_t len, void *buf)
+{
+    struct s3 *s3 = be->priv;
+    struct s3_req r = {.buf = buf, .cap = len};
+    char range[64];
+    ssize_t ret;
+
+    if (!valid_key(key) || (!buf && len) || (len && off > UINT64_MAX - len) ||
+        len > (size_t)SSIZE_MAX)
+        return -EINVAL;
+    if (len == 0)
+        return 0;
+    char *url = object_url(s3, key);
+    if (!url)
+        return -ENOMEM;
+    snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+    r.url = url;
+    r.range = range;
+    r.if_match = version;
+    CURLcode cc = s3_perform(s3, &r);
+    if (cc == CURLE_OK && r.status == 416) {
+        ret = 0; /* the range starts at or after the end of the object */
+        goto out_free;
+    }
+    ret = req_errno(&r, cc);
+    if (ret < 0)
+        goto out_free;
+    if (r.status == 206) {
+        /* The reply must be exactly the part of [off, off+len) that exists. */
+        uint64_t want_end = off + len - 1;
+        if (r.have_range && r.range_total != UINT64_MAX && r.range_total > off &&
+            r.range_total - 1 < want_end)
+            want_end = r.range_total - 1;
+        if (!r.have_range || r.range_start != off || r.range_end != want_end ||
+            r.len != want_end - off + 1) {
+            ret = -EIO;
+            goto out_free;
+        }
+    } else if (r.status == 200) {
+        /* The whole object: usable only when it starts at our offset 0 and fits. */
+        if (off != 0) {
+            ret = -EIO;
+            goto out_free;
+        }
+    } else {
+        ret = -EIO; /* another 2xx makes no sense for a GET */
+        goto out_free;
+    }
+    ret = (ssize_t)r.len;
+out_free:
+    req_clear(&r);
+    free(url);
+    return ret;
+}
+
+static int s3_check(struct backend *be)
+{
+    struct s3 *s3 = be->priv;
+    struct backend_list_page page = {0};
+    int ret;
+
+    ret = list_request(s3, s3->prefix, NULL, NULL, 1, &page);
+    if (ret == 0 && *s3->prefix && page.count == 0 && !page.next_token)
+        ret = -ENOENT; /* nothing under the source prefix */
+    backend_list_page_clear(&page);
+    return ret;
+}
+
+static void wipe_free(char *s)
+{
+    if (s) {
+        explicit_bzero(s, strlen(s));
+        free(s);
+    }
+}
+
+static void s3_free(struct s3 *s3)
+{
+    for (size_t i = 0; i < s3->pool_n; i++)
+        curl_easy_cleanup(s3->pool[i]);
+    pthread_mutex_destroy(&s3->pool_lock);
+    wipe_free(s3->userpwd);
+    wipe_free(s3->token_header);
+    free(s3->sigv4);
+    free(s3->root_url);
+    free(s3->prefix);
+    free(s3->bucket);
+    free(s3);
+}
+
+static void s3_destroy(struct backend *be)
+{
+    if (!be)
+        return;
+    s3_free(be->priv);
+    free(be);
+}
+
+static const struct backend_ops s3_ops = {
+    .name = "s3",
+    .caps = BACKEND_CAP_VERSIONED | BACKEND_CAP_REMOTE,
+    .stat = s3_stat,
+    .list = s3_list,
+    .read_range = s3_read_range,
+    .check = s3_check,
+    .counters = NULL, /* the stats layer above counts */
+    .destroy = s3_destroy,
+};
+
+/* --- creation ----------------------------------------------------------------------- */
+
+/* Split "s3://bucket[/prefix]" into bucket and a normalised prefix ("" or ending '/'). */
+static int parse_source(const char *source, struct s3 *s3, char *err, size_t errlen)
+{
+    if (!source || strncmp(source, "s3://", 5) != 0) {
+        snprintf(err, errlen, "not an s3:// source: %s", source ? source : "(null)");
+        return -EINVAL;
+    }
+    const char *b = source + 5;
+    size_t blen = strcspn(b, "/");
+    if (blen < 3 || blen > 255) {
+        snprintf(err, errlen, "bad bucket name in %s (3 to 255 characters)", source);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < blen; i++) {
+        char c = b[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_')) {
+            snprintf(err, errlen, "bad character in bucket name of %s", source);
+            return -EINVAL;
+        }
+    }
+    s3->bucket = strndup(b, blen);
+    if (!s3->bucket)
+        return -ENOMEM;
+
+    const char *p = b + blen;
+    while (*p == '/')
+        p++;
+    size_t plen = strlen(p);
+    while (plen > 0 && p[plen - 1] == '/')
+        plen--;
+    if (plen == 0) {
+        s3->prefix = strdup("");
+    } else if (asprintf(&s3->prefix, "%.*s/", (int)plen, p) < 0) {
+        s3->prefix = NULL;
+    }
+    return s3->prefix ? 0 : -ENOMEM;
+}
+
+/* Build root_url from the endpoint (or AWS's), the addressing style and the bucket. */
+static int build_root_url(const struct backend_conf *conf, const char *region, struct s3 *s3,
+                          char *err, size_t errlen)
+{
+    char *endpoint = NULL, *host = NULL, *vhost = NULL, *url = NULL;
+    CURLU *u = NULL;
+    int ret = -ENOMEM;
+
+    if (conf->endpoint && *conf->endpoint)
+        endpoint = strdup(conf->endpoint);
+    else if (asprintf(&endpoint, "https://s3.%s.amazonaws.com", region) < 0)
+        endpoint = NULL;
+    if (!endpoint)
+        goto out_free;
+    size_t n = strlen(endpoint);
+    while (n > 0 && endpoint[n - 1] == '/')
+        endpoint[--n] = '\0';
+
+    u = curl_url();
+    if (!u)
+        goto out_free;
+    char *scheme = NULL, *query = NULL;
+    if (curl_url_set(u, CURLUPART_URL, endpoint, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) ||
+        curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_NO_QUERY) {
+        curl_free(scheme);
+        curl_free(query);
+        snprintf(err, errlen, "invalid S3 endpoint URL '%s' (want http[s]://host[:port])",
+                 conf->endpoint ? conf->endpoint : endpoint);
+        ret = -EINVAL;
+        goto out_free;
+    }
+    curl_free(scheme);
+
+    int path_style = conf->path_style;
+    if (path_style < 0)
+        path_style = (conf->endpoint && *conf->endpoint) || strchr(s3->bucket, '.') ? 1 : 0;
+    if (path_style) {
+        if (asprintf(&s3->root_url, "%s/%s", endpoint, s3->bucket) < 0)
+            s3->root_url = NULL;
+        ret = s3->root_url ? 0 : -ENOMEM;
+        goto out_free;
+    }
+    if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
+        goto out_free;
+    if (asprintf(&vhost, "%s.%s", s3->bucket, host) < 0) {
+        vhost = NULL;
+        goto out_free;
+    }
+    if (curl_url_set(u, CURLUPART_HOST, vhost, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK)
+        goto out_free;
+    n = strlen(url);
+    while (n > 0 && url[n - 1] == '/')
+        url[--n] = '\0';
+    s3->root_url = strdup(url);
+    s3->vhost = 1;
+    ret = s3->root_url ? 0 : -ENOMEM;
+out_free:
+    curl_free(url);
+    free(vhost);
+    curl_free(host);
+    curl_url_cleanup(u);
+    free(endpoint);
+    return ret;
+}
+
+int s3_backend_create(const struct backend_conf *conf, struct backend **out, char *err,
+                      size_t errlen)
+{
+    struct aws_creds creds = {0};
+    struct backend *be = NULL;
+    struct s3 *s3 = NULL;
+    int ret = -ENOMEM;
+
+    *out = NULL;
+    if (errlen)
+        err[0] = '\0';
+    if (!conf) {
+        snprintf(err, errlen, "no configuration");
+        return -EINVAL;
+    }
+    pthread_once(&curl_once, curl_init_once);
+
+    s3 = calloc(1, sizeof(*s3));
+    if (!s3)
+        goto out_nomem;
+    if (pthread_mutex_init(&s3->pool_lock, NULL) != 0) {
+        free(s3);
+        s3 = NULL;
+        goto out_nomem;
+    }
+    ret = parse_source(conf->source, s3, err, errlen);
+    if (ret < 0)
+        goto out_free_s3;
+
+    const char *region = conf->region;
+    if (!region || !*region)
+        region = getenv("AWS_REGION");
+    if (!region || !*region)
+        region = getenv("AWS_DEFAULT_REGION");
+    if (!region || !*region)
+        region = "us-east-1";
+    if (strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region)) {
+        snprintf(err, errlen, "bad region name '%s'", region);
+        ret = -EINVAL;
+        goto out_free_s3;
+    }
+    ret = build_root_url(conf, region, s3, err, errlen);
+    if (ret < 0)
+        goto out_free_s3;
+
+    if (!conf->no_sign_request) {
+        ret = aws_creds_load(conf->profile, &creds, err, errlen);
+        if (ret < 0)
+            goto out_free_s3;
+        ret = -ENOMEM;
+        if (asprintf(&s3->sigv4, "aws:amz:%s:s3", region) < 0) {
+            s3->sigv4 = NULL;
+            goto out_free_creds;
+        }
+        if (asprintf(&s3->userpwd, "%s:%s", creds.access_key, creds.secret_key) < 0) {
+            s3->userpwd = NULL;
+            goto out_free_creds;
+        }
+        if (creds.session_token &&
+            asprintf(&s3->token_header, "x-amz-security-token: %s", creds.session_token) < 0) {
+            s3->token_header = NULL;
+            goto out_free_creds;
+        }
+        aws_creds_clear(&creds);
+    }
+
+    s3->timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : DEFAULT_TIMEOUT_MS;
+    s3->connect_timeout_ms = s3->timeout_ms / 3 > 0 ? s3->timeout_ms / 3 : 1;
+    if (s3->connect_timeout_ms > 10000)
+        s3->connect_timeout_ms = 10000;
+    const char *dbg = getenv("PAGEFS_S3_DEBUG");
+    s3->verbose = dbg && *dbg && strcmp(dbg, "0") != 0;
+
+    /* One handle up front: proves libcurl initialised, and warms the pool. */
+    s3->pool[0] = curl_easy_init();
+    if (!s3->pool[0]) {
+        snprintf(err, errlen, "libcurl initialisation failed");
+        ret = -ENOMEM;
+        goto out_free_s3;
+    }
+    s3->pool_n = 1;
+
+    be = calloc(1, sizeof(*be));
+    if (!be)
+        goto out_nomem_s3;
+    be->ops = &s3_ops;
+    be->priv = s3;
+    *out = be;
+    return 0;
+
+out_free_creds:
+    aws_creds_clear(&creds);
+out_nomem_s3:
+    snprintf(err, errlen, "out of memory");
+    ret = -ENOMEM;
+out_free_s3:
+    s3_free(s3);
+    return ret;
+out_nomem:
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+}

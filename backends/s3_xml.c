@@ -1,0 +1,560 @@
+/*
+ * s3_xml.c - ListObjectsV2 and error replies parsed with expat, plus the pure helpers of
+ * the S3 backend (SigV4 key encoding, URL decoding, timestamps, errno mapping).
+ *
+ * Design: a streaming expat parser tracks the element path (depth and the names that
+ * matter) and collects the text of the leaf fields it wants into a bounded buffer. Entries
+ * are gathered raw, then post-processed once the document is complete, because
+ * <EncodingType> may come after the keys it describes: keys are URL-decoded if asked,
+ * stripped of the source prefix, and sorted (S3 sends all Contents, then all
+ * CommonPrefixes; the backend contract wants one key order).
+ * Invariants: any malformed input ends in -EIO with the page left freeable, never a crash;
+ * field text is bounded (FIELD_MAX) so a hostile reply cannot grow memory without limit
+ * beyond the reply itself. No shared state, no locks.
+ */
+#include "backends/s3_xml.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <expat.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FIELD_MAX (64 * 1024) /* longest text of one field (keys are <= 1024 bytes) */
+#define PARSE_CHUNK (1 << 20) /* bytes handed to expat per call */
+
+/* Leaf fields we collect. */
+enum field {
+    F_NONE,
+    F_IS_TRUNCATED,
+    F_NEXT_TOKEN,
+    F_ENCODING_TYPE,
+    F_KEY,
+    F_SIZE,
+    F_LAST_MODIFIED,
+    F_ETAG,
+    F_PREFIX,
+    F_ERROR_CODE,
+};
+
+enum doc_kind { DOC_LIST, DOC_ERROR };
+
+struct raw_entry {
+    char *key;
+    int is_prefix;
+    uint64_t size;
+    int64_t mtime_ns;
+    char *etag;
+};
+
+struct list_state {
+    XML_Parser parser;
+    enum doc_kind kind;
+    int err;   /* first error, 0 while fine */
+    int depth; /* current element depth (root = 1) */
+    int in_contents, in_prefixes;
+    enum field field; /* the leaf being collected, F_NONE otherwise */
+    char *text;
+    size_t text_len, text_cap;
+
+    /* Entry under construction. */
+    char *cur_key, *cur_etag;
+    int have_size;
+    uint64_t cur_size;
+    int64_t cur_mtime;
+
+    /* Document-level results. */
+    struct raw_entry *entries;
+    size_t count, cap;
+    int truncated, have_truncated;
+    char *next_token;
+    int url_encoded;
+    char *error_code; /* DOC_ERROR */
+};
+
+static void fail(struct list_state *st, int err)
+{
+    if (!st->err)
+        st->err = err;
+    XML_StopParser(st->parser, XML_FALSE);
+}
+
+static enum field leaf_for(const struct list_state *st, const char *name)
+{
+    if (st->kind == DOC_ERROR)
+        return st->depth == 2 && strcmp(name, "Code") == 0 ? F_ERROR_CODE : F_NONE;
+    if (st->depth == 2) {
+        if (strcmp(name, "IsTruncated") == 0)
+            return F_IS_TRUNCATED;
+        if (strcmp(name, "NextContinuationToken") == 0)
+            return F_NEXT_TOKEN;
+        if (strcmp(name, "EncodingType") == 0)
+            return F_ENCODING_TYPE;
+    } else if (st->depth == 3 && st->in_contents) {
+        if (strcmp(name, "Key") == 0)
+            return F_KEY;
+        if (strcmp(name, "Size") == 0)
+            return F_SIZE;
+        if (strcmp(name, "LastModified") == 0)
+            return F_LAST_MODIFIED;
+        if (strcmp(name, "ETag") == 0)
+            return F_ETAG;
+    } else if (st->depth == 3 && st->in_prefixes) {
+        if (strcmp(name, "Prefix") == 0)
+            return F_PREFIX;
+    }
+    return F_NONE;
+}
+
+static void reset_entry(struct list_state *st)
+{
+    free(st->cur_key);
+    free(st->cur_etag);
+    st->cur_key = st->cur_etag = NULL;
+    st->have_size = 0;
+    st->cur_size = 0;
+    st->cur_mtime = 0;
+}
+
+static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **attrs)
+{
+    struct list_state *st = ud;
+    (void)attrs;
+
+    st->depth++;
+    if (st->depth == 1) {
+        const char *want = st->kind == DOC_LIST ? "ListBucketResult" : "Error";
+        if (strcmp(name, want) != 0)
+            fail(st, -EIO);
+        return;
+    }
+    if (st->field != F_NONE) { /* markup inside a text field */
+        fail(st, -EIO);
+        return;
+    }
+    if (st->kind == DOC_LIST && st->depth == 2) {
+        if (strcmp(name, "Contents") == 0) {
+            st->in_contents = 1;
+            reset_entry(st);
+            return;
+        }
+        if (strcmp(name, "CommonPrefixes") == 0) {
+            st->in_prefixes = 1;
+            reset_entry(st);
+            return;
+        }
+    }
+    st->field = leaf_for(st, name);
+    st->text_len = 0;
+}
+
+static void XMLCALL on_text(void *ud, const XML_Char *s, int len)
+{
+    struct list_state *st = ud;
+
+    if (st->field == F_NONE || len <= 0)
+        return;
+    if (st->text_len + (size_t)len + 1 > FIELD_MAX) {
+        fail(st, -EIO);
+        return;
+    }
+    if (st->text_len + (size_t)len + 1 > st->text_cap) {
+        size_t cap = st->text_cap ? st->text_cap : 256;
+        while (cap < st->text_len + (size_t)len + 1)
+            cap *= 2;
+        char *grown = realloc(st->text, cap);
+        if (!grown) {
+            fail(st, -ENOMEM);
+            return;
+        }
+        st->text = grown;
+        st->text_cap = cap;
+    }
+    memcpy(st->text + st->text_len, s, (size_t)len);
+    st->text_len += (size_t)len;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*s)
+        return -EIO;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -EIO;
+        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return -EIO;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+static int push_entry(struct list_state *st, char *key, int is_prefix)
+{
+    if (st->count == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 64;
+        struct raw_entry *grown = realloc(st->entries, cap * sizeof(*grown));
+        if (!grown)
+            return -ENOMEM;
+        st->entries = grown;
+        st->cap = cap;
+    }
+    struct raw_entry *e = &st->entries[st->count++];
+    e->key = key;
+    e->is_prefix = is_prefix;
+    e->size = is_prefix ? 0 : st->cur_size;
+    e->mtime_ns = is_prefix ? 0 : st->cur_mtime;
+    e->etag = is_prefix ? NULL : st->cur_etag;
+    if (!is_prefix)
+        st->cur_etag = NULL;
+    return 0;
+}
+
+/* Handle the end of a leaf field whose text is st->text[0..text_len). */
+static void end_field(struct list_state *st)
+{
+    char *text = st->text_len || st->text ? st->text : NULL;
+    char **slot = NULL;
+    int ret;
+
+    if (text)
+        text[st->text_len] = '\0';
+    const char *t = text ? text : "";
+    switch (st->field) {
+    case F_IS_TRUNCATED:
+        if (strcmp(t, "true") == 0)
+            st->truncated = 1;
+        else if (strcmp(t, "false") == 0)
+            st->truncated = 0;
+        else
+            fail(st, -EIO);
+        st->have_truncated = 1;
+        return;
+    case F_ENCODING_TYPE:
+        st->url_encoded = strcmp(t, "url") == 0;
+        return;
+    case F_SIZE:
+        if (parse_u64(t, &st->cur_size) < 0)
+            fail(st, -EIO);
+        st->have_size = 1;
+        return;
+    case F_LAST_MODIFIED:
+        if (s3_parse_iso8601(t, &st->cur_mtime) < 0)
+            fail(st, -EIO);
+        return;
+    case F_NEXT_TOKEN:
+        slot = &st->next_token;
+        break;
+    case F_KEY:
+        slot = &st->cur_key;
+        break;
+    case F_ETAG:
+        slot = &st->cur_etag;
+        break;
+    case F_ERROR_CODE:
+        slot = &st->error_code;
+        break;
+    case F_PREFIX: {
+        char *p = strdup(t);
+        if (!p) {
+            fail(st, -ENOMEM);
+            return;
+        }
+        ret = push_entry(st, p, 1);
+        if (ret < 0) {
+            free(p);
+            fail(st, ret);
+        }
+        return;
+    }
+    case F_NONE:
+        return;
+    }
+    if (*slot) { /* a field given twice */
+        fail(st, -EIO);
+        return;
+    }
+    *slot = strdup(t);
+    if (!*slot)
+        fail(st, -ENOMEM);
+}
+
+static void XMLCALL on_end(void *ud, const XML_Char *name)
+{
+    struct list_state *st = ud;
+    (void)name;
+
+    if (st->field != F_NONE) {
+        end_field(st);
+        st->field = F_NONE;
+    } else if (st->depth == 2 && st->in_contents) {
+        st->in_contents = 0;
+        if (!st->cur_key || !st->have_size) {
+            fail(st, -EIO);
+        } else {
+            int ret = push_entry(st, st->cur_key, 0);
+            if (ret < 0)
+                fail(st, ret);
+            else
+                st->cur_key = NULL;
+        }
+        reset_entry(st);
+    } else if (st->depth == 2 && st->in_prefixes) {
+        st->in_prefixes = 0;
+    }
+    st->depth--;
+}
+
+static int run_parser(struct list_state *st, const char *xml, size_t len)
+{
+    st->parser = XML_ParserCreate("UTF-8");
+    if (!st->parser)
+        return -ENOMEM;
+    XML_SetUserData(st->parser, st);
+    XML_SetElementHandler(st->parser, on_start, on_end);
+    XML_SetCharacterDataHandler(st->parser, on_text);
+
+    size_t off = 0;
+    do {
+        size_t n = len - off < PARSE_CHUNK ? len - off : PARSE_CHUNK;
+        int final = off + n == len;
+        if (XML_Parse(st->parser, xml ? xml + off : "", (int)n, final) != XML_STATUS_OK) {
+            if (!st->err)
+                st->err = -EIO;
+            break;
+        }
+        off += n;
+    } while (off < len);
+    XML_ParserFree(st->parser);
+    st->parser = NULL;
+    return st->err;
+}
+
+static void free_state(struct list_state *st)
+{
+    for (size_t i = 0; i < st->count; i++) {
+        free(st->entries[i].key);
+        free(st->entries[i].etag);
+    }
+    free(st->entries);
+    reset_entry(st);
+    free(st->text);
+    free(st->next_token);
+    free(st->error_code);
+}
+
+static int cmp_raw(const void *a, const void *b)
+{
+    const struct raw_entry *x = a, *y = b;
+    return strcmp(x->key, y->key);
+}
+
+int s3_xml_parse_list(const char *xml, size_t len, const char *strip,
+                      struct backend_list_page *out)
+{
+    struct list_state st = {.kind = DOC_LIST};
+    size_t strip_len = strip ? strlen(strip) : 0;
+    int ret;
+
+    ret = run_parser(&st, xml, len);
+    if (ret < 0)
+        goto out_free;
+    if (!st.have_truncated || (st.truncated && (!st.next_token || !*st.next_token))) {
+        ret = -EIO;
+        goto out_free;
+    }
+    for (size_t i = 0; i < st.count; i++) {
+        struct raw_entry *e = &st.entries[i];
+        if (st.url_encoded) {
+            ret = s3_url_decode(e->key);
+            if (ret < 0)
+                goto out_free;
+        }
+        if (strncmp(e->key, strip ? strip : "", strip_len) != 0) {
+            ret = -EIO;
+            goto out_free;
+        }
+        memmove(e->key, e->key + strip_len, strlen(e->key) - strip_len + 1);
+    }
+    if (st.count > 1)
+        qsort(st.entries, st.count, sizeof(*st.entries), cmp_raw);
+    for (size_t i = 0; i < st.count; i++) {
+        struct raw_entry *e = &st.entries[i];
+        if (!*e->key) /* the source root's own marker */
+            continue;
+        ret = backend_list_page_add(out, e->key, e->is_prefix, e->size, e->mtime_ns,
+                                    e->etag);
+        if (ret < 0)
+            goto out_free;
+    }
+    if (st.truncated) {
+        out->next_token = st.next_token;
+        st.next_token = NULL;
+    }
+    ret = 0;
+out_free:
+    free_state(&st);
+    return ret;
+}
+
+void s3_xml_error_code(const char *xml, size_t len, char *code, size_t codelen)
+{
+    struct list_state st = {.kind = DOC_ERROR};
+
+    if (codelen)
+        code[0] = '\0';
+    if (xml && len && run_parser(&st, xml, len) == 0 && st.error_code && codelen)
+        snprintf(code, codelen, "%s", st.error_code);
+    free_state(&st);
+}
+
+char *s3_uri_encode(const char *s, int keep_slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *out = malloc(3 * n + 1);
+    char *o = out;
+
+    if (!out)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~' || (c == '/' && keep_slash)) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int s3_url_decode(char *s)
+{
+    char *o = s;
+    for (const char *p = s; *p; p++) {
+        if (*p == '+') {
+            *o++ = ' ';
+        } else if (*p == '%') {
+            int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+                return -EIO;
+            *o++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+    return 0;
+}
+
+int s3_parse_iso8601(const char *s, int64_t *ns)
+{
+    struct tm tm = {0};
+    int year, mon, day, hour, min, sec, used = 0;
+    int64_t frac = 0;
+
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &mon, &day, &hour, &min, &sec, &used) !=
+            6 ||
+        used != 19)
+        return -EIO;
+    if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60 ||
+        year < 1970 || hour < 0 || min < 0 || sec < 0)
+        return -EIO;
+    const char *p = s + used;
+    if (*p == '.') {
+        int digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+            if (digits < 9)
+                frac = frac * 10 + (*p - '0');
+        }
+        if (digits == 0)
+            return -EIO;
+        for (; digits < 9; digits++)
+            frac *= 10;
+    }
+    if (*p == 'Z')
+        p++;
+    if (*p != '\0')
+        return -EIO;
+    tm.tm_year = year - 1900;
+    tm.tm_mon = mon - 1;
+    tm.tm_mday = day;
+    tm.tm_hour = hour;
+    tm.tm_min = min;
+    tm.tm_sec = sec;
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -EIO;
+    *ns = (int64_t)t * 1000000000 + frac;
+    return 0;
+}
+
+int s3_map_error(int curl_code, long http_status, long os_errno, const char *s3_code)
+{
+    static const char *const credential_codes[] = {"ExpiredToken", "InvalidToken",
+                                                   "TokenRefreshRequired", "InvalidAccessKeyId"};
+
+    switch ((CURLcode)curl_code) {
+    case CURLE_OK:
+        break;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_COULDNT_CONNECT:
+        if (os_errno == EHOSTUNREACH || os_errno == ENETUNREACH)
+            return -EHOSTUNREACH;
+        if (os_errno == ETIMEDOUT)
+            return -ETIMEDOUT;
+        return -ECONNREFUSED;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return -EHOSTUNREACH;
+    case CURLE_OUT_OF_MEMORY:
+        return -ENOMEM;
+    default:
+        return -EIO;
+    }
+    if (http_status >= 200 && http_status < 300)
+        return 0;
+    switch (http_status) {
+    case 400:
+        for (size_t i = 0; s3_code && i < sizeof(credential_codes) / sizeof(*credential_codes);
+             i++) {
+            if (strcmp(s3_code, credential_codes[i]) == 0)
+                return -EACCES;
+        }
+        return -EINVAL;
+    case 301:
+        return -EINVAL;
+    case 401:
+    case 403:
+        return -EACCES;
+    case 404:
+        return -ENOENT;
+    case 412:
+        return -ESTALE;
+    case 416:
+        return -ERANGE;
+    default:
+        return -EIO; /* 429, 5xx, anything unexpected: retryable */
+    }
+}

@@ -1,0 +1,57 @@
+/*
+ * s3_xml.h - the network-free half of the S3 backend: parsing ListObjectsV2 and error
+ * replies (expat), key/URL encoding for SigV4, timestamps, and the one mapping from curl
+ * codes and HTTP statuses to errno. s3.c does the I/O; everything here is a pure function
+ * of its arguments, so the unit tests exercise it without a server.
+ */
+#ifndef PAGEFS_S3_XML_H
+#define PAGEFS_S3_XML_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+
+/* Parse one ListObjectsV2 reply into `out` (which must be zeroed; freed by the caller with
+ * backend_list_page_clear(), also on error). Keys and prefixes are URL-decoded when the
+ * reply says <EncodingType>url</EncodingType>. Every key and prefix must start with
+ * `strip` (the source prefix, "" for none), which is removed; an object whose key equals
+ * `strip` (the source root's own directory marker) is skipped. Contents become objects
+ * (size, mtime from LastModified, version = ETag with its quotes), CommonPrefixes become
+ * is_prefix entries. If IsTruncated is true, out->next_token is NextContinuationToken.
+ * Returns 0, -EIO for a malformed reply (bad XML, wrong root element, a field that does not
+ * parse, a key outside `strip`, truncated without a token), -ENOMEM. */
+int s3_xml_parse_list(const char *xml, size_t len, const char *strip,
+                      struct backend_list_page *out);
+
+/* The <Code> of an S3 <Error> reply, copied into `code` (empty string when the body is not
+ * an error document). Never fails; malformed input just yields "". */
+void s3_xml_error_code(const char *xml, size_t len, char *code, size_t codelen);
+
+/* SigV4 URI encoding: unreserved characters (A-Z a-z 0-9 - . _ ~) are kept, '/' is kept
+ * when keep_slash is set (object paths) and encoded as %2F otherwise (query values),
+ * every other byte becomes %XX with upper-case hex. Returns a malloc'd string (caller
+ * frees) or NULL when out of memory. */
+char *s3_uri_encode(const char *s, int keep_slash);
+
+/* Decode %XX escapes and '+' (as a space) in place, the encoding S3 uses for
+ * encoding-type=url. Returns 0, or -EIO for a bad escape or an encoded NUL. */
+int s3_url_decode(char *s);
+
+/* ISO-8601 UTC timestamp as S3 sends it ("2024-05-01T12:34:56.789Z", fraction optional)
+ * to nanoseconds since the epoch. Returns 0 or -EIO. */
+int s3_parse_iso8601(const char *s, int64_t *ns);
+
+/* The one place curl codes and HTTP statuses become errno (see s3.c): `curl_code` is a
+ * CURLcode, `http_status` the reply status (used when curl_code is CURLE_OK), `os_errno`
+ * CURLINFO_OS_ERRNO (refines connect failures; 0 if unknown), `s3_code` the <Code> of the
+ * error reply (NULL or "" if none). Returns 0 for 2xx and -errno otherwise: 404 ENOENT,
+ * 401/403 EACCES, 412 ESTALE, 416 ERANGE (only read_range sees it, and turns it into end of
+ * object), 400 EINVAL except the credential codes (ExpiredToken, InvalidToken,
+ * TokenRefreshRequired, InvalidAccessKeyId: EACCES), 301 EINVAL (wrong region or endpoint),
+ * 429/5xx/other EIO (retryable); CURLE_OPERATION_TIMEDOUT ETIMEDOUT, CURLE_COULDNT_CONNECT
+ * ECONNREFUSED (EHOSTUNREACH/ETIMEDOUT when the OS said so), CURLE_COULDNT_RESOLVE_*
+ * EHOSTUNREACH, CURLE_OUT_OF_MEMORY ENOMEM, any other transport error EIO. */
+int s3_map_error(int curl_code, long http_status, long os_errno, const char *s3_code);
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * test_s3_fake.c - the S3 backend's handling of broken or hostile replies, against a tiny
+ * HTTP server in a thread that answers each request with a canned reply chosen by the key
+ * in the request path: wrong lengths, wrong Content-Range, missing headers, malformed XML,
+ * throttling, cut-off bodies, a server that never answers. Each must map to the documented
+ * errno (mostly -EIO), never to bytes of the wrong length or a crash.
+ */
+#include "backends/backend.h"
+#include "testlib.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A canned reply: `head` is the status line and headers (each ending in CRLF), `body` the
+ * body. The server adds Content-Length for the body unless `head` already has one or says
+ * "Connection: close" (the deliberately inconsistent replies). A NULL head never answers. */
+struct canned {
+    const char *key; /* matched against the request line */
+    const char *head;
+    const char *body;
+};
+
+static const struct canned replies[] = {
+    {"/bkt/wrong-end ", "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-4/100\r\n",
+     "01234"},
+    {"/bkt/wrong-start ", "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 5-14/100\r\n",
+     "0123456789"},
+    {"/bkt/no-range ", "HTTP/1.1 206 Partial Content\r\n", "0123456789"},
+    {"/bkt/body-short ", "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\n",
+     "01234567"},
+    {"/bkt/cut-off ", "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\n"
+                      "Content-Length: 10\r\n", "0123"},
+    {"/bkt/full-200 ", "HTTP/1.1 200 OK\r\n", "0123456789"},
+    {"/bkt/too-long ", "HTTP/1.1 200 OK\r\n", "01234567890123456789"},
+    {"/bkt/good-tail ", "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/4\r\n",
+     "abcd"},
+    {"/bkt/created ", "HTTP/1.1 201 Created\r\n", ""},
+    {"/bkt/slowdown ", "HTTP/1.1 503 Slow Down\r\n",
+     "<Error><Code>SlowDown</Code><Message></Message></Error>"},
+    {"/bkt/throttled ", "HTTP/1.1 429 Too Many Requests\r\n", ""},
+    {"/bkt/expired ", "HTTP/1.1 400 Bad Request\r\n", "<Error><Code>ExpiredToken</Code></Error>"},
+    {"/bkt/bad-request ", "HTTP/1.1 400 Bad Request\r\n", ""},
+    {"/bkt/moved ", "HTTP/1.1 301 Moved Permanently\r\nLocation: http://elsewhere/\r\n", ""},
+    {"/bkt/no-etag ", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", ""},
+    {"/bkt/no-length ", "HTTP/1.1 200 OK\r\nETag: \"e\"\r\nConnection: close\r\n", ""},
+    {"/bkt/good-head ", "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Length: 12345\r\n"
+                        "Last-Modified: Wed, 01 May 2024 12:34:56 GMT\r\n", ""},
+    {"prefix=garbage", "HTTP/1.1 200 OK\r\n", "not xml<<<"},
+    {"prefix=wrongroot", "HTTP/1.1 200 OK\r\n", "<a></a>"},
+    {"prefix=empty", "HTTP/1.1 200 OK\r\n", ""},
+    {"prefix=good", "HTTP/1.1 200 OK\r\n",
+     "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>"},
+    {"/bkt/hang ", NULL, NULL},
+};
+
+struct server {
+    int fd;
+    int port;
+    pthread_t thread;
+};
+
+static void serve_one(int c)
+{
+    char req[8192];
+    size_t len = 0;
+
+    while (len < sizeof(req) - 1) {
+        ssize_t n = read(c, req + len, sizeof(req) - 1 - len);
+        if (n <= 0)
+            return;
+        len += (size_t)n;
+        req[len] = '\0';
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    char *eol = strstr(req, "\r\n");
+    if (eol)
+        *eol = '\0';
+    const struct canned *reply = NULL;
+    for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]) && !reply; i++) {
+        if (strstr(req, replies[i].key))
+            reply = &replies[i];
+    }
+    char out[4096];
+    int head = strncmp(req, "HEAD ", 5) == 0;
+    if (!reply) {
+        snprintf(out, sizeof(out), "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+    } else if (!reply->head) {
+        sleep(2); /* longer than the client's timeout */
+        return;
+    } else if (strstr(reply->head, "Content-Length") || strstr(reply->head, "close")) {
+        snprintf(out, sizeof(out), "%s\r\n%s", reply->head, head ? "" : reply->body);
+    } else {
+        snprintf(out, sizeof(out), "%sContent-Length: %zu\r\n\r\n%s", reply->head,
+                 strlen(reply->body), head ? "" : reply->body);
+    }
+    if (write(c, out, strlen(out)) < 0)
+        return;
+}
+
+static void *serve_thread(void *p)
+{
+    int c = (int)(intptr_t)p;
+    serve_one(c);
+    close(c); /* one request per connection: the client sees the close */
+    return NULL;
+}
+
+static void *server_main(void *p)
+{
+    struct server *s = p;
+    for (;;) {
+        int c = accept(s->fd, NULL, NULL);
+        if (c < 0)
+            return NULL; /* the listening socket was shut down */
+        pthread_t t;
+        if (pthread_create(&t, NULL, serve_thread, (void *)(intptr_t)c) == 0)
+            pthread_detach(t);
+        else
+            close(c);
+    }
+}
+
+static int server_start(struct server *s)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        listen(s->fd, 16) < 0 || getsockname(s->fd, (struct sockaddr *)&sa, &sl) < 0)
+        return -errno;
+    s->port = ntohs(sa.sin_port);
+    return pthread_create(&s->thread, NULL, server_main, s) == 0 ? 0 : -EAGAIN;
+}
+
+static void server_stop(struct server *s)
+{
+    shutdown(s->fd, SHUT_RDWR);
+    close(s->fd);
+    pthread_join(s->thread, NULL);
+}
+
+static struct server srv;
+static struct backend *be;
+
+static void test_read_replies(void)
+{
+    char buf[64];
+    CHECK_EQ(be->ops->read_range(be, "wrong-end", NULL, 0, 10, buf), -EIO);
+    CHECK_EQ(be->ops->read_range(be, "wrong-start", NULL, 0, 10, buf), -EIO);
+    CHECK_EQ(be->ops->read_range(be, "no-range", NULL, 0, 10, buf), -EIO);
+    CHECK_EQ(be->ops->read_range(be, "body-short", NULL, 0, 10, buf), -EIO);
+    CHECK_EQ(be->ops->read_range(be, "cut-off", NULL, 0, 10, buf), -EIO);
+    /* A whole-object 200: fine from offset 0 when it fits, not at another offset. */
+    CHECK_EQ(be->ops->read_range(be, "full-200", NULL, 0, 64, buf), 10);
+    CHECK(memcmp(buf, "0123456789", 10) == 0);
+    CHECK_EQ(be->ops->read_range(be, "full-200", NULL, 3, 7, buf), -EIO);
+    CHECK_EQ(be->ops->read_range(be, "too-long", NULL, 0, 10, buf), -EIO);
+    /* A short tail at the end of the object is a valid short read. */
+    CHECK_EQ(be->ops->read_range(be, "good-tail", NULL, 0, 10, buf), 4);
+    CHECK(memcmp(buf, "abcd", 4) == 0);
+    CHECK_EQ(be->ops->read_range(be, "created", NULL, 0, 10, buf), -EIO);
+}
+
+static void test_status_mapping(void)
+{
+    char buf[16];
+    CHECK_EQ(be->ops->read_range(be, "slowdown", NULL, 0, 10, buf), -EIO);
+    CHECK_EQ(be->ops->read_range(be, "throttled", NULL, 0, 10, buf), -EIO);
+    CHECK_EQ(be->ops->read_range(be, "expired", NULL, 0, 10, buf), -EACCES);
+    CHECK_EQ(be->ops->read_range(be, "bad-request", NULL, 0, 10, buf), -EINVAL);
+    CHECK_EQ(be->ops->read_range(be, "moved", NULL, 0, 10, buf), -EINVAL);
+    CHECK_EQ(be->ops->read_range(be, "missing", NULL, 0, 10, buf), -ENOENT);
+    CHECK_EQ(be->ops->read_range(be, "hang", NULL, 0, 10, buf), -ETIMEDOUT);
+}
+
+static void test_head_replies(void)
+{
+    struct backend_stat st = {0};
+    CHECK_EQ(be->ops->stat(be, "no-etag", &st), -EIO);
+    CHECK(st.version == NULL);
+    CHECK_EQ(be->ops->stat(be, "no-length", &st), -EIO);
+    CHECK_EQ(be->ops->stat(be, "good-head", &st), 0);
+    CHECK_EQ(st.size, 12345);
+    CHECK_EQ(st.mtime_ns, 1714566896000000000LL);
+    CHECK_STR(st.version, "\"abc\"");
+    backend_stat_clear(&st);
+    CHECK_EQ(be->ops->stat(be, "missing", &st), -ENOENT);
+}
+
+static void test_list_replies(void)
+{
+    struct backend_list_page page = {0};
+    CHECK_EQ(be->ops->list(be, "garbage/", "/", NULL, &page), -EIO);
+    CHECK_EQ(page.count, 0);
+    backend_list_page_clear(&page);
+    CHECK_EQ(be->ops->list(be, "wrongroot/", "/", NULL, &page), -EIO);
+    backend_list_page_clear(&page);
+    CHECK_EQ(be->ops->list(be, "empty/", "/", NULL, &page), -EIO);
+    backend_list_page_clear(&page);
+    CHECK_EQ(be->ops->list(be, "good/", "/", NULL, &page), 0);
+    CHECK_EQ(page.count, 0);
+    backend_list_page_clear(&page);
+}
+
+int main(void)
+{
+    char ep[64], err[256];
+
+    if (server_start(&srv) < 0) {
+        fprintf(stderr, "cannot start the fake server\n");
+        return 1;
+    }
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", srv.port);
+    struct backend_conf conf = {.source = "s3://bkt", .endpoint = ep, .path_style = 1,
+                                .no_sign_request = 1, .timeout_ms = 500};
+    if (s3_backend_create(&conf, &be, err, sizeof(err)) < 0) {
+        fprintf(stderr, "s3_backend_create: %s\n", err);
+        return 1;
+    }
+    RUN(test_read_replies);
+    RUN(test_status_mapping);
+    RUN(test_head_replies);
+    RUN(test_list_replies);
+    backend_destroy(be);
+    server_stop(&srv);
+    return test_finish();
+}
