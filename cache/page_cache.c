@@ -43,6 +43,7 @@
 
 #include "backends/backend.h"
 #include "cache/cache_db.h"
+#include "cache/page_cache_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -225,15 +226,22 @@ static void tx_rollback(struct page_cache *pc)
 
 /* ---- names ---- */
 
-static void page_path(const struct page_cache *pc, const char *fhash, uint64_t idx, char *buf,
-                      size_t buflen, int dir_only)
+void page_file_rel_name(const char *fhash, uint64_t idx, int dir_only, char *buf, size_t buflen)
 {
     char hx[3] = {fhash[0], fhash[1], '\0'};
     unsigned sub = (unsigned)((strtoul(hx, NULL, 16) + idx) & 0xff);
     if (dir_only)
-        snprintf(buf, buflen, "%s/pages/%02x", pc->dir, sub);
+        snprintf(buf, buflen, "%02x", sub);
     else
-        snprintf(buf, buflen, "%s/pages/%02x/%s-%" PRIx64, pc->dir, sub, fhash, idx);
+        snprintf(buf, buflen, "%02x/%s-%" PRIx64, sub, fhash, idx);
+}
+
+static void page_path(const struct page_cache *pc, const char *fhash, uint64_t idx, char *buf,
+                      size_t buflen, int dir_only)
+{
+    char rel[128];
+    page_file_rel_name(fhash, idx, dir_only, rel, sizeof(rel));
+    snprintf(buf, buflen, "%s/pages/%s", pc->dir, rel);
 }
 
 static int file_hash(const char *key, const char *version, char out[33])

@@ -15,6 +15,7 @@ build_pkgs=(
   libexpat1-dev                      # S3 XML replies
   libxxhash-dev                      # page checksums (XXH3)
   libssl-dev                         # libcrypto: SHA-256 for file ids and payload hashes
+  libjson-c-dev                      # JSON output of the tools (never built by string pasting)
 )
 test_pkgs=(
   ceph-mon ceph-osd radosgw ceph-common  # a real S3 server (Ceph radosgw) for the tests
