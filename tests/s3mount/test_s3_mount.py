@@ -1,0 +1,379 @@
+#!/usr/bin/python3
+"""Mount tests of s3:// sources against a real S3 implementation (Ceph radosgw, started by the
+ctest fixture `rgw`), through a real FUSE mount.
+
+Every mount goes through a small TCP relay on 127.0.0.1 (Relay below) instead of straight to
+radosgw, so a test can switch "the store" off without stopping the shared radosgw: with the relay
+closed, whatever pagefs serves must come from its cache.
+
+Covers: listing against ListObjectsV2 ground truth; byte-exact reads of small and large objects
+at random offsets; odd keys; 1000+ keys in one directory; a second ls -lR and a second full read
+make zero remote calls, also after a remount, proved by reading everything back with the store
+switched off; eviction under a small cache_size; a corrupted page file detected and refetched;
+an object replaced in the bucket seen after the TTL; a missing bucket, bad credentials and an
+unreachable endpoint failing at mount time with a clear message.
+
+Run by ctest with PAGEFS_BIN set and argv[1] = the fixture's env file."""
+
+import concurrent.futures
+import glob
+import hashlib
+import os
+import random
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "mount"))
+import mountlib  # noqa: E402
+
+import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
+
+MiB = 1 << 20
+ENV = {}
+
+
+def load_env(path):
+    with open(path) as f:
+        for line in f:
+            k, sep, v = line.strip().partition("=")
+            if sep:
+                ENV[k] = v
+
+
+class Relay:
+    """A TCP relay 127.0.0.1:port -> radosgw. close() drops the listener and every connection,
+    so the store looks switched off (connection refused) until a new Relay is started."""
+
+    def __init__(self, target_port):
+        self.target = ("127.0.0.1", target_port)
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = []
+        self.lock = threading.Lock()
+        self.closed = False
+        self.accepted = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(self.target)
+            except OSError:
+                c.close()
+                continue
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                self.accepted += 1
+                self.conns += [c, u]
+            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+
+    def _pump(self, a, b):
+        sel = selectors.DefaultSelector()
+        sel.register(a, selectors.EVENT_READ, b)
+        sel.register(b, selectors.EVENT_READ, a)
+        try:
+            while not self.closed:
+                for key, _ in sel.select(timeout=0.5):
+                    data = key.fileobj.recv(1 << 20)
+                    if not data:
+                        return
+                    key.data.sendall(data)
+        except OSError:
+            pass
+        finally:
+            sel.close()
+            a.close()
+            b.close()
+
+    def close(self):
+        self.closed = True
+        self.lsock.close()
+        with self.lock:
+            for s in self.conns:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+
+def s3_client():
+    return boto3.client("s3", endpoint_url=ENV["PAGEFS_TEST_S3_ENDPOINT"],
+                        aws_access_key_id=ENV["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=ENV["AWS_SECRET_ACCESS_KEY"],
+                        region_name=ENV.get("AWS_REGION", "us-east-1"),
+                        config=Config(s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 3},
+                                      max_pool_connections=16))
+
+
+def daemon_env():
+    env = dict(os.environ)
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
+        env[k] = ENV[k]
+    env.pop("AWS_CA_BUNDLE", None)
+    env.pop("AWS_PROFILE", None)
+    env["HOME"] = "/nonexistent"  # no ~/.aws/credentials from the host
+    return env
+
+
+def upload(client, bucket, objects):
+    """objects: {key: bytes}; uploaded 16 at a time."""
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda kv: client.put_object(Bucket=bucket, Key=kv[0], Body=kv[1]),
+                    objects.items()))
+
+
+def ground_truth(client, bucket, prefix=""):
+    """The tree a mount of s3://bucket/prefix must show, from a flat ListObjectsV2:
+    {relpath: ('d', 0) | ('f', size)} with the object-store rules applied."""
+    keys = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            keys[o["Key"][len(prefix):]] = o["Size"]
+    dirs = set()
+    for k in keys:
+        parts = k.split("/")
+        for i in range(1, len(parts)):
+            dirs.add("/".join(parts[:i]))
+    tree = {d: ("d", 0) for d in dirs if d}
+    for k, size in keys.items():
+        if k.endswith("/") or k in dirs:  # markers, and objects hidden by a same-named dir
+            continue
+        tree[k] = ("f", size)
+    return tree
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+class S3MountTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pagefs = mountlib.pagefs_binary()
+        cls.tmp = mountlib.TempDir("s3")
+        cls.s3 = s3_client()
+        cls.rgw_port = int(ENV["PAGEFS_TEST_S3_ENDPOINT"].rsplit(":", 1)[1])
+        cls.bucket = "pagefs-mt-%d-%d" % (os.getpid(), random.randrange(1 << 30))
+        cls.s3.create_bucket(Bucket=cls.bucket)
+        rng = random.Random(2)
+        objs = {}
+        for c in range(3):
+            for i in range(20):
+                objs["imagenet/train/n%08d/img_%03d.JPEG" % (c, i)] = rng.randbytes(
+                    rng.randrange(20000, 200000))
+        for i in range(10):
+            objs["imagenet/val/v_%02d.JPEG" % i] = rng.randbytes(rng.randrange(1, 300000))
+        objs["imagenet/big/shard-0.tar"] = rng.randbytes(40 * MiB + 12345)
+        for name in ("with space.txt", "plus+sign", "100%", "ünïcødé-文件.bin", "a=b&c",
+                     "hash#tag", "~tilde", "x" * 255):
+            objs["imagenet/odd/" + name] = rng.randbytes(rng.randrange(1, 4000))
+        objs["imagenet/marker-dir/"] = b""            # a directory marker
+        objs["imagenet/marker-dir/inside"] = b"inside"
+        objs["imagenet/empty-marker/"] = b""          # an empty directory by marker only
+        objs["imagenet/both"] = b"hidden by the directory"
+        objs["imagenet/both/child"] = b"child"
+        objs["imagenet/skip/" + "y" * 256] = b"name too long: skipped"
+        objs["imagenet/skip/ok"] = b"ok"
+        objs["imagenet/zero"] = b""
+        upload(cls.s3, cls.bucket, objs)
+        many = {"imagenet/many/k%05d" % i: b"%d" % i for i in range(1100)}
+        upload(cls.s3, cls.bucket, many)
+        objs.update(many)
+        cls.objs = objs
+        cls.source = "s3://%s/imagenet" % cls.bucket
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def setUp(self):
+        self.work = mountlib.TempDir("s3case")
+        self.addCleanup(self.work.cleanup)
+        self.relay = Relay(self.rgw_port)
+        self.addCleanup(lambda: self.relay.close())
+
+    def mount(self, source=None, cache_dir=None, options=(), relay=None, **kw):
+        endpoint = "http://127.0.0.1:%d" % (relay or self.relay).port
+        m = mountlib.Mount(self.pagefs, source or self.source, self.work.path,
+                           cache_dir=cache_dir, env=daemon_env(),
+                           options=["endpoint=" + endpoint] + list(options), **kw)
+        m.start()
+        self.addCleanup(m.stop)
+        return m
+
+    def expected(self, rel):
+        return self.objs["imagenet/" + rel]
+
+    def read_all(self, root, tree):
+        out = {}
+        for rel, (kind, _) in tree.items():
+            if kind == "f":
+                with open(os.path.join(root, rel), "rb") as f:
+                    out[rel] = f.read()
+        return out
+
+    def test_listing_matches_list_objects(self):
+        m = self.mount()
+        truth = ground_truth(self.s3, self.bucket, "imagenet/")
+        truth = {k: v for k, v in truth.items()
+                 if all(len(p.encode()) <= 255 for p in k.split("/"))}
+        self.assertEqual(mountlib.tree_listing(m.mountpoint), truth)
+        self.assertEqual(len(os.listdir(os.path.join(m.mountpoint, "many"))), 1100)
+        self.assertTrue(os.path.isdir(os.path.join(m.mountpoint, "both")))
+        self.assertEqual(sorted(os.listdir(os.path.join(m.mountpoint, "skip"))), ["ok"])
+        self.assertEqual(os.listdir(os.path.join(m.mountpoint, "empty-marker")), [])
+        st = os.stat(os.path.join(m.mountpoint, "val", "v_00.JPEG"))
+        head = self.s3.head_object(Bucket=self.bucket, Key="imagenet/val/v_00.JPEG")
+        self.assertEqual(int(st.st_mtime), int(head["LastModified"].timestamp()))
+        self.assertEqual(st.st_uid, os.getuid())
+
+    def test_reads_byte_exact(self):
+        m = self.mount()
+        tree = ground_truth(self.s3, self.bucket, "imagenet/")
+        for rel in ("val/v_03.JPEG", "odd/with space.txt", "odd/plus+sign", "odd/100%",
+                    "odd/ünïcødé-文件.bin", "odd/a=b&c", "odd/hash#tag", "zero",
+                    "marker-dir/inside", "both/child"):
+            with open(os.path.join(m.mountpoint, rel), "rb") as f:
+                self.assertEqual(f.read(), self.expected(rel), rel)
+        big = self.expected("big/shard-0.tar")
+        rng = random.Random(7)
+        with open(os.path.join(m.mountpoint, "big/shard-0.tar"), "rb") as f:
+            for _ in range(60):
+                off = rng.randrange(0, len(big) + 10)
+                n = rng.choice((1, 4096, 65536, MiB, 3 * MiB + 17))
+                f.seek(off)
+                self.assertEqual(f.read(n), big[off:off + n], (off, n))
+        with open(os.path.join(m.mountpoint, "big/shard-0.tar"), "rb") as f:
+            self.assertEqual(sha(f.read()), sha(big))
+        cp = os.path.join(self.work.path, "val-copy")
+        subprocess.run(["cp", "-r", os.path.join(m.mountpoint, "val"), cp], check=True)
+        for rel, (kind, _) in tree.items():
+            if kind == "f" and rel.startswith("val/"):
+                with open(os.path.join(cp, rel[4:]), "rb") as f:
+                    self.assertEqual(f.read(), self.expected(rel))
+
+    def test_warm_makes_no_remote_calls_and_survives_store_off(self):
+        cache = os.path.join(self.work.path, "cache")
+        m = self.mount(cache_dir=cache, options=["meta_ttl=600"])
+        tree = mountlib.tree_listing(m.mountpoint)          # ls -lR, cold
+        data = self.read_all(m.mountpoint, tree)              # full read, cold
+        for rel, b in data.items():
+            self.assertEqual(b, self.expected(rel), rel)
+        before = m.backend_calls()
+        self.assertGreater(before["read_calls"], 0)
+        mountlib.drop_kernel_caches()
+        self.assertEqual(mountlib.tree_listing(m.mountpoint), tree)   # second ls -lR
+        self.assertEqual(m.backend_calls(), before)
+        self.assertEqual(self.read_all(m.mountpoint, tree), data)     # second full read
+        self.assertEqual(m.backend_calls(), before)
+        m.unmount()
+
+        # New daemon on the same cache; the store switched off after the mount-time check.
+        m2 = self.mount(cache_dir=cache, options=["meta_ttl=600"])
+        self.relay.close()
+        mountlib.drop_kernel_caches()
+        self.assertEqual(mountlib.tree_listing(m2.mountpoint), tree)
+        self.assertEqual(self.read_all(m2.mountpoint, tree), data)
+        calls = m2.backend_calls()
+        self.assertEqual(calls["read_calls"], 0, calls)
+        self.assertEqual(calls["list_calls"], 0, calls)
+        self.assertEqual(calls["stat_calls"], 0, calls)
+
+    def test_eviction_under_small_cache(self):
+        m = self.mount(options=["cache_size=8M"])
+        big = self.expected("big/shard-0.tar")
+        path = os.path.join(m.mountpoint, "big/shard-0.tar")
+        for _ in range(2):
+            with open(path, "rb") as f:
+                self.assertEqual(sha(f.read()), sha(big))
+            mountlib.drop_kernel_caches()
+        s = m.stats()
+        self.assertGreater(s["evictions"], 0, s)
+        self.assertLessEqual(s["bytes_resident"], 8 * MiB, s)
+        pages = [p for p in glob.glob(os.path.join(m.cache_dir, "pages", "*", "*"))]
+        self.assertLessEqual(sum(os.path.getsize(p) for p in pages), 8 * MiB)
+
+    def test_corrupt_page_is_refetched(self):
+        cache = os.path.join(self.work.path, "cache")
+        m = self.mount(cache_dir=cache)
+        rel = "val/v_05.JPEG"
+        path = os.path.join(m.mountpoint, rel)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), self.expected(rel))
+        m.unmount()  # the page's bytes may also sit in the daemon's memory: restart it
+        pages = glob.glob(os.path.join(cache, "pages", "*", "*"))
+        self.assertEqual(len(pages), 1, pages)
+        with open(pages[0], "r+b") as f:
+            f.seek(100)
+            b = f.read(1)
+            f.seek(100)
+            f.write(bytes([b[0] ^ 0xFF]))
+        m2 = self.mount(cache_dir=cache)
+        mountlib.drop_kernel_caches()
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), self.expected(rel))
+        s = m2.stats()
+        self.assertEqual(s["corrupt"], 1, s)
+        self.assertEqual(s["read_calls"], 1, s)
+
+    def test_replaced_object_seen_after_ttl(self):
+        key = "imagenet/val/replace-me"
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"old contents")
+        self.addCleanup(lambda: self.s3.delete_object(Bucket=self.bucket, Key=key))
+        m = self.mount(options=["meta_ttl=1"])
+        path = os.path.join(m.mountpoint, "val", "replace-me")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"old contents")
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"new contents, longer")
+        time.sleep(2.5)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"new contents, longer")
+
+    def mount_fails(self, source, options, env=None):
+        m = mountlib.Mount(self.pagefs, source, self.work.path, env=env or daemon_env(),
+                           foreground=False, options=options)
+        r = mountlib.run_pagefs(self.pagefs, m.command()[1:], env=m.env, timeout=120)
+        self.assertFalse(mountlib.is_mounted(m.mountpoint))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn(ENV["AWS_SECRET_ACCESS_KEY"], r.stdout + r.stderr)
+        return r.stderr
+
+    def test_mount_time_errors(self):
+        os.makedirs(os.path.join(self.work.path, "mnt"), exist_ok=True)
+        ep = "endpoint=http://127.0.0.1:%d" % self.relay.port
+        err = self.mount_fails("s3://no-such-bucket-pagefs", [ep])
+        self.assertRegex(err.lower(), "not found|no such bucket")
+        env = daemon_env()
+        env["AWS_SECRET_ACCESS_KEY"] = "wrong-secret"
+        err = self.mount_fails(self.source, [ep], env=env)
+        self.assertRegex(err.lower(), "denied|credentials|forbidden")
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+        s.close()
+        err = self.mount_fails(self.source, ["endpoint=http://127.0.0.1:%d" % closed_port,
+                                             "retries=1"])
+        self.assertRegex(err.lower(), "refused|unreachable")
+
+
+if __name__ == "__main__":
+    mountlib.skip_unless_fuse()
+    load_env(sys.argv.pop(1))
+    unittest.main(verbosity=2)
