@@ -1,0 +1,911 @@
+/*
+ * fs.c - the pagefs low-level FUSE operations (see fs.h).
+ *
+ * Design (after libfuse's passthrough_ll.c): the kernel talks in inode numbers; the inode
+ * table maps them to keys. Names are resolved through the metadata cache (lookup/getattr
+ * answer from the parent directory's cached listing), file data through the page cache.
+ *  - lookup/readdirplus add one kernel lookup per entry handed out, forget/forget_multi drop
+ *    them; a negative lookup is answered with ino 0 and the entry timeout, so the kernel
+ *    caches the ENOENT too.
+ *  - opendir snapshots the directory listing into the handle: readdir offsets are indexes into
+ *    that snapshot (0 ".", 1 "..", 2.. entries), stable for the handle's life.
+ *  - open re-reads the entry from the (cached) parent listing and pins that version of the
+ *    object (page_cache_open); reads of the handle never mix
+ *    versions and fail with ESTALE when the object changed, after which the parent listing is
+ *    invalidated so the next lookup sees the new version. keep_cache is set when the cache
+ *    already knew the version, so the kernel page cache survives close/open.
+ *  - Errors inside are negative errno; reply_err() flips the sign in one place.
+ *
+ * Invariants: every fi->fh of a file is a struct pagefs_fh, of a directory a struct
+ * pagefs_dh; each is on the fs's handle list from open until release/releasedir, so that the
+ * handles the kernel never released (the session ended first) are freed by
+ * pagefs_fs_destroy().
+ *
+ * Lock order: fs->handles_lock and the inode table's mutex are leaf locks, never held
+ * together and never across a cache or backend call (the table hands out snapshots).
+ */
+#include "fuse/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "cache/meta_cache.h"
+#include "cache/page_cache.h"
+#include "fuse/inode.h"
+
+struct pagefs_fs {
+    struct backend *be;
+    struct page_cache *pc;
+    struct meta_cache *mc;
+    struct inode_table *inodes;
+    double ttl;
+    uid_t uid;
+    gid_t gid;
+    uint32_t page_size;
+    int64_t mount_time_ns; /* mtime of the root */
+    pthread_mutex_t handles_lock;
+    struct pagefs_handle *handles; /* open file and directory handles (list head sentinel) */
+    /* Request counters for the stats text. */
+    atomic_uint_fast64_t n_lookup, n_negative, n_getattr, n_readdir, n_open, n_read, n_read_bytes,
+        n_read_errors, n_estale;
+};
+
+/* The part common to file and directory handles: membership of fs->handles. */
+struct pagefs_handle {
+    struct pagefs_handle *prev, *next; /* under fs->handles_lock */
+    bool is_dir;
+};
+
+struct pagefs_fh {
+    struct pagefs_handle h; /* first member */
+    struct pc_file *f;
+    char *key;
+};
+
+struct pagefs_dh {
+    struct pagefs_handle h; /* first member */
+    struct meta_dir list;
+    uint64_t parent;
+    char *key; /* the directory's key prefix ("" or ending in '/') */
+};
+
+static struct pagefs_fs *req_fs(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static void handle_track(struct pagefs_fs *fs, struct pagefs_handle *h)
+{
+    pthread_mutex_lock(&fs->handles_lock);
+    h->next = fs->handles->next;
+    h->prev = fs->handles;
+    h->next->prev = h;
+    fs->handles->next = h;
+    pthread_mutex_unlock(&fs->handles_lock);
+}
+
+static void handle_untrack(struct pagefs_fs *fs, struct pagefs_handle *h)
+{
+    pthread_mutex_lock(&fs->handles_lock);
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    h->prev = h->next = h;
+    pthread_mutex_unlock(&fs->handles_lock);
+}
+
+static void fh_free(struct pagefs_fh *fh)
+{
+    pc_file_unref(fh->f);
+    free(fh->key);
+    free(fh);
+}
+
+static void dh_free(struct pagefs_dh *dh)
+{
+    meta_dir_clear(&dh->list);
+    free(dh->key);
+    free(dh);
+}
+
+static void reply_err(fuse_req_t req, int neg_errno)
+{
+    fuse_reply_err(req, neg_errno < 0 ? -neg_errno : neg_errno);
+}
+
+static void count(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* The directory part of a key ("a/b/c" -> "a/b/", "a/b/" -> "a/", "a" -> ""). Caller frees. */
+static char *parent_prefix(const char *key)
+{
+    size_t len = strlen(key);
+    if (len && key[len - 1] == '/')
+        len--;
+    while (len && key[len - 1] != '/')
+        len--;
+    return strndup(key, len);
+}
+
+/* The last component of a key, without a directory's trailing '/'. Caller frees. */
+static char *base_name(const char *key)
+{
+    size_t len = strlen(key);
+    if (len && key[len - 1] == '/')
+        len--;
+    size_t start = len;
+    while (start && key[start - 1] != '/')
+        start--;
+    return strndup(key + start, len - start);
+}
+
+static void fill_stat(const struct pagefs_fs *fs, struct stat *st, uint64_t ino, int is_dir,
+                      uint64_t size, int64_t mtime_ns)
+{
+    memset(st, 0, sizeof(*st));
+    st->st_ino = ino;
+    st->st_mode = is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+    st->st_nlink = is_dir ? 2 : 1;
+    st->st_uid = fs->uid;
+    st->st_gid = fs->gid;
+    st->st_size = is_dir ? 0 : (off_t)size;
+    st->st_blksize = fs->page_size;
+    st->st_blocks = is_dir ? 0 : (blkcnt_t)((size + 511) / 512);
+    if (ino == INODE_ROOT_ID || (is_dir && mtime_ns == 0))
+        mtime_ns = fs->mount_time_ns; /* prefixes have no time of their own */
+    st->st_mtim.tv_sec = mtime_ns / 1000000000;
+    st->st_mtim.tv_nsec = mtime_ns % 1000000000;
+    if (st->st_mtim.tv_nsec < 0) {
+        st->st_mtim.tv_sec--;
+        st->st_mtim.tv_nsec += 1000000000;
+    }
+    st->st_atim = st->st_mtim;
+    st->st_ctim = st->st_mtim;
+}
+
+static void fill_entry(const struct pagefs_fs *fs, struct fuse_entry_param *e,
+                       const struct inode_info *info)
+{
+    memset(e, 0, sizeof(*e));
+    e->ino = info->ino;
+    e->attr_timeout = fs->ttl;
+    e->entry_timeout = fs->ttl;
+    fill_stat(fs, &e->attr, info->ino, info->is_dir, info->size, info->mtime_ns);
+}
+
+static void attr_of(const struct meta_entry *me, struct inode_attr *a)
+{
+    a->is_dir = me->is_dir;
+    a->size = me->size;
+    a->mtime_ns = me->mtime_ns;
+    a->version = me->version;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------- */
+
+int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
+{
+    if (!conf->be || !conf->pc || !conf->mc || conf->entry_timeout < 0)
+        return -EINVAL;
+    int rc = -ENOMEM;
+    struct pagefs_fs *fs = calloc(1, sizeof(*fs));
+    if (!fs)
+        goto out;
+    fs->handles = calloc(1, sizeof(*fs->handles));
+    if (!fs->handles)
+        goto out_free_fs;
+    fs->handles->next = fs->handles->prev = fs->handles;
+    rc = -pthread_mutex_init(&fs->handles_lock, NULL);
+    if (rc < 0)
+        goto out_free_head;
+    rc = inode_table_create(&fs->inodes);
+    if (rc < 0)
+        goto out_destroy_lock;
+    fs->be = conf->be;
+    fs->pc = conf->pc;
+    fs->mc = conf->mc;
+    fs->ttl = conf->entry_timeout;
+    fs->uid = conf->uid;
+    fs->gid = conf->gid;
+    fs->page_size = page_cache_page_size(conf->pc);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    fs->mount_time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    *out = fs;
+    return 0;
+
+out_destroy_lock:
+    pthread_mutex_destroy(&fs->handles_lock);
+out_free_head:
+    free(fs->handles);
+out_free_fs:
+    free(fs);
+out:
+    return rc;
+}
+
+void pagefs_fs_destroy(struct pagefs_fs *fs)
+{
+    if (!fs)
+        return;
+    /* Handles the kernel did not release before the session ended. */
+    while (fs->handles->next != fs->handles) {
+        struct pagefs_handle *h = fs->handles->next;
+        handle_untrack(fs, h);
+        if (h->is_dir)
+            dh_free((struct pagefs_dh *)h);
+        else
+            fh_free((struct pagefs_fh *)h);
+    }
+    pthread_mutex_destroy(&fs->handles_lock);
+    free(fs->handles);
+    inode_table_destroy(fs->inodes);
+    free(fs);
+}
+
+size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
+{
+    struct backend_counters bc;
+    struct page_cache_stats ps;
+    struct meta_cache_stats ms;
+    int have_bc = fs->be->ops->counters && fs->be->ops->counters(fs->be, &bc) == 0;
+    page_cache_get_stats(fs->pc, &ps);
+    meta_cache_get_stats(fs->mc, &ms);
+
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *m = open_memstream(&text, &tlen);
+    if (!m) {
+        if (len)
+            buf[0] = '\0';
+        return 0;
+    }
+#define KV(k, v) fprintf(m, "%s=%llu\n", k, (unsigned long long)(v))
+    fprintf(m, "backend=%s\n", fs->be->ops->name);
+    if (have_bc) {
+        KV("stat_calls", bc.stat_calls);
+        KV("list_calls", bc.list_calls);
+        KV("read_calls", bc.read_calls);
+        KV("check_calls", bc.check_calls);
+        KV("errors", bc.errors);
+        KV("bytes_read", bc.bytes_read);
+    }
+    KV("page_size", fs->page_size);
+    KV("hits", ps.hits);
+    KV("misses", ps.misses);
+    KV("bytes_hit", ps.bytes_hit);
+    KV("bytes_fetched", ps.bytes_fetched);
+    KV("pages_resident", ps.pages_resident);
+    KV("bytes_resident", ps.bytes_resident);
+    KV("evictions", ps.evictions);
+    KV("corrupt", ps.corrupt);
+    KV("write_errors", ps.write_errors);
+    KV("singleflight_waits", ps.singleflight_waits);
+    KV("lookups", ms.lookups);
+    KV("listings_fetched", ms.listings_fetched);
+    KV("stale_served", ms.stale_served);
+    KV("inodes", inode_table_count(fs->inodes));
+    KV("fuse_lookups", atomic_load(&fs->n_lookup));
+    KV("fuse_negative_lookups", atomic_load(&fs->n_negative));
+    KV("fuse_getattrs", atomic_load(&fs->n_getattr));
+    KV("fuse_readdirs", atomic_load(&fs->n_readdir));
+    KV("fuse_opens", atomic_load(&fs->n_open));
+    KV("fuse_reads", atomic_load(&fs->n_read));
+    KV("fuse_read_bytes", atomic_load(&fs->n_read_bytes));
+    KV("fuse_read_errors", atomic_load(&fs->n_read_errors));
+    KV("fuse_estale", atomic_load(&fs->n_estale));
+#undef KV
+    fclose(m);
+    if (len) {
+        size_t n = tlen < len - 1 ? tlen : len - 1;
+        memcpy(buf, text, n);
+        buf[n] = '\0';
+    }
+    free(text);
+    return tlen;
+}
+
+/* ---- lowlevel ops ---------------------------------------------------------------------- */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    /* Reads may be issued in parallel and out of order: the page cache is thread-safe. */
+    if (conn->capable & FUSE_CAP_ASYNC_READ)
+        conn->want |= FUSE_CAP_ASYNC_READ;
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+        conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    if (conn->capable & FUSE_CAP_READDIRPLUS)
+        conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+    /* The kernel must drop cached pages when a file's size or mtime changes. */
+    if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+        conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+    /* Replies are built in memory (fuse_reply_buf), and requests carry no payload: splicing
+     * /dev/fuse would only cost a pipe per worker thread. */
+    conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+    /* Allow more readahead requests in flight (kernel default 12). libfuse already sets
+     * max_pages for 1 MiB requests (max_write = 1 MiB). */
+    conn->max_background = 64;
+    conn->congestion_threshold = 48;
+    conn->time_gran = 1;
+}
+
+static void op_destroy(void *userdata)
+{
+    struct pagefs_fs *fs = userdata;
+    page_cache_flush(fs->pc);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    struct inode_info pinfo, info;
+    struct meta_entry me;
+    struct fuse_entry_param e;
+    int rc;
+
+    count(&fs->n_lookup, 1);
+    if (strlen(name) > 255) {
+        reply_err(req, -ENAMETOOLONG);
+        return;
+    }
+    rc = inode_table_get(fs->inodes, parent, &pinfo);
+    if (rc < 0)
+        goto out_reply;
+    if (!pinfo.is_dir) {
+        rc = -ENOTDIR;
+        goto out_clear_parent;
+    }
+    rc = meta_cache_lookup(fs->mc, pinfo.key, name, &me);
+    if (rc == -ENOENT) {
+        count(&fs->n_negative, 1);
+        memset(&e, 0, sizeof(e));
+        e.ino = 0;
+        e.entry_timeout = fs->ttl;
+        fuse_reply_entry(req, &e);
+        goto out_clear_parent_replied;
+    }
+    if (rc < 0)
+        goto out_clear_parent;
+    struct inode_attr a;
+    attr_of(&me, &a);
+    rc = inode_table_ref_child(fs->inodes, parent, name, &a, &info);
+    meta_entry_clear(&me);
+    if (rc == -EINVAL)
+        rc = -ENOENT; /* a name the namespace cannot hold */
+    if (rc < 0)
+        goto out_clear_parent;
+    fill_entry(fs, &e, &info);
+    if (fuse_reply_entry(req, &e) != 0)
+        inode_table_forget(fs->inodes, info.ino, 1); /* the kernel never got it */
+    inode_info_clear(&info);
+out_clear_parent_replied:
+    inode_info_clear(&pinfo);
+    return;
+out_clear_parent:
+    inode_info_clear(&pinfo);
+out_reply:
+    reply_err(req, rc);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    inode_table_forget(req_fs(req)->inodes, ino, nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t n, struct fuse_forget_data *forgets)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    for (size_t i = 0; i < n; i++)
+        inode_table_forget(fs->inodes, forgets[i].ino, forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+/* Re-reads the attributes of `info` from its parent's (cached) listing and updates the
+ * table. Returns 0, -ENOENT if the entry is gone or changed type, or another -errno. */
+static int refresh_attr(struct pagefs_fs *fs, struct inode_info *info)
+{
+    if (info->ino == INODE_ROOT_ID)
+        return 0;
+    int rc = -ENOMEM;
+    char *dir = parent_prefix(info->key);
+    char *name = base_name(info->key);
+    struct meta_entry me;
+    if (!dir || !name)
+        goto out_free;
+    rc = meta_cache_lookup(fs->mc, dir, name, &me);
+    if (rc < 0)
+        goto out_free;
+    if ((me.is_dir != 0) != (info->is_dir != 0)) {
+        rc = -ENOENT;
+        goto out_clear_entry;
+    }
+    struct inode_attr a;
+    attr_of(&me, &a);
+    inode_table_update(fs->inodes, info->ino, &a);
+    info->size = me.is_dir ? 0 : me.size;
+    info->mtime_ns = me.mtime_ns;
+    free(info->version);
+    info->version = me.version; /* handed over */
+    me.version = NULL;
+    rc = 0;
+out_clear_entry:
+    meta_entry_clear(&me);
+out_free:
+    free(dir);
+    free(name);
+    return rc;
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    struct inode_info info;
+    struct stat st;
+    count(&fs->n_getattr, 1);
+    int rc = inode_table_get(fs->inodes, ino, &info);
+    if (rc < 0) {
+        reply_err(req, rc);
+        return;
+    }
+    rc = refresh_attr(fs, &info);
+    if (rc == -ENOENT) {
+        inode_info_clear(&info);
+        reply_err(req, rc);
+        return;
+    }
+    /* Any other failure (store unreachable, ...): the attributes we have are still the best
+     * answer. */
+    fill_stat(fs, &st, info.ino, info.is_dir, info.size, info.mtime_ns);
+    inode_info_clear(&info);
+    fuse_reply_attr(req, &st, fs->ttl);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    struct inode_info info;
+    int rc = inode_table_get(fs->inodes, ino, &info);
+    if (rc < 0)
+        goto out_reply;
+    if (!info.is_dir) {
+        rc = -ENOTDIR;
+        goto out_clear_info;
+    }
+    rc = -ENOMEM;
+    struct pagefs_dh *d = calloc(1, sizeof(*d));
+    if (!d)
+        goto out_clear_info;
+    rc = meta_cache_list(fs->mc, info.key, &d->list);
+    if (rc == -ENOENT) {
+        /* The parent's listing shows this directory, but it has no entries (an empty local
+         * directory, an S3 prefix emptied since): an empty directory, not an error. */
+        memset(&d->list, 0, sizeof(d->list));
+        rc = 0;
+    }
+    if (rc < 0)
+        goto out_free_handle;
+    d->key = info.key;
+    info.key = NULL;
+    d->parent = info.parent;
+    d->h.is_dir = true;
+    inode_info_clear(&info);
+    fi->fh = (uintptr_t)d;
+    handle_track(fs, &d->h);
+    if (fuse_reply_open(req, fi) != 0) {
+        handle_untrack(fs, &d->h);
+        dh_free(d);
+    }
+    return;
+
+out_free_handle:
+    free(d);
+out_clear_info:
+    inode_info_clear(&info);
+out_reply:
+    reply_err(req, rc);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi, bool plus)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    struct pagefs_dh *d = (struct pagefs_dh *)(uintptr_t)fi->fh;
+    int rc = -ENOMEM;
+    count(&fs->n_readdir, 1);
+    char *buf = malloc(size ? size : 1);
+    /* Inodes handed out in this reply (readdirplus), to be returned if the reply fails. */
+    size_t max_ents = size / 24 + 2;
+    uint64_t *refs = plus ? calloc(max_ents, sizeof(*refs)) : NULL;
+    size_t keycap = strlen(d->key) + 258;
+    char *childkey = malloc(keycap);
+    size_t nrefs = 0, used = 0;
+    if (!buf || (plus && !refs) || !childkey)
+        goto out_free;
+
+    size_t total = d->list.count + 2;
+    for (uint64_t i = off < 0 ? 0 : (uint64_t)off; i < total; i++) {
+        size_t rem = size - used;
+        const char *name;
+        struct stat st;
+        memset(&st, 0, sizeof(st));
+        const struct meta_entry *me = NULL;
+        if (i == 0) {
+            name = ".";
+            st.st_ino = ino;
+            st.st_mode = S_IFDIR;
+        } else if (i == 1) {
+            name = "..";
+            st.st_ino = d->parent;
+            st.st_mode = S_IFDIR;
+        } else {
+            me = &d->list.entries[i - 2];
+            name = me->name;
+            if (strlen(name) > 255)
+                continue;
+            snprintf(childkey, keycap, "%s%s%s", d->key, name, me->is_dir ? "/" : "");
+            st.st_ino = inode_ino_for_key(childkey);
+            st.st_mode = me->is_dir ? S_IFDIR : S_IFREG;
+        }
+        off_t next = (off_t)(i + 1);
+        if (!plus) {
+            size_t need = fuse_add_direntry(req, buf + used, rem, name, &st, next);
+            if (need > rem)
+                break;
+            used += need;
+            continue;
+        }
+        size_t need = fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0);
+        if (need > rem || nrefs == max_ents)
+            break;
+        struct fuse_entry_param e;
+        memset(&e, 0, sizeof(e));
+        if (!me) {
+            e.attr = st; /* ino 0: the kernel skips "." and ".." */
+        } else {
+            struct inode_attr a;
+            struct inode_info info;
+            attr_of(me, &a);
+            rc = inode_table_ref_child(fs->inodes, ino, name, &a, &info);
+            if (rc == -EINVAL)
+                continue;
+            if (rc < 0) {
+                if (used)
+                    break; /* send what we have; the next call retries */
+                goto out_free;
+            }
+            refs[nrefs++] = info.ino;
+            fill_entry(fs, &e, &info);
+            inode_info_clear(&info);
+        }
+        used += fuse_add_direntry_plus(req, buf + used, rem, name, &e, next);
+    }
+    if (fuse_reply_buf(req, buf, used) != 0) {
+        for (size_t k = 0; k < nrefs; k++)
+            inode_table_forget(fs->inodes, refs[k], 1);
+    }
+    rc = 0;
+out_free:
+    if (rc < 0)
+        reply_err(req, rc);
+    free(childkey);
+    free(refs);
+    free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct pagefs_dh *d = (struct pagefs_dh *)(uintptr_t)fi->fh;
+    if (d) {
+        handle_untrack(req_fs(req), &d->h);
+        dh_free(d);
+    }
+    fuse_reply_err(req, 0);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    struct inode_info info;
+    int rc, unchanged = 0;
+    count(&fs->n_open, 1);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_APPEND | O_CREAT))) {
+        reply_err(req, -EROFS);
+        return;
+    }
+    rc = inode_table_get(fs->inodes, ino, &info);
+    if (rc < 0)
+        goto out_reply;
+    if (info.is_dir) {
+        rc = -EISDIR;
+        goto out_clear_info;
+    }
+    /* The version to pin: the parent's listing as of now (answered from the metadata cache
+     * within the TTL; after an ESTALE it was invalidated, so this sees the new version). If the
+     * store cannot be asked, the attributes we have are used. */
+    rc = refresh_attr(fs, &info);
+    if (rc == -ENOENT)
+        goto out_clear_info;
+    rc = -ENOMEM;
+    struct pagefs_fh *h = calloc(1, sizeof(*h));
+    if (!h)
+        goto out_clear_info;
+    rc = page_cache_open(fs->pc, info.key, info.version ? info.version : "", info.size,
+                         info.mtime_ns, &h->f, &unchanged);
+    if (rc < 0)
+        goto out_free_handle;
+    h->key = info.key;
+    info.key = NULL;
+    inode_info_clear(&info);
+    fi->fh = (uintptr_t)h;
+    fi->keep_cache = unchanged ? 1 : 0;
+    fi->noflush = 1;
+    handle_track(fs, &h->h);
+    if (fuse_reply_open(req, fi) != 0) {
+        handle_untrack(fs, &h->h);
+        fh_free(h);
+    }
+    return;
+
+out_free_handle:
+    free(h);
+out_clear_info:
+    inode_info_clear(&info);
+out_reply:
+    reply_err(req, rc);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    struct pagefs_fh *h = (struct pagefs_fh *)(uintptr_t)fi->fh;
+    ssize_t rc = 0;
+    size_t got = 0;
+    count(&fs->n_read, 1);
+    if (off < 0) {
+        reply_err(req, -EINVAL);
+        return;
+    }
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        reply_err(req, -ENOMEM);
+        return;
+    }
+    /* A short reply means end of file to the kernel: read until full, EOF, or error. */
+    while (got < size) {
+        rc = page_cache_read(fs->pc, h->f, (uint64_t)off + got, size - got, buf + got);
+        if (rc <= 0)
+            break;
+        got += (size_t)rc;
+    }
+    if (rc < 0) {
+        count(&fs->n_read_errors, 1);
+        if (rc == -ESTALE) {
+            count(&fs->n_estale, 1);
+            char *dir = parent_prefix(h->key);
+            if (dir)
+                meta_cache_invalidate(fs->mc, dir);
+            free(dir);
+        } else {
+            fuse_log(FUSE_LOG_WARNING, "pagefs: read %s at %lld: %s\n", h->key, (long long)off,
+                     strerror((int)-rc));
+        }
+        reply_err(req, (int)rc);
+    } else {
+        count(&fs->n_read_bytes, got);
+        fuse_reply_buf(req, buf, got);
+    }
+    free(buf);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct pagefs_fh *h = (struct pagefs_fh *)(uintptr_t)fi->fh;
+    if (h) {
+        handle_untrack(req_fs(req), &h->h);
+        fh_free(h);
+    }
+    fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    struct statvfs st;
+    memset(&st, 0, sizeof(st));
+    st.f_bsize = fs->page_size;
+    st.f_frsize = fs->page_size;
+    st.f_blocks = (1ull << 50) / fs->page_size; /* 1 PiB: an object store has no bound */
+    st.f_bfree = st.f_blocks;
+    st.f_bavail = st.f_blocks;
+    st.f_files = 1ull << 32;
+    st.f_ffree = st.f_files;
+    st.f_favail = st.f_files;
+    st.f_namemax = 255;
+    fuse_reply_statfs(req, &st);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    struct inode_info info;
+    int rc = inode_table_get(fs->inodes, ino, &info);
+    if (rc == 0) {
+        if (mask & W_OK)
+            rc = -EROFS;
+        else if ((mask & X_OK) && !info.is_dir)
+            rc = -EACCES;
+        inode_info_clear(&info);
+    }
+    reply_err(req, rc);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    struct pagefs_fs *fs = req_fs(req);
+    if (ino != INODE_ROOT_ID || strcmp(name, PAGEFS_STATS_XATTR) != 0) {
+        reply_err(req, -ENODATA);
+        return;
+    }
+    if (size == 0) {
+        char probe[1];
+        size_t need = pagefs_fs_stats_text(fs, probe, sizeof(probe));
+        fuse_reply_xattr(req, need + 256); /* the counters may grow before the next call */
+        return;
+    }
+    char *buf = malloc(size);
+    if (!buf) {
+        reply_err(req, -ENOMEM);
+        return;
+    }
+    size_t len = pagefs_fs_stats_text(fs, buf, size);
+    if (len >= size)
+        reply_err(req, -ERANGE);
+    else
+        fuse_reply_buf(req, buf, len);
+    free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    static const char names[] = PAGEFS_STATS_XATTR; /* with its NUL */
+    size_t len = ino == INODE_ROOT_ID ? sizeof(names) : 0;
+    if (size == 0)
+        fuse_reply_xattr(req, len);
+    else if (size < len)
+        reply_err(req, -ERANGE);
+    else
+        fuse_reply_buf(req, names, len);
+}
+
+/* ---- everything that would modify the tree --------------------------------------------- */
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    reply_err(req, -EROFS);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                         struct fuse_file_info *fi)
+{
+    reply_err(req, -EROFS);
+}
+
+static const struct fuse_lowlevel_ops pagefs_ops = {
+    .init = op_init,
+    .destroy = op_destroy,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .releasedir = op_releasedir,
+    .open = op_open,
+    .read = op_read,
+    .release = op_release,
+    .statfs = op_statfs,
+    .access = op_access,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .setattr = op_setattr,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_unlink,
+    .symlink = op_symlink,
+    .rename = op_rename,
+    .link = op_link,
+    .write = op_write,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
+    .create = op_create,
+    .fallocate = op_fallocate,
+};
+
+const struct fuse_lowlevel_ops *pagefs_fs_ops(void)
+{
+    return &pagefs_ops;
+}

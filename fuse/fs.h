@@ -1,0 +1,52 @@
+/*
+ * fs.h - the pagefs low-level FUSE file system: inode table + cache layers behind the
+ * fuse_lowlevel_ops table.
+ *
+ * The file system borrows the backend and the two caches (they must outlive it) and owns its
+ * inode table. It is read-only: every modifying request is answered EROFS. The root carries
+ * the extended attribute "user.pagefs.stats" (pagefs_fs_stats_text()).
+ *
+ * Ownership: pagefs_fs_create/destroy. Thread safety: the ops may run on many FUSE worker
+ * threads at once.
+ */
+#ifndef PAGEFS_FS_H
+#define PAGEFS_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct backend;
+struct page_cache;
+struct meta_cache;
+struct pagefs_fs;
+struct fuse_lowlevel_ops;
+
+#define PAGEFS_STATS_XATTR "user.pagefs.stats"
+
+struct pagefs_fs_conf {
+    struct backend *be;    /* borrowed */
+    struct page_cache *pc; /* borrowed */
+    struct meta_cache *mc; /* borrowed */
+    double entry_timeout;  /* seconds the kernel may cache entries and attributes */
+    uid_t uid;             /* owner shown for every inode */
+    gid_t gid;
+};
+
+int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out);
+void pagefs_fs_destroy(struct pagefs_fs *fs);
+
+/* The ops table; pass the pagefs_fs as userdata to fuse_session_new(). */
+const struct fuse_lowlevel_ops *pagefs_fs_ops(void);
+
+/* Writes the statistics as "key=value\n" lines into buf: "backend=<name>", then the fields of
+ * struct backend_counters (stat_calls, list_calls, read_calls, check_calls, errors, bytes_read;
+ * only when the stack keeps counters), page_size, the fields of struct page_cache_stats and of
+ * struct meta_cache_stats under their own names (hits, misses, ..., evictions, corrupt, ...,
+ * lookups, listings_fetched, stale_served), inodes, and the daemon's request counters
+ * (fuse_lookups, fuse_reads, fuse_read_bytes, ...). All values but backend are integers.
+ * buf is NUL-terminated if len > 0. Returns the length of the whole text, which may exceed
+ * len - 1 (as with snprintf). */
+size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,361 @@
+/*
+ * main.c - the pagefs daemon: command line, start-up, FUSE session, teardown.
+ *
+ * Start-up order, each step undone in reverse on the way out (goto ladder in run()):
+ *   parse options -> [detach: fork, the parent waits for a status byte] -> backend_open ->
+ *   backend check (missing bucket / bad credentials / unreachable store end here, before
+ *   anything is mounted) -> page cache + metadata cache -> file system -> FUSE session,
+ *   signal handlers -> clean a stale mount point -> mount -> [tell the parent: ok; stdio to
+ *   /dev/null, log to syslog] -> multithreaded loop until unmount / SIGINT / SIGTERM.
+ *
+ * Detaching: the daemon forks before it opens the backend (not with fuse_daemonize() after the
+ * mount) because the cache layers may start threads, which a fork would lose. The child
+ * reports success with one byte on a pipe; if it fails, it prints its one-line error on the
+ * terminal it still shares and exits 1, and the parent exits with the child's status. So
+ * `pagefs SOURCE MP` returns only when the mount is usable, or with the reason it is not.
+ *
+ * Logging: libfuse's fuse_log() with a log function chosen once: stderr in the foreground,
+ * syslog once detached; debug messages only with -d. Options holding secrets do not exist
+ * (credentials come from the environment or profile files) and the endpoint is never logged.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "cache/meta_cache.h"
+#include "cache/page_cache.h"
+#include "fuse/fs.h"
+#include "fuse/mountpoint.h"
+#include "fuse/options.h"
+
+#define READAHEAD_KB                                                                               \
+    16384u /* kernel readahead of the mount: up to 16 x 1 MiB requests in flight                   \
+            */
+
+static void log_stderr(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    if (level != FUSE_LOG_DEBUG)
+        vfprintf(stderr, fmt, ap);
+}
+
+static void log_stderr_debug(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    vfprintf(stderr, fmt, ap);
+}
+
+static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    if (level != FUSE_LOG_DEBUG)
+        vsyslog((int)level, fmt, ap);
+}
+
+/* Raises the mount's readahead. The kernel takes the smaller of the bdi setting and the
+ * INIT reply, so this must run after INIT is answered: the stat() blocks until it is. */
+static void *readahead_main(void *arg)
+{
+    const char *mp = arg;
+    struct stat st;
+    if (stat(mp, &st) < 0)
+        return NULL;
+    int rc = mountpoint_set_readahead(mp, READAHEAD_KB);
+    if (rc < 0)
+        fuse_log(FUSE_LOG_DEBUG, "pagefs: readahead not set: %s\n", strerror(-rc));
+    return NULL;
+}
+
+/* Forks; the parent waits for the child's status and exits with it (never returns). The
+ * child starts a new session and gets the write end of the status pipe in *notify_fd. */
+static int detach_start(int *notify_fd)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int rc = -errno;
+        close(fds[0]);
+        close(fds[1]);
+        return rc;
+    }
+    if (pid > 0) {
+        close(fds[1]);
+        char status = 1;
+        ssize_t n;
+        do {
+            n = read(fds[0], &status, 1);
+        } while (n < 0 && errno == EINTR);
+        if (n == 1 && status == 0)
+            _exit(0);
+        int ws;
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+        _exit(WIFEXITED(ws) && WEXITSTATUS(ws) != 0 ? WEXITSTATUS(ws) : 1);
+    }
+    close(fds[0]);
+    setsid();
+    *notify_fd = fds[1];
+    return 0;
+}
+
+/* Mounted: release the parent, leave the terminal, log to syslog. */
+static void detach_finish(int notify_fd)
+{
+    char ok = 0;
+    int fd = open("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2(fd, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO)
+            close(fd);
+    }
+    if (chdir("/") < 0) {
+        /* cannot happen for "/"; nothing depends on the cwd from here on */
+    }
+    openlog("pagefs", LOG_PID, LOG_DAEMON);
+    fuse_set_log_func(log_syslog);
+    if (write(notify_fd, &ok, 1) != 1)
+        fuse_log(FUSE_LOG_WARNING, "pagefs: could not notify the parent process\n");
+    close(notify_fd);
+}
+
+static const char *check_message(const char *source, int rc)
+{
+    if (rc == -ENOENT)
+        return strncmp(source, "s3://", 5) == 0 ? "bucket not found" : "no such directory";
+    if (rc == -ENOTDIR)
+        return "not a directory";
+    return backend_strerror(-rc);
+}
+
+/* Builds the libfuse argument vector: always read-only, named after the source. */
+static int build_fuse_args(const struct pagefs_options *o, struct fuse_args *args)
+{
+    int rc = -ENOMEM;
+    char *opts = NULL, *fsname = NULL;
+    if (fuse_opt_add_arg(args, "pagefs") < 0 || fuse_opt_add_arg(args, "-o") < 0)
+        goto out;
+    if (fuse_opt_add_opt(&opts, "ro,subtype=pagefs") < 0)
+        goto out;
+    if (!strstr(o->fuse_opts, "fsname=")) {
+        if (asprintf(&fsname, "fsname=%s", o->source) < 0) {
+            fsname = NULL;
+            goto out_free;
+        }
+        if (fuse_opt_add_opt_escaped(&opts, fsname) < 0)
+            goto out_free;
+    }
+    if (o->fuse_opts[0] && fuse_opt_add_opt(&opts, o->fuse_opts) < 0)
+        goto out_free;
+    if (fuse_opt_add_arg(args, opts) < 0)
+        goto out_free;
+    if (o->debug && fuse_opt_add_arg(args, "-d") < 0)
+        goto out_free;
+    rc = 0;
+out_free:
+    free(fsname);
+    free(opts);
+out:
+    return rc;
+}
+
+static int run(struct pagefs_options *o)
+{
+    char err[512] = "";
+    int rc, exit_code = 1, notify_fd = -1;
+    struct backend *be = NULL;
+    struct page_cache *pc = NULL;
+    struct meta_cache *mc = NULL;
+    struct pagefs_fs *fs = NULL;
+    struct fuse_session *se = NULL;
+    struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+    pthread_t ra_thread;
+    int ra_started = 0;
+
+    fuse_set_log_func(o->debug ? log_stderr_debug : log_stderr);
+    char *mp = mountpoint_absolute(o->mountpoint);
+    char *cache_dir = mountpoint_absolute(o->cache_dir);
+    if (!mp || !cache_dir) {
+        fprintf(stderr, "pagefs: out of memory\n");
+        goto out_free_paths;
+    }
+    if (!o->foreground) {
+        rc = detach_start(&notify_fd);
+        if (rc < 0) {
+            fprintf(stderr, "pagefs: cannot start the daemon: %s\n", strerror(-rc));
+            goto out_free_paths;
+        }
+    }
+
+    struct backend_conf bconf = {
+        .source = o->source,
+        .endpoint = o->endpoint,
+        .region = o->region,
+        .profile = o->profile,
+        .path_style = o->path_style,
+        .no_sign_request = o->no_sign_request,
+        .retries = o->retries,
+        .timeout_ms = o->timeout * 1000,
+    };
+    rc = backend_open(&bconf, &be, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
+        goto out_free_paths;
+    }
+    rc = be->ops->check(be);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s: %s\n", o->source, check_message(o->source, rc));
+        goto out_destroy_backend;
+    }
+
+    struct page_cache_conf pconf = {
+        .dir = cache_dir,
+        .page_size = o->page_size,
+        .capacity = o->cache_size,
+        .min_free = o->cache_free,
+    };
+    rc = page_cache_create(&pconf, be, &pc, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
+        goto out_destroy_backend;
+    }
+    struct meta_cache_conf mconf = {
+        .dir = cache_dir,
+        .ttl_ms = (uint64_t)o->meta_ttl * 1000,
+    };
+    rc = meta_cache_create(&mconf, be, &mc, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
+        goto out_destroy_page_cache;
+    }
+    struct pagefs_fs_conf fconf = {
+        .be = be,
+        .pc = pc,
+        .mc = mc,
+        .entry_timeout = (double)o->meta_ttl,
+        .uid = getuid(),
+        .gid = getgid(),
+    };
+    rc = pagefs_fs_create(&fconf, &fs);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", strerror(-rc));
+        goto out_destroy_meta_cache;
+    }
+
+    if (build_fuse_args(o, &args) < 0) {
+        fprintf(stderr, "pagefs: out of memory\n");
+        goto out_free_args;
+    }
+    se = fuse_session_new(&args, pagefs_fs_ops(), sizeof(struct fuse_lowlevel_ops), fs);
+    if (!se) {
+        fprintf(stderr, "pagefs: invalid FUSE options\n");
+        goto out_free_args;
+    }
+    if (fuse_set_signal_handlers(se) != 0) {
+        fprintf(stderr, "pagefs: cannot set signal handlers\n");
+        goto out_destroy_session;
+    }
+    rc = mountpoint_prepare(mp, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
+        goto out_remove_handlers;
+    }
+    if (fuse_session_mount(se, mp) != 0) {
+        fprintf(stderr, "pagefs: %s: mount failed\n", mp);
+        goto out_remove_handlers;
+    }
+    if (notify_fd >= 0) {
+        detach_finish(notify_fd);
+        notify_fd = -1;
+    }
+    fuse_log(FUSE_LOG_INFO, "pagefs: %s mounted on %s\n", o->source, mp);
+    ra_started = geteuid() == 0 && pthread_create(&ra_thread, NULL, readahead_main, mp) == 0;
+
+    struct fuse_loop_config *lcfg = fuse_loop_cfg_create();
+    if (!lcfg) {
+        fuse_log(FUSE_LOG_ERR, "pagefs: out of memory\n");
+        goto out_unmount;
+    }
+    fuse_loop_cfg_set_clone_fd(lcfg, 0);
+    fuse_loop_cfg_set_idle_threads(lcfg, 16);
+    rc = fuse_session_loop_mt(se, lcfg);
+    fuse_loop_cfg_destroy(lcfg);
+    /* A positive value is the signal that ended the loop: a normal exit. */
+    if (rc < 0)
+        fuse_log(FUSE_LOG_ERR, "pagefs: session loop failed: %s\n", strerror(-rc));
+    else
+        exit_code = 0;
+    fuse_log(FUSE_LOG_INFO, "pagefs: unmounting %s\n", mp);
+
+out_unmount:
+    fuse_session_unmount(se);
+    /* After the unmount: a stat() still waiting for INIT returns now. */
+    if (ra_started)
+        pthread_join(ra_thread, NULL);
+out_remove_handlers:
+    fuse_remove_signal_handlers(se);
+out_destroy_session:
+    fuse_session_destroy(se);
+out_free_args:
+    fuse_opt_free_args(&args);
+    pagefs_fs_destroy(fs);
+out_destroy_meta_cache:
+    meta_cache_destroy(mc);
+out_destroy_page_cache:
+    page_cache_flush(pc);
+    page_cache_destroy(pc);
+out_destroy_backend:
+    backend_destroy(be);
+out_free_paths:
+    if (notify_fd >= 0)
+        close(notify_fd); /* the parent sees EOF and reports our exit status */
+    free(mp);
+    free(cache_dir);
+    return exit_code;
+}
+
+int main(int argc, char *argv[])
+{
+    /* Read replies are built in buffers of up to 1 MiB, one per request. Keep freed buffers in
+     * the heap (no mmap/munmap and fresh zeroed pages per request). */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    struct pagefs_env env = {
+        .euid = geteuid(),
+        .home = getenv("HOME"),
+        .xdg_cache_home = getenv("XDG_CACHE_HOME"),
+    };
+    struct pagefs_options o;
+    char err[512];
+    int rc = pagefs_options_parse(argc, argv, &env, &o, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", rc == -ENOMEM ? "out of memory" : err);
+        pagefs_options_clear(&o);
+        return 1;
+    }
+    int code = 0;
+    switch (o.action) {
+    case PAGEFS_ACTION_HELP:
+        pagefs_options_help(stdout, "pagefs", &env);
+        break;
+    case PAGEFS_ACTION_VERSION:
+        printf("pagefs %s (libfuse %s)\n", PAGEFS_VERSION, fuse_pkgversion());
+        break;
+    case PAGEFS_ACTION_MOUNT:
+        code = run(&o);
+        break;
+    }
+    pagefs_options_clear(&o);
+    return code;
+}

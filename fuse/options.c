@@ -1,0 +1,523 @@
+/*
+ * options.c - command-line parsing for the pagefs daemon.
+ *
+ * Design: one pass over argv. Positional words are SOURCE then MOUNTPOINT (an optional
+ * leading "mount" subcommand is skipped); "-o" lists are split on unescaped commas and each
+ * item is looked up in three tables: pagefs's own options (validated and stored in the
+ * struct), kernel/libfuse mount options (passed through, re-escaped, in `fuse_opts`), and
+ * fstab-only words (accepted and dropped). Anything else is rejected with -EINVAL and a one-line
+ * message naming the offending word.
+ *
+ * Invariants: the function reads only argv and *env; on any failure *out may hold partial heap
+ * strings, which pagefs_options_clear() frees. Nothing here prints or exits.
+ */
+#include "fuse/options.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+/* Kernel / libfuse mount options handed through unchanged (see libfuse lib/mount.c). */
+static const char *const fuse_flag_opts[] = {
+    "allow_root",   "default_permissions",
+    "auto_unmount", "ro",
+    "suid",         "nosuid",
+    "dev",          "nodev",
+    "exec",         "noexec",
+    "async",        "sync",
+    "dirsync",      "noatime",
+    "nodiratime",   NULL,
+};
+static const char *const fuse_value_opts[] = {
+    "fsname",    "subtype",    "max_read",    "blksize", "context",
+    "fscontext", "defcontext", "rootcontext", NULL,
+};
+/* Words mount(8)/fstab put into option lists that mean nothing to a FUSE file system. "rw" is
+ * dropped too: pagefs is always mounted read-only. */
+static const char *const ignored_opts[] = {
+    "defaults", "rw",     "_netdev", "nofail", "auto",    "noauto", "user",
+    "users",    "nouser", "owner",   "group",  "comment", NULL,
+};
+
+static bool in_list(const char *const *list, const char *name)
+{
+    for (size_t i = 0; list[i]; i++)
+        if (strcmp(list[i], name) == 0)
+            return true;
+    return false;
+}
+
+static int parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!s || !*s)
+        return -EINVAL;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -EINVAL;
+        v = v * 10 + d;
+    }
+    if (v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int pagefs_parse_size(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *p = s;
+    if (!s || *s < '0' || *s > '9')
+        return -EINVAL;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -EINVAL;
+        v = v * 10 + d;
+    }
+    unsigned shift = 0;
+    switch (*p) {
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (*p) {
+        p++;
+        if (strcmp(p, "") != 0 && strcmp(p, "B") != 0 && strcmp(p, "iB") != 0)
+            return -EINVAL;
+    }
+    if (shift && v > (UINT64_MAX >> shift))
+        return -EINVAL;
+    *out = v << shift;
+    return 0;
+}
+
+int pagefs_default_cache_dir(const struct pagefs_env *env, char *buf, size_t len)
+{
+    int n;
+    if (env->euid == 0)
+        n = snprintf(buf, len, "/var/cache/pagefs");
+    else if (env->xdg_cache_home && env->xdg_cache_home[0] == '/')
+        n = snprintf(buf, len, "%s/pagefs", env->xdg_cache_home);
+    else if (env->home && env->home[0] == '/')
+        n = snprintf(buf, len, "%s/.cache/pagefs", env->home);
+    else
+        n = snprintf(buf, len, "/tmp/pagefs-cache-%u", (unsigned)env->euid);
+    if (n < 0 || (size_t)n >= len)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* Validates SOURCE: s3://bucket[/prefix] or file:///absolute/dir. */
+static int check_source(const char *src, char *err, size_t errlen)
+{
+    if (!*src)
+        return fail(err, errlen, "empty SOURCE");
+    if (strncmp(src, "s3://", 5) == 0) {
+        const char *bucket = src + 5;
+        size_t blen = strcspn(bucket, "/");
+        if (blen == 0)
+            return fail(err, errlen, "%s: missing bucket name (expected s3://bucket[/prefix])",
+                        src);
+        for (size_t i = 0; i < blen; i++) {
+            char c = bucket[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '.' || c == '_'))
+                return fail(err, errlen, "%s: invalid character in bucket name", src);
+        }
+        return 0;
+    }
+    if (strncmp(src, "file://", 7) == 0) {
+        const char *path = src + 7;
+        if (strncmp(path, "localhost/", 10) == 0)
+            path += 9;
+        if (path[0] != '/')
+            return fail(err, errlen, "%s: expected file:///absolute/path", src);
+        return 0;
+    }
+    const char *colon = strstr(src, "://");
+    if (colon)
+        return fail(err, errlen, "%s: unsupported scheme '%.*s' (use s3:// or file://)", src,
+                    (int)(colon - src), src);
+    return fail(err, errlen, "%s: SOURCE must be s3://bucket[/prefix] or file:///dir", src);
+}
+
+static int set_str(char **dst, const char *val)
+{
+    char *s = strdup(val);
+    if (!s)
+        return -ENOMEM;
+    free(*dst);
+    *dst = s;
+    return 0;
+}
+
+/* Appends one option to the comma-separated libfuse list, escaping ',' and '\'. */
+static int add_fuse_opt(struct pagefs_options *o, const char *opt)
+{
+    size_t cur = o->fuse_opts ? strlen(o->fuse_opts) : 0;
+    size_t need = cur + 1 + 2 * strlen(opt) + 1;
+    char *s = realloc(o->fuse_opts, need);
+    if (!s)
+        return -ENOMEM;
+    o->fuse_opts = s;
+    char *p = s + cur;
+    if (cur)
+        *p++ = ',';
+    for (const char *q = opt; *q; q++) {
+        if (*q == ',' || *q == '\\')
+            *p++ = '\\';
+        *p++ = *q;
+    }
+    *p = '\0';
+    return 0;
+}
+
+/* One "name[=value]" item of an -o list. */
+static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t errlen)
+{
+    char *eq = strchr(item, '=');
+    const char *val = NULL;
+    if (eq) {
+        *eq = '\0';
+        val = eq + 1;
+    }
+    const char *name = item;
+    uint64_t u;
+    int rc;
+
+    if (!*name) {
+        if (!val)
+            return 0; /* empty item, as in "-o a,,b" */
+        return fail(err, errlen, "invalid option '=%s'", val);
+    }
+
+#define NEED_VALUE()                                                                               \
+    do {                                                                                           \
+        if (!val || !*val)                                                                         \
+            return fail(err, errlen, "option '%s' needs a value", name);                           \
+    } while (0)
+#define NO_VALUE()                                                                                 \
+    do {                                                                                           \
+        if (val)                                                                                   \
+            return fail(err, errlen, "option '%s' takes no value", name);                          \
+    } while (0)
+
+    if (strcmp(name, "endpoint") == 0) {
+        NEED_VALUE();
+        if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
+            return fail(err, errlen, "invalid endpoint: must start with http:// or https://");
+        if (!val[strncmp(val, "http://", 7) == 0 ? 7 : 8])
+            return fail(err, errlen, "invalid endpoint: missing host");
+        return set_str(&o->endpoint, val);
+    }
+    if (strcmp(name, "region") == 0) {
+        NEED_VALUE();
+        return set_str(&o->region, val);
+    }
+    if (strcmp(name, "profile") == 0) {
+        NEED_VALUE();
+        return set_str(&o->profile, val);
+    }
+    if (strcmp(name, "path_style") == 0 || strcmp(name, "use_path_request_style") == 0) {
+        NO_VALUE();
+        o->path_style = 1;
+        return 0;
+    }
+    if (strcmp(name, "virtual_host") == 0) {
+        NO_VALUE();
+        o->path_style = 0;
+        return 0;
+    }
+    if (strcmp(name, "no_sign_request") == 0) {
+        NO_VALUE();
+        o->no_sign_request = 1;
+        return 0;
+    }
+    if (strcmp(name, "cache_dir") == 0) {
+        NEED_VALUE();
+        return set_str(&o->cache_dir, val);
+    }
+    if (strcmp(name, "cache_size") == 0) {
+        NEED_VALUE();
+        if (pagefs_parse_size(val, &u) < 0 || u == 0)
+            return fail(err, errlen, "invalid cache_size '%s' (expected a size like 10G)", val);
+        o->cache_size = u;
+        return 0;
+    }
+    if (strcmp(name, "cache_free") == 0) {
+        NEED_VALUE();
+        if (pagefs_parse_size(val, &u) < 0)
+            return fail(err, errlen, "invalid cache_free '%s' (expected a size like 1G)", val);
+        o->cache_free = u;
+        return 0;
+    }
+    if (strcmp(name, "page_size") == 0) {
+        NEED_VALUE();
+        if (pagefs_parse_size(val, &u) < 0 || u < PAGEFS_MIN_PAGE_SIZE ||
+            u > PAGEFS_MAX_PAGE_SIZE || (u & (u - 1)) != 0)
+            return fail(err, errlen, "invalid page_size '%s' (a power of two from 64K to 64M)",
+                        val);
+        o->page_size = (uint32_t)u;
+        return 0;
+    }
+    if (strcmp(name, "meta_ttl") == 0) {
+        NEED_VALUE();
+        if (parse_uint(val, PAGEFS_MAX_META_TTL, &u) < 0)
+            return fail(err, errlen, "invalid meta_ttl '%s' (seconds, 0..%u)", val,
+                        PAGEFS_MAX_META_TTL);
+        o->meta_ttl = (unsigned)u;
+        return 0;
+    }
+    if (strcmp(name, "retries") == 0) {
+        NEED_VALUE();
+        if (parse_uint(val, PAGEFS_MAX_RETRIES, &u) < 0)
+            return fail(err, errlen, "invalid retries '%s' (0..%d)", val, PAGEFS_MAX_RETRIES);
+        o->retries = (int)u;
+        return 0;
+    }
+    if (strcmp(name, "timeout") == 0) {
+        NEED_VALUE();
+        if (parse_uint(val, PAGEFS_MAX_TIMEOUT, &u) < 0 || u == 0)
+            return fail(err, errlen, "invalid timeout '%s' (seconds, 1..%d)", val,
+                        PAGEFS_MAX_TIMEOUT);
+        o->timeout = (int)u;
+        return 0;
+    }
+    if (strcmp(name, "allow_other") == 0) {
+        NO_VALUE();
+        o->allow_other = 1;
+        return add_fuse_opt(o, "allow_other");
+    }
+    if (in_list(fuse_flag_opts, name)) {
+        NO_VALUE();
+        return add_fuse_opt(o, name);
+    }
+    if (in_list(fuse_value_opts, name)) {
+        NEED_VALUE();
+        if (strcmp(name, "max_read") == 0 || strcmp(name, "blksize") == 0) {
+            if (parse_uint(val, UINT32_MAX, &u) < 0 || u == 0)
+                return fail(err, errlen, "invalid %s '%s'", name, val);
+        }
+        *eq = '=';
+        rc = add_fuse_opt(o, name);
+        *eq = '\0';
+        return rc;
+    }
+    if (in_list(ignored_opts, name) || strncmp(name, "x-", 2) == 0)
+        return 0;
+#undef NEED_VALUE
+#undef NO_VALUE
+    return fail(err, errlen, "unknown option '%s' (see pagefs --help)", name);
+}
+
+/* Splits an -o argument on unescaped commas ("\," is a literal comma). */
+static int apply_opt_list(struct pagefs_options *o, const char *list, char *err, size_t errlen)
+{
+    char *buf = malloc(strlen(list) + 1);
+    if (!buf)
+        return -ENOMEM;
+    int rc = 0;
+    const char *p = list;
+    for (;;) {
+        char *w = buf;
+        while (*p && *p != ',') {
+            if (*p == '\\' && p[1])
+                p++;
+            *w++ = *p++;
+        }
+        *w = '\0';
+        rc = apply_opt(o, buf, err, errlen);
+        if (rc < 0 || !*p)
+            break;
+        p++; /* the comma */
+    }
+    free(buf);
+    return rc;
+}
+
+int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *env,
+                         struct pagefs_options *out, char *err, size_t errlen)
+{
+    int rc;
+    memset(out, 0, sizeof(*out));
+    out->path_style = -1;
+    out->cache_size = PAGEFS_DEFAULT_CACHE_SIZE;
+    out->cache_free = PAGEFS_DEFAULT_CACHE_FREE;
+    out->page_size = PAGEFS_DEFAULT_PAGE_SIZE;
+    out->meta_ttl = PAGEFS_DEFAULT_META_TTL;
+    out->retries = PAGEFS_DEFAULT_RETRIES;
+    out->timeout = PAGEFS_DEFAULT_TIMEOUT;
+    if (err && errlen)
+        err[0] = '\0';
+
+    out->fuse_opts = strdup("");
+    if (!out->fuse_opts)
+        return -ENOMEM;
+
+    int i = 1;
+    if (argc > 1 && argv[1] && strcmp(argv[1], "mount") == 0)
+        i = 2;
+    bool only_positional = false;
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!a)
+            break;
+        if (!only_positional && a[0] == '-' && a[1] != '\0') {
+            if (strcmp(a, "--") == 0) {
+                only_positional = true;
+            } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+                out->action = PAGEFS_ACTION_HELP;
+                return 0;
+            } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+                out->action = PAGEFS_ACTION_VERSION;
+                return 0;
+            } else if (strcmp(a, "-f") == 0 || strcmp(a, "--foreground") == 0) {
+                out->foreground = 1;
+            } else if (strcmp(a, "-d") == 0 || strcmp(a, "--debug") == 0) {
+                out->debug = 1;
+                out->foreground = 1;
+            } else if (strcmp(a, "-o") == 0) {
+                if (i + 1 >= argc || !argv[i + 1])
+                    return fail(err, errlen, "option '-o' needs an argument");
+                rc = apply_opt_list(out, argv[++i], err, errlen);
+                if (rc < 0)
+                    return rc;
+            } else if (strncmp(a, "-o", 2) == 0) {
+                rc = apply_opt_list(out, a + 2, err, errlen);
+                if (rc < 0)
+                    return rc;
+            } else {
+                return fail(err, errlen, "unknown option '%s' (see pagefs --help)", a);
+            }
+            continue;
+        }
+        if (npos == 2)
+            return fail(err, errlen, "unexpected argument '%s'", a);
+        pos[npos++] = a;
+    }
+    if (npos < 1)
+        return fail(err, errlen, "missing SOURCE and MOUNTPOINT (see pagefs --help)");
+    if (npos < 2)
+        return fail(err, errlen, "missing MOUNTPOINT (see pagefs --help)");
+    rc = check_source(pos[0], err, errlen);
+    if (rc < 0)
+        return rc;
+    if (!*pos[1])
+        return fail(err, errlen, "empty MOUNTPOINT");
+    if (out->cache_size < out->page_size)
+        return fail(err, errlen, "cache_size must be at least one page (page_size)");
+    if (out->cache_dir && !*out->cache_dir)
+        return fail(err, errlen, "option 'cache_dir' needs a value");
+
+    out->source = strdup(pos[0]);
+    out->mountpoint = strdup(pos[1]);
+    if (!out->source || !out->mountpoint)
+        return -ENOMEM;
+    if (!out->cache_dir) {
+        char dir[4096];
+        rc = pagefs_default_cache_dir(env, dir, sizeof(dir));
+        if (rc < 0)
+            return fail(err, errlen, "default cache directory path is too long; use -o cache_dir=");
+        out->cache_dir = strdup(dir);
+        if (!out->cache_dir)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+void pagefs_options_clear(struct pagefs_options *o)
+{
+    free(o->source);
+    free(o->mountpoint);
+    free(o->endpoint);
+    free(o->region);
+    free(o->profile);
+    free(o->cache_dir);
+    free(o->fuse_opts);
+    memset(o, 0, sizeof(*o));
+}
+
+void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *env)
+{
+    char dir[4096];
+    if (pagefs_default_cache_dir(env, dir, sizeof(dir)) < 0)
+        snprintf(dir, sizeof(dir), "(set -o cache_dir=)");
+    fprintf(
+        out,
+        "usage: %s mount SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
+        "       %s SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
+        "       %s --help | --version\n"
+        "\n"
+        "Mounts SOURCE read-only at MOUNTPOINT and keeps what was read in a local page cache.\n"
+        "SOURCE is s3://bucket[/prefix] or file:///dir.\n"
+        "\n"
+        "general:\n"
+        "  -f, --foreground         stay in the foreground, log to stderr\n"
+        "  -d, --debug              debug output (implies -f, includes FUSE traffic)\n"
+        "  -h, --help               this text\n"
+        "  -V, --version            version\n"
+        "\n"
+        "S3 (-o):\n"
+        "  endpoint=URL             S3 endpoint (default: AWS)\n"
+        "  region=NAME              region (default: $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)\n"
+        "  profile=NAME             credentials profile (default: $AWS_PROFILE or default)\n"
+        "  path_style               path-style requests (alias: use_path_request_style;\n"
+        "                           default: path style with endpoint=, else virtual host)\n"
+        "  virtual_host             virtual-host-style requests\n"
+        "  no_sign_request          anonymous requests (default: signed)\n"
+        "  retries=N                retries of a failed request (default %d)\n"
+        "  timeout=SECONDS          per-request timeout (default %d)\n"
+        "\n"
+        "cache (-o; sizes take K, M, G, T suffixes, binary):\n"
+        "  cache_dir=DIR            cache directory (default %s)\n"
+        "  cache_size=SIZE          bytes of pages kept at most (default 10G)\n"
+        "  cache_free=SIZE          free space kept on the cache file system (default 1G)\n"
+        "  page_size=SIZE           page size, power of two, 64K..64M (default 1M)\n"
+        "  meta_ttl=SECONDS         lifetime of cached listings and attributes (default %u)\n"
+        "\n"
+        "FUSE (-o, passed to the kernel):\n"
+        "  allow_other              let other users access the mount (default: off)\n"
+        "  allow_root, default_permissions, auto_unmount, fsname=, subtype=, max_read=,\n"
+        "  nosuid, nodev, noexec, noatime, ...\n",
+        prog, prog, prog, PAGEFS_DEFAULT_RETRIES, PAGEFS_DEFAULT_TIMEOUT, dir,
+        PAGEFS_DEFAULT_META_TTL);
+}

@@ -1,0 +1,85 @@
+/*
+ * options.h - the pagefs command line, parsed into one struct.
+ *
+ *   pagefs mount SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]
+ *   pagefs SOURCE MOUNTPOINT [...]        (the form a mount.fuse helper uses)
+ *   pagefs --help | --version
+ *
+ * pagefs_options_parse() is a pure function of argv and a small environment snapshot: it
+ * touches no file and no global state, so every rejection can be unit-tested. Options that
+ * belong to the kernel/libfuse mount (allow_other, default_permissions, fsname=, ...) are
+ * collected in `fuse_opts` and handed to libfuse; fstab-only words (_netdev, nofail, ...) are
+ * dropped; anything else is an error. Checks that need the file system (the cache directory
+ * being a directory, the mount point existing) happen later, at cache open and mount.
+ *
+ * Ownership: pagefs_options_parse() fills *out with heap strings; pagefs_options_clear() frees
+ * them (also after a failed parse).
+ */
+#ifndef PAGEFS_OPTIONS_H
+#define PAGEFS_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define PAGEFS_DEFAULT_PAGE_SIZE (1u << 20)
+#define PAGEFS_MIN_PAGE_SIZE (64u << 10)
+#define PAGEFS_MAX_PAGE_SIZE (64u << 20)
+#define PAGEFS_DEFAULT_CACHE_SIZE (10ull << 30)
+#define PAGEFS_DEFAULT_CACHE_FREE (1ull << 30)
+#define PAGEFS_DEFAULT_META_TTL 300u
+#define PAGEFS_MAX_META_TTL (10u * 365 * 24 * 3600)
+#define PAGEFS_DEFAULT_RETRIES 4
+#define PAGEFS_MAX_RETRIES 100
+#define PAGEFS_DEFAULT_TIMEOUT 30
+#define PAGEFS_MAX_TIMEOUT 3600
+
+/* What the defaults depend on; main() fills it from geteuid() and the environment. */
+struct pagefs_env {
+    uid_t euid;
+    const char *home;           /* $HOME, may be NULL */
+    const char *xdg_cache_home; /* $XDG_CACHE_HOME, may be NULL */
+};
+
+enum pagefs_action {
+    PAGEFS_ACTION_MOUNT = 0,
+    PAGEFS_ACTION_HELP,
+    PAGEFS_ACTION_VERSION,
+};
+
+struct pagefs_options {
+    enum pagefs_action action;
+    char *source;     /* s3://bucket[/prefix] or file:///dir, as given */
+    char *mountpoint; /* as given */
+    char *endpoint;   /* NULL: the backend's default */
+    char *region;
+    char *profile;
+    int path_style; /* -1 choose, 0 virtual host, 1 path style */
+    int no_sign_request;
+    char *cache_dir;     /* never NULL after a successful parse */
+    uint64_t cache_size; /* bytes */
+    uint64_t cache_free; /* bytes kept free on the cache file system */
+    uint32_t page_size;  /* bytes, power of two */
+    unsigned meta_ttl;   /* seconds */
+    int retries;
+    int timeout; /* seconds */
+    int allow_other;
+    int foreground;
+    int debug;
+    char *fuse_opts; /* comma-separated options for libfuse ("" if none) */
+};
+
+/* Parses argv (argv[0] is the program name). Returns 0, or -EINVAL with a one-line message
+ * (no trailing newline, no secrets) in err; -ENOMEM if out of memory. */
+int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *env,
+                         struct pagefs_options *out, char *err, size_t errlen);
+void pagefs_options_clear(struct pagefs_options *o);
+
+/* Parses a size with an optional binary suffix (K, M, G, T; also KB/KiB, ...). 0 or -EINVAL. */
+int pagefs_parse_size(const char *s, uint64_t *out);
+/* The default cache directory for env into buf. 0, or -ENAMETOOLONG. */
+int pagefs_default_cache_dir(const struct pagefs_env *env, char *buf, size_t len);
+
+void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *env);
+
+#endif

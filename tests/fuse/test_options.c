@@ -1,0 +1,370 @@
+/*
+ * test_options.c - unit tests of the command-line parser (fuse/options.c): defaults, every
+ * option, pass-through of FUSE options, and every -EINVAL it can return.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse/options.h"
+#include "testlib.h"
+
+static const struct pagefs_env user_env = {.euid = 1000, .home = "/home/u", .xdg_cache_home = NULL};
+static const struct pagefs_env root_env = {.euid = 0, .home = "/root", .xdg_cache_home = NULL};
+
+#define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Parses argv (NULL-terminated list after the program name) with the user environment. */
+static int parse_v(struct pagefs_options *o, char *err, size_t errlen, const char *const *args)
+{
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "pagefs";
+    for (; *args && argc < 63; args++)
+        argv[argc++] = (char *)*args;
+    argv[argc] = NULL;
+    return pagefs_options_parse(argc, argv, &user_env, o, err, errlen);
+}
+
+#define PARSE(o, err, ...)                                                                         \
+    parse_v((o), (err), sizeof(err), (const char *const[]){__VA_ARGS__, NULL})
+
+/* Expects -EINVAL and an error message containing `needle`. */
+static void expect_einval(const char *needle, const char *const *args)
+{
+    struct pagefs_options o;
+    char err[256] = "";
+    int rc = parse_v(&o, err, sizeof(err), args);
+    if (rc != -EINVAL || !strstr(err, needle) || strchr(err, '\n')) {
+        fprintf(stderr, "  args:");
+        for (const char *const *a = args; *a; a++)
+            fprintf(stderr, " '%s'", *a);
+        fprintf(stderr, " -> rc %d, err \"%s\", wanted \"%s\"\n", rc, err, needle);
+    }
+    CHECK_EQ(rc, -EINVAL);
+    CHECK(strstr(err, needle) != NULL);
+    CHECK(strchr(err, '\n') == NULL);
+    pagefs_options_clear(&o);
+}
+
+#define EXPECT_EINVAL(needle, ...) expect_einval((needle), (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_defaults(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "mount", "s3://bucket", "/mnt"), 0);
+    CHECK_EQ(o.action, PAGEFS_ACTION_MOUNT);
+    CHECK_STR(o.source, "s3://bucket");
+    CHECK_STR(o.mountpoint, "/mnt");
+    CHECK(o.endpoint == NULL && o.region == NULL && o.profile == NULL);
+    CHECK_EQ(o.path_style, -1);
+    CHECK_EQ(o.no_sign_request, 0);
+    CHECK_STR(o.cache_dir, "/home/u/.cache/pagefs");
+    CHECK_EQ(o.cache_size, 10ull << 30);
+    CHECK_EQ(o.cache_free, 1ull << 30);
+    CHECK_EQ(o.page_size, 1u << 20);
+    CHECK_EQ(o.meta_ttl, 300);
+    CHECK_EQ(o.retries, 4);
+    CHECK_EQ(o.timeout, 30);
+    CHECK_EQ(o.foreground, 0);
+    CHECK_EQ(o.debug, 0);
+    CHECK_EQ(o.allow_other, 0);
+    CHECK_STR(o.fuse_opts, "");
+    pagefs_options_clear(&o);
+
+    /* Without the "mount" word, as a mount.fuse helper calls it. */
+    CHECK_EQ(PARSE(&o, err, "file:///srv/data", "/mnt/x"), 0);
+    CHECK_STR(o.source, "file:///srv/data");
+    CHECK_STR(o.mountpoint, "/mnt/x");
+    pagefs_options_clear(&o);
+}
+
+static void test_all_options(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "mount", "-f", "s3://b/some/prefix", "-o",
+                   "endpoint=http://127.0.0.1:7480,region=eu-west-1,profile=p1", "-o",
+                   "path_style,no_sign_request,cache_dir=/var/c,cache_size=2G",
+                   "-ocache_free=512M,page_size=4M,meta_ttl=0,retries=0,timeout=7", "/mnt"),
+             0);
+    CHECK_STR(o.source, "s3://b/some/prefix");
+    CHECK_STR(o.endpoint, "http://127.0.0.1:7480");
+    CHECK_STR(o.region, "eu-west-1");
+    CHECK_STR(o.profile, "p1");
+    CHECK_EQ(o.path_style, 1);
+    CHECK_EQ(o.no_sign_request, 1);
+    CHECK_STR(o.cache_dir, "/var/c");
+    CHECK_EQ(o.cache_size, 2ull << 30);
+    CHECK_EQ(o.cache_free, 512ull << 20);
+    CHECK_EQ(o.page_size, 4u << 20);
+    CHECK_EQ(o.meta_ttl, 0);
+    CHECK_EQ(o.retries, 0);
+    CHECK_EQ(o.timeout, 7);
+    CHECK_EQ(o.foreground, 1);
+    CHECK_EQ(o.debug, 0);
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "use_path_request_style,virtual_host", "-d"),
+             0);
+    CHECK_EQ(o.path_style, 0); /* the last one wins */
+    CHECK_EQ(o.debug, 1);
+    CHECK_EQ(o.foreground, 1); /* -d implies -f */
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "use_path_request_style"), 0);
+    CHECK_EQ(o.path_style, 1);
+    pagefs_options_clear(&o);
+}
+
+static void test_fuse_passthrough(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o",
+                   "allow_other,default_permissions,nosuid,fsname=my\\,fs,_netdev,nofail,"
+                   "rw,defaults,x-systemd.automount,max_read=131072"),
+             0);
+    CHECK_EQ(o.allow_other, 1);
+    /* fstab-only words are dropped; a literal comma is re-escaped for libfuse. */
+    CHECK_STR(o.fuse_opts, "allow_other,default_permissions,nosuid,fsname=my\\,fs,max_read=131072");
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "auto_unmount", "-o", ",,noatime"), 0);
+    CHECK_STR(o.fuse_opts, "auto_unmount,noatime");
+    pagefs_options_clear(&o);
+}
+
+static void test_help_version(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "--help"), 0);
+    CHECK_EQ(o.action, PAGEFS_ACTION_HELP);
+    pagefs_options_clear(&o);
+    /* Help wins over what follows, even garbage. */
+    CHECK_EQ(PARSE(&o, err, "mount", "-h", "-o", "bogus"), 0);
+    CHECK_EQ(o.action, PAGEFS_ACTION_HELP);
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "--version"), 0);
+    CHECK_EQ(o.action, PAGEFS_ACTION_VERSION);
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "-V"), 0);
+    CHECK_EQ(o.action, PAGEFS_ACTION_VERSION);
+    pagefs_options_clear(&o);
+
+    /* The help text names every option and its default. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    pagefs_options_help(f, "pagefs", &user_env);
+    fclose(f);
+    const char *names[] = {"endpoint=",  "region=",      "profile=",
+                           "path_style", "virtual_host", "no_sign_request",
+                           "cache_dir=", "cache_size=",  "cache_free=",
+                           "page_size=", "meta_ttl=",    "retries=",
+                           "timeout=",   "allow_other",  "-f",
+                           "-d",         "--version",    "default 10G",
+                           "default 1M", "default 300",  "/home/u/.cache/pagefs"};
+    for (size_t i = 0; i < ARGC(names); i++) {
+        if (!strstr(text, names[i]))
+            fprintf(stderr, "  help lacks %s\n", names[i]);
+        CHECK(strstr(text, names[i]) != NULL);
+    }
+    free(text);
+}
+
+static void test_positional_order(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    /* Options may come anywhere; "--" ends them. */
+    CHECK_EQ(PARSE(&o, err, "-o", "meta_ttl=5", "file:///d", "-f", "--", "-mnt"), 0);
+    CHECK_STR(o.source, "file:///d");
+    CHECK_STR(o.mountpoint, "-mnt");
+    CHECK_EQ(o.meta_ttl, 5);
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "file://localhost/d", "m"), 0);
+    pagefs_options_clear(&o);
+}
+
+static void test_default_cache_dir(void)
+{
+    char buf[256];
+    CHECK_EQ(pagefs_default_cache_dir(&root_env, buf, sizeof(buf)), 0);
+    CHECK_STR(buf, "/var/cache/pagefs");
+    struct pagefs_env xdg = {.euid = 5, .home = "/home/x", .xdg_cache_home = "/xdg"};
+    CHECK_EQ(pagefs_default_cache_dir(&xdg, buf, sizeof(buf)), 0);
+    CHECK_STR(buf, "/xdg/pagefs");
+    struct pagefs_env rel = {.euid = 5, .home = "/home/x", .xdg_cache_home = "relative"};
+    CHECK_EQ(pagefs_default_cache_dir(&rel, buf, sizeof(buf)), 0);
+    CHECK_STR(buf, "/home/x/.cache/pagefs");
+    struct pagefs_env none = {.euid = 7, .home = NULL, .xdg_cache_home = NULL};
+    CHECK_EQ(pagefs_default_cache_dir(&none, buf, sizeof(buf)), 0);
+    CHECK_STR(buf, "/tmp/pagefs-cache-7");
+    CHECK_EQ(pagefs_default_cache_dir(&user_env, buf, 8), -ENAMETOOLONG);
+
+    struct pagefs_options o;
+    char err[256];
+    char *argv[] = {"pagefs", "s3://b", "/m", NULL};
+    CHECK_EQ(pagefs_options_parse(3, argv, &root_env, &o, err, sizeof(err)), 0);
+    CHECK_STR(o.cache_dir, "/var/cache/pagefs");
+    pagefs_options_clear(&o);
+}
+
+static void test_parse_size(void)
+{
+    struct {
+        const char *s;
+        int rc;
+        uint64_t v;
+    } cases[] = {
+        {"0", 0, 0},
+        {"123", 0, 123},
+        {"1K", 0, 1024},
+        {"1k", 0, 1024},
+        {"64KiB", 0, 65536},
+        {"2KB", 0, 2048},
+        {"3M", 0, 3ull << 20},
+        {"10G", 0, 10ull << 30},
+        {"1T", 0, 1ull << 40},
+        {"16777215T", 0, 16777215ull << 40},
+        {"16777216T", -EINVAL, 0}, /* 2^64: overflows */
+        {"99999999999999999999", -EINVAL, 0},
+        {"", -EINVAL, 0},
+        {"-1", -EINVAL, 0},
+        {"+1", -EINVAL, 0},
+        {" 1", -EINVAL, 0},
+        {"1 ", -EINVAL, 0},
+        {"1.5G", -EINVAL, 0},
+        {"G", -EINVAL, 0},
+        {"1Q", -EINVAL, 0},
+        {"1KX", -EINVAL, 0},
+        {"1Kib", -EINVAL, 0},
+        {"abc", -EINVAL, 0},
+    };
+    for (size_t i = 0; i < ARGC(cases); i++) {
+        uint64_t v = 777;
+        int rc = pagefs_parse_size(cases[i].s, &v);
+        if (rc != cases[i].rc)
+            fprintf(stderr, "  size '%s': rc %d\n", cases[i].s, rc);
+        CHECK_EQ(rc, cases[i].rc);
+        if (cases[i].rc == 0)
+            CHECK_EQ(v, cases[i].v);
+        else
+            CHECK_EQ(v, 777); /* untouched on error */
+    }
+    CHECK_EQ(pagefs_parse_size(NULL, &(uint64_t){0}), -EINVAL);
+}
+
+static void test_einval_arguments(void)
+{
+    {
+        struct pagefs_options o;
+        char err[256] = "";
+        char *argv[] = {"pagefs", NULL};
+        CHECK_EQ(pagefs_options_parse(1, argv, &user_env, &o, err, sizeof(err)), -EINVAL);
+        CHECK(strstr(err, "missing SOURCE") != NULL);
+        pagefs_options_clear(&o);
+    }
+    EXPECT_EINVAL("missing SOURCE", "mount");
+    EXPECT_EINVAL("missing MOUNTPOINT", "s3://b");
+    EXPECT_EINVAL("unexpected argument 'extra'", "s3://b", "/m", "extra");
+    EXPECT_EINVAL("empty SOURCE", "", "/m");
+    EXPECT_EINVAL("empty MOUNTPOINT", "s3://b", "");
+    EXPECT_EINVAL("missing bucket", "s3://", "/m");
+    EXPECT_EINVAL("missing bucket", "s3:///prefix", "/m");
+    EXPECT_EINVAL("invalid character in bucket", "s3://a b", "/m");
+    EXPECT_EINVAL("unsupported scheme 'http'", "http://host/x", "/m");
+    EXPECT_EINVAL("unsupported scheme 'gs'", "gs://b", "/m");
+    EXPECT_EINVAL("SOURCE must be", "/srv/data", "/m");
+    EXPECT_EINVAL("file:///absolute", "file://relative/dir", "/m");
+    EXPECT_EINVAL("unknown option '-x'", "s3://b", "/m", "-x");
+    EXPECT_EINVAL("unknown option '--frob'", "--frob", "s3://b", "/m");
+    EXPECT_EINVAL("'-o' needs an argument", "s3://b", "/m", "-o");
+}
+
+static void test_einval_options(void)
+{
+    EXPECT_EINVAL("unknown option 'bogus'", "s3://b", "/m", "-o", "bogus");
+    EXPECT_EINVAL("unknown option 'cache_sizes'", "s3://b", "/m", "-o", "cache_sizes=1G");
+    EXPECT_EINVAL("unknown option 'kernel_cache'", "s3://b", "/m", "-o", "kernel_cache");
+    EXPECT_EINVAL("invalid option '=x'", "s3://b", "/m", "-o", "=x");
+    /* sizes */
+    EXPECT_EINVAL("invalid cache_size '-1'", "s3://b", "/m", "-o", "cache_size=-1");
+    EXPECT_EINVAL("invalid cache_size 'lots'", "s3://b", "/m", "-o", "cache_size=lots");
+    EXPECT_EINVAL("invalid cache_size '0'", "s3://b", "/m", "-o", "cache_size=0");
+    EXPECT_EINVAL("invalid cache_size '1E'", "s3://b", "/m", "-o", "cache_size=1E");
+    EXPECT_EINVAL("invalid cache_free '-5G'", "s3://b", "/m", "-o", "cache_free=-5G");
+    EXPECT_EINVAL("option 'cache_size' needs a value", "s3://b", "/m", "-o", "cache_size");
+    EXPECT_EINVAL("'cache_size' needs a value", "s3://b", "/m", "-o", "cache_size=");
+    EXPECT_EINVAL("at least one page", "s3://b", "/m", "-o", "cache_size=512K,page_size=1M");
+    /* page size */
+    EXPECT_EINVAL("invalid page_size '3M'", "s3://b", "/m", "-o", "page_size=3M");
+    EXPECT_EINVAL("invalid page_size '1000000'", "s3://b", "/m", "-o", "page_size=1000000");
+    EXPECT_EINVAL("invalid page_size '32K'", "s3://b", "/m", "-o", "page_size=32K");
+    EXPECT_EINVAL("invalid page_size '128M'", "s3://b", "/m", "-o", "page_size=128M");
+    EXPECT_EINVAL("invalid page_size '0'", "s3://b", "/m", "-o", "page_size=0");
+    EXPECT_EINVAL("invalid page_size 'big'", "s3://b", "/m", "-o", "page_size=big");
+    /* numbers */
+    EXPECT_EINVAL("invalid meta_ttl '-5'", "s3://b", "/m", "-o", "meta_ttl=-5");
+    EXPECT_EINVAL("invalid meta_ttl '1h'", "s3://b", "/m", "-o", "meta_ttl=1h");
+    EXPECT_EINVAL("invalid meta_ttl '999999999999'", "s3://b", "/m", "-o", "meta_ttl=999999999999");
+    EXPECT_EINVAL("invalid retries '-1'", "s3://b", "/m", "-o", "retries=-1");
+    EXPECT_EINVAL("invalid retries '101'", "s3://b", "/m", "-o", "retries=101");
+    EXPECT_EINVAL("invalid timeout '0'", "s3://b", "/m", "-o", "timeout=0");
+    EXPECT_EINVAL("invalid timeout '3601'", "s3://b", "/m", "-o", "timeout=3601");
+    EXPECT_EINVAL("invalid timeout 'x'", "s3://b", "/m", "-o", "timeout=x");
+    /* strings */
+    EXPECT_EINVAL("invalid endpoint", "s3://b", "/m", "-o", "endpoint=ftp://h");
+    EXPECT_EINVAL("invalid endpoint: missing host", "s3://b", "/m", "-o", "endpoint=http://");
+    EXPECT_EINVAL("'endpoint' needs a value", "s3://b", "/m", "-o", "endpoint=");
+    EXPECT_EINVAL("'region' needs a value", "s3://b", "/m", "-o", "region");
+    EXPECT_EINVAL("'profile' needs a value", "s3://b", "/m", "-o", "profile=");
+    EXPECT_EINVAL("'cache_dir' needs a value", "s3://b", "/m", "-o", "cache_dir=");
+    /* flags given values */
+    EXPECT_EINVAL("'path_style' takes no value", "s3://b", "/m", "-o", "path_style=1");
+    EXPECT_EINVAL("'no_sign_request' takes no value", "s3://b", "/m", "-o", "no_sign_request=y");
+    EXPECT_EINVAL("'allow_other' takes no value", "s3://b", "/m", "-o", "allow_other=1");
+    EXPECT_EINVAL("'nosuid' takes no value", "s3://b", "/m", "-o", "nosuid=1");
+    /* pass-through options are checked as far as we can */
+    EXPECT_EINVAL("invalid max_read 'x'", "s3://b", "/m", "-o", "max_read=x");
+    EXPECT_EINVAL("'fsname' needs a value", "s3://b", "/m", "-o", "fsname");
+}
+
+static void test_error_is_one_line_without_secrets(void)
+{
+    /* A bad value elsewhere must not echo other option values (e.g. an endpoint with
+     * credentials in it). */
+    struct pagefs_options o;
+    char err[256] = "";
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "endpoint=http://user:secret@h,retries=x"),
+             -EINVAL);
+    CHECK(strstr(err, "secret") == NULL);
+    CHECK(strstr(err, "retries") != NULL);
+    pagefs_options_clear(&o);
+    /* A tiny buffer truncates but never overflows. */
+    char small[8];
+    CHECK_EQ(PARSE(&o, small, "s3://b", "/m", "-o", "bogus"), -EINVAL);
+    CHECK_EQ(strlen(small), 7);
+    pagefs_options_clear(&o);
+}
+
+int main(void)
+{
+    RUN(test_defaults);
+    RUN(test_all_options);
+    RUN(test_fuse_passthrough);
+    RUN(test_help_version);
+    RUN(test_positional_order);
+    RUN(test_default_cache_dir);
+    RUN(test_parse_size);
+    RUN(test_einval_arguments);
+    RUN(test_einval_options);
+    RUN(test_error_is_one_line_without_secrets);
+    return test_finish();
+}

@@ -1,0 +1,360 @@
+"""mountlib - start, watch and stop pagefs mounts from Python tests (standard library only).
+
+Used by the file:// mount tests here and by the s3:// mount tests. Typical use:
+
+    import mountlib
+    pagefs = mountlib.pagefs_binary()            # $PAGEFS_BIN, set by ctest
+    work = mountlib.TempDir("listing")           # under $PAGEFS_TEST_TMP (the build dir)
+    with mountlib.Mount(pagefs, "file:///data", work.path) as m:
+        os.listdir(m.mountpoint)
+        m.stats()["list_calls"]
+
+A Mount creates its mount point and cache directory under the work directory unless given,
+starts `pagefs mount SOURCE MP -f` as a child process (or without -f: the command returns once
+mounted and the daemon lives on), waits until the mount shows in /proc/self/mountinfo, and on
+exit unmounts with `fusermount3 -u` (falling back to a lazy unmount and SIGKILL) and reaps the
+daemon - also when the test failed. Every Mount still alive at interpreter exit is cleaned up.
+"""
+
+import atexit
+import collections
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+STATS_XATTR = "user.pagefs.stats"
+BACKEND_CALLS = ("stat_calls", "list_calls", "read_calls")
+
+_live_mounts = []
+
+
+class MountError(Exception):
+    """pagefs did not mount; the message carries its exit code and output."""
+
+
+def pagefs_binary():
+    """Path of the pagefs binary under test ($PAGEFS_BIN, or argv[1] if given)."""
+    path = os.environ.get("PAGEFS_BIN")
+    if not path:
+        raise RuntimeError("set PAGEFS_BIN to the pagefs binary (ctest does)")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError("PAGEFS_BIN=%s is not executable" % path)
+    return path
+
+
+def skip_unless_fuse():
+    """Exit with ctest's skip code (77) when this machine cannot mount FUSE at all."""
+    if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
+        print("SKIP: /dev/fuse or fusermount3 missing", file=sys.stderr)
+        sys.exit(77)
+
+
+class TempDir:
+    """A fresh directory under $PAGEFS_TEST_TMP (or /tmp); removed by cleanup()."""
+
+    def __init__(self, tag):
+        base = os.environ.get("PAGEFS_TEST_TMP") or tempfile.gettempdir()
+        os.makedirs(base, exist_ok=True)
+        self.path = tempfile.mkdtemp(prefix="mount-%s-" % tag, dir=base)
+
+    def cleanup(self):
+        # Never recurse into something still mounted.
+        for mp in mounted_under(self.path):
+            lazy_unmount(mp)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+def _unescape_mountinfo(s):
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+MountEntry = collections.namedtuple("MountEntry", "mountpoint fstype source id dev options")
+
+
+def mount_entries():
+    """[MountEntry(mountpoint, fstype, source, id, dev, options)] from /proc/self/mountinfo."""
+    entries = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, rfields = left.split(), right.split()
+            if len(fields) >= 6 and len(rfields) >= 2:
+                entries.append(MountEntry(_unescape_mountinfo(fields[4]), rfields[0],
+                                          _unescape_mountinfo(rfields[1]), int(fields[0]),
+                                          _parse_dev(fields[2]), fields[5]))
+    return entries
+
+
+def _parse_dev(majmin):
+    major, _, minor = majmin.partition(":")
+    return os.makedev(int(major), int(minor))
+
+
+def fuse_mount_ids(path):
+    """Ids of the FUSE mounts at path (several when mounts are stacked)."""
+    path = os.path.abspath(path)
+    return {e.id for e in mount_entries() if e.mountpoint == path and e.fstype.startswith("fuse")}
+
+
+def is_mounted(path):
+    return bool(fuse_mount_ids(path))
+
+
+def is_live_fuse_mount(path):
+    """True when path is the root of a FUSE mount whose daemon answers (a stale mount answers
+    statfs with ENOTCONN; attributes may still come from the kernel's cache)."""
+    path = os.path.abspath(path)
+    devs = {e.dev for e in mount_entries() if e.mountpoint == path and e.fstype.startswith("fuse")}
+    if not devs:
+        return False
+    try:
+        os.statvfs(path)
+        return os.stat(path).st_dev in devs
+    except OSError:
+        return False
+
+
+def mounted_under(path):
+    path = os.path.abspath(path)
+    return [e.mountpoint for e in mount_entries()
+            if e.mountpoint == path or e.mountpoint.startswith(path + "/")]
+
+
+def lazy_unmount(mp):
+    subprocess.run(["fusermount3", "-uz", mp], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    if is_mounted(mp) and os.geteuid() == 0:
+        subprocess.run(["umount", "-l", mp], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+
+def daemon_pids(mountpoint):
+    """Pids of pagefs processes whose command line names this mount point."""
+    mp = os.path.abspath(mountpoint).encode()
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if args and os.path.basename(args[0]) == b"pagefs" and mp in args:
+            pids.append(int(d))
+    return pids
+
+
+def parse_stats(text):
+    stats = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        stats[key] = int(value) if value.isdigit() else value
+    return stats
+
+
+def run_pagefs(pagefs, args, timeout=60, env=None):
+    """Runs pagefs with args to completion; returns the CompletedProcess (text output)."""
+    return subprocess.run([pagefs] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout, env=env)
+
+
+class Mount:
+    """One pagefs mount. Use as a context manager, or call start() and stop()."""
+
+    def __init__(self, pagefs, source, workdir, mountpoint=None, cache_dir=None, options=(),
+                 foreground=True, debug=False, env=None, extra_args=()):
+        self.pagefs = pagefs
+        self.source = source
+        self.workdir = workdir
+        self.mountpoint = os.path.abspath(mountpoint or os.path.join(workdir, "mnt"))
+        self.cache_dir = os.path.abspath(cache_dir or os.path.join(workdir, "cache"))
+        self.options = list(options)
+        self.foreground = foreground
+        self.debug = debug
+        self.env = env
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.log_path = os.path.join(workdir, "pagefs-%d.log" % id(self))
+        self.returncode = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def command(self):
+        opts = ["cache_dir=" + self.cache_dir] + self.options
+        cmd = [self.pagefs, "mount", self.source, self.mountpoint, "-o", ",".join(opts)]
+        if self.foreground:
+            cmd.append("-f")
+        if self.debug:
+            cmd.append("-d")
+        return cmd + self.extra_args
+
+    def start(self, timeout=30):
+        os.makedirs(self.mountpoint, exist_ok=True)
+        _live_mounts.append(self)
+        log = open(self.log_path, "ab")
+        try:
+            if self.foreground:
+                self.proc = subprocess.Popen(self.command(), stdout=log, stderr=log,
+                                             stdin=subprocess.DEVNULL, env=self.env)
+            else:
+                rc = subprocess.run(self.command(), stdout=log, stderr=log,
+                                    stdin=subprocess.DEVNULL, env=self.env,
+                                    timeout=timeout).returncode
+                if rc != 0:
+                    raise MountError("pagefs exited with %d: %s" % (rc, self.log()))
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        while not is_live_fuse_mount(self.mountpoint):
+            if self.proc is not None and self.proc.poll() is not None:
+                self.returncode = self.proc.returncode
+                raise MountError("pagefs exited with %d before mounting: %s"
+                                 % (self.returncode, self.log()))
+            if time.monotonic() > deadline:
+                raise MountError("no mount at %s after %ss: %s"
+                                 % (self.mountpoint, timeout, self.log()))
+            time.sleep(0.02)
+        return self
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def pids(self):
+        if self.proc is not None:
+            return [self.proc.pid] if self.proc.poll() is None else []
+        return daemon_pids(self.mountpoint)
+
+    def wait_exit(self, timeout=30):
+        """Waits until the daemon is gone; returns its exit code when it is our child."""
+        deadline = time.monotonic() + timeout
+        if self.proc is not None:
+            try:
+                self.returncode = self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return None
+            return self.returncode
+        while daemon_pids(self.mountpoint):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+        return 0
+
+    def unmount(self, timeout=30):
+        """fusermount3 -u, then waits for the daemon to exit. Returns its exit code."""
+        r = subprocess.run(["fusermount3", "-u", self.mountpoint], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            raise MountError("fusermount3 -u %s failed: %s" % (self.mountpoint, r.stdout))
+        return self.wait_exit(timeout)
+
+    def kill(self, sig=signal.SIGKILL):
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def stop(self):
+        """Best-effort cleanup: unmount, lazily if need be, and make sure the daemon is gone."""
+        if is_mounted(self.mountpoint):
+            subprocess.run(["fusermount3", "-u", self.mountpoint], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        if self.wait_exit(timeout=10) is None:
+            self.kill(signal.SIGKILL)
+            self.wait_exit(timeout=10)
+        if is_mounted(self.mountpoint):
+            lazy_unmount(self.mountpoint)
+        if self in _live_mounts:
+            _live_mounts.remove(self)
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- observation -------------------------------------------------------------------------
+
+    def stats(self):
+        """The daemon's counters from the root's user.pagefs.stats attribute."""
+        return parse_stats(os.getxattr(self.mountpoint, STATS_XATTR).decode())
+
+    def backend_calls(self):
+        s = self.stats()
+        return {k: s[k] for k in BACKEND_CALLS}
+
+
+@atexit.register
+def _cleanup_live_mounts():
+    for m in list(_live_mounts):
+        m.stop()
+
+
+# -- helpers for comparing trees ------------------------------------------------------------
+
+def tree_listing(root):
+    """{relative path: ('d', 0) or ('f', size)} of everything below root (os.walk)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        for d in dirnames:
+            out[os.path.normpath(os.path.join(rel, d))] = ("d", 0)
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            st = os.lstat(p)
+            out[os.path.normpath(os.path.join(rel, f))] = ("f", st.st_size)
+    return out
+
+
+def drop_kernel_caches():
+    """Drops the kernel page, dentry and inode caches (root only); False if not possible."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def wait_for(predicate, timeout=10, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+__all__ = ["Mount", "MountError", "TempDir", "pagefs_binary", "skip_unless_fuse", "run_pagefs",
+           "is_mounted", "is_live_fuse_mount", "mount_entries", "fuse_mount_ids", "daemon_pids", "parse_stats", "tree_listing",
+           "drop_kernel_caches", "wait_for", "lazy_unmount", "STATS_XATTR", "BACKEND_CALLS"]
