@@ -27,9 +27,14 @@ echo "== ls -lR"
 ls -lR "$mnt"
 echo "== read every file (first pass: from the source)"
 (cd "$mnt" && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$work/pass1"
-echo "== read again (second pass: from the page cache)"
+remote_reads() {
+  getfattr --absolute-names --only-values -n user.pagefs.stats "$mnt" | sed -n 's/^read_calls=//p'
+}
+before=$(remote_reads)
+echo "== read again (second pass: from the cache)"
 (cd "$mnt" && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$work/pass2"
 cmp "$work/pass1" "$work/pass2"
+echo "== remote reads: $before in the first pass, $(( $(remote_reads) - before )) in the second"
 if [ -z "${PAGEFS_DEMO_SOURCE:-}" ]; then
   (cd "$here/sample/imagenet-mini" && find . -type f -print0 | sort -z | xargs -0 sha256sum) \
     > "$work/truth"
@@ -37,7 +42,7 @@ if [ -z "${PAGEFS_DEMO_SOURCE:-}" ]; then
   echo "== all $(wc -l < "$work/truth") files byte-identical to the source"
 fi
 echo "== cache counters (getfattr -n user.pagefs.stats $mnt)"
-getfattr --only-values -n user.pagefs.stats "$mnt"
+getfattr --absolute-names --only-values -n user.pagefs.stats "$mnt"
 echo "== unmount"
 fusermount3 -u "$mnt"
 echo "demo: OK"
