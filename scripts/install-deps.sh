@@ -16,6 +16,7 @@ build_pkgs=(
   libxxhash-dev                      # page checksums (XXH3)
   libssl-dev                         # libcrypto: SHA-256 for file ids and payload hashes
   libjson-c-dev                      # JSON output of the tools (never built by string pasting)
+  libhttp-parser-dev                 # HTTP/1.1 message boundaries in the link shaper
 )
 test_pkgs=(
   ceph-mon ceph-osd radosgw ceph-common  # a real S3 server (Ceph radosgw) for the tests
