@@ -2,6 +2,7 @@
 # install-deps.sh [--test] - installs the Debian 12 packages pagefs needs, if any are missing.
 #   (no flag)  what building and running pagefs needs
 #   --test     also what the test suite needs (radosgw, awscli, boto3, ...)
+#   --bench    also what the benchmarks need (the test set, peers s3fs and rclone, fio, torch)
 # Runs apt-get only when something is missing, so it is quick on a machine that has it all.
 set -euo pipefail
 
@@ -25,10 +26,19 @@ test_pkgs=(
   attr procps curl coreutils             # getfattr; pgrep; curl and timeout/setsid for rgw.sh
 )
 
+bench_pkgs=(
+  s3fs rclone                            # the peers pagefs is measured against
+  fio                                    # raw I/O patterns
+  python3-torch python3-matplotlib       # the DataLoader workload; the chart
+)
+
 pkgs=("${build_pkgs[@]}")
-if [ "${1:-}" = "--test" ]; then
-  pkgs+=("${test_pkgs[@]}")
-fi
+case "${1:-}" in
+  "") ;;
+  --test) pkgs+=("${test_pkgs[@]}") ;;
+  --bench) pkgs+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  *) echo "usage: install-deps.sh [--test|--bench]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

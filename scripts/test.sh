@@ -4,6 +4,7 @@
 #   scripts/test.sh                 the default suite
 #   PAGEFS_SANITIZE=asan scripts/test.sh   the same suite under ASan+UBSan (tsan: TSan)
 #   CTEST_ARGS="-L unit" scripts/test.sh   a subset, by ctest label
+# The benchmark smoke test (label bench) is left out; scripts/bench.sh runs the benchmarks.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh" --test
@@ -19,4 +20,4 @@ cmake -S "$here" -B "$build" "${flags[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
 # shellcheck disable=SC2086
-ctest --output-on-failure -j2 ${CTEST_ARGS:-}
+ctest --output-on-failure -j2 -LE bench ${CTEST_ARGS:-}

@@ -1,0 +1,287 @@
+"""report - summaries, the stdout tables, the PNG chart and the JSON check of a benchmark run.
+
+Summaries: every figure of every run is kept; the summary of a (workload, filesystem, pass)
+is the median over runs with min and max beside it. Tables print one block per workload with
+rows pagefs, s3fs, rclone, ceiling and the ratio pagefs/peer of the primary figure. The
+ceiling row's cold column is the network ceiling (plain parallel S3 requests through the same
+shaped link) and its warm column the local-disk ceiling (the same bytes read from a local
+directory with the kernel's caches dropped).
+"""
+
+import json
+import math
+import os
+import statistics
+import textwrap
+
+FS_ORDER = ("pagefs", "s3fs", "rclone")
+PASSES = ("cold", "warm", "restart")  # restart only with --restart
+KIND_ABBREV = (("get", "G"), ("ranged_get", "R"), ("head", "H"), ("list", "L"), ("put", "P"),
+               ("other", "O"))
+
+
+def _num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def stat_of(values):
+    vals = [v for v in values if _num(v)]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
+            "n": len(vals)}
+
+
+def summarize_passes(runs, metric):
+    """runs: [{'cold': pass, 'warm': pass}] -> per pass the median/min/max of the metric and of
+    the side figures (requests by kind, egress, amplification, peak RSS)."""
+    out = {}
+    for p in PASSES:
+        ps = [r[p] for r in runs if r.get(p)]
+        if not ps:
+            continue
+        s = {"value": stat_of([x.get(metric) for x in ps])}
+        if any(x.get("remote") for x in ps):
+            rem = [x["remote"] for x in ps if x.get("remote")]
+            s["requests"] = {k: stat_of([r["requests"].get(k) for r in rem])
+                             for k in rem[0]["requests"]}
+            s["bytes_down"] = stat_of([r["bytes_down"] for r in rem])
+            s["bytes_up"] = stat_of([r["bytes_up"] for r in rem])
+        s["amplification"] = stat_of([x.get("amplification") for x in ps])
+        s["peak_rss"] = stat_of([x.get("peak_rss") for x in ps])
+        for extra in ("MBps", "seconds", "files_per_s", "clat_p50_ms", "clat_p99_ms",
+                      "wait_seconds"):
+            if any(_num(x.get(extra)) for x in ps) and extra != metric:
+                s[extra] = stat_of([x.get(extra) for x in ps])
+        out[p] = s
+    return out
+
+
+def _med(s, *path):
+    for k in path:
+        if not isinstance(s, dict) or k not in s or s[k] is None:
+            return None
+        s = s[k]
+    return s.get("median") if isinstance(s, dict) else s
+
+
+def _fmt_value(v, unit):
+    if v is None:
+        return "n/a"
+    if unit == "fraction":
+        return "%.1f%%" % (100 * v)
+    if unit == "s":
+        return "%.2f s" % v
+    if v >= 100:
+        return "%.0f" % v
+    return "%.1f" % v
+
+
+def _fmt_bytes(v):
+    if v is None:
+        return "-"
+    if v >= 1e9:
+        return "%.2f GB" % (v / 1e9)
+    if v >= 1e6:
+        return "%.1f MB" % (v / 1e6)
+    if v >= 1e3:
+        return "%.0f kB" % (v / 1e3)
+    return "%d B" % v
+
+
+def _fmt_requests(s):
+    req = s.get("requests") if s else None
+    if not req:
+        return "-"
+    total = _med(req, "total")
+    kinds = " ".join("%s%d" % (a, _med(req, k)) for k, a in KIND_ABBREV if _med(req, k))
+    return "%d%s" % (total or 0, " (%s)" % kinds if kinds else "")
+
+
+def _fmt_amp(s):
+    v = _med(s, "amplification")
+    return "-" if v is None else "%.2f" % v
+
+
+def _fmt_rss(summary):
+    vals = [_med(summary.get(p), "peak_rss") for p in PASSES if summary.get(p)]
+    vals = [v for v in vals if v is not None]
+    return "%.0f MiB" % (max(vals) / 2**20) if vals else "-"
+
+
+def _ratio(a, b, higher_better):
+    if a is None or b is None or a == 0 or b == 0:
+        return None
+    return a / b
+
+
+def table(wl, result, fs_list, restart=False):
+    """One workload's block of text."""
+    better = "higher is better" if wl["higher_better"] else "lower is better"
+    lines = ["", "== %s: %s  [%s, %s]" % (wl["name"], wl["title"], wl["unit"], better)]
+    rcol = " %10s" if restart else "%s"
+    hdr = ("%-8s %10s %10s" + rcol + "  %-30s %-22s %11s %11s %6s %9s") % (
+        "", "cold", "warm", "restart" if restart else "", "requests cold (by kind)",
+        "requests warm", "egress cold", "egress warm", "amp", "peak RSS")
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+    for fs in fs_list:
+        r = result["fs"].get(fs)
+        if not r or not r.get("summary"):
+            err = (r or {}).get("error", "not run")
+            lines.append("%-8s %s" % (fs, "FAILED: " + err.splitlines()[0][:110] if r else err))
+            continue
+        s = r["summary"]
+        cold, warm = s.get("cold"), s.get("warm")
+        lines.append(("%-8s %10s %10s" + rcol + "  %-30s %-22s %11s %11s %6s %9s") % (
+            fs, _fmt_value(_med(cold, "value"), wl["unit"]),
+            _fmt_value(_med(warm, "value"), wl["unit"]),
+            _fmt_value(_med(s.get("restart"), "value"), wl["unit"]) if restart else "",
+            _fmt_requests(cold), _fmt_requests(warm),
+            _fmt_bytes(_med(cold, "bytes_down")), _fmt_bytes(_med(warm, "bytes_down")),
+            _fmt_amp(cold), _fmt_rss(s)))
+    ceil = result.get("ceiling", {})
+    net = (ceil.get("net") or {}).get("summary", {}).get("cold")
+    disk = (ceil.get("disk") or {}).get("summary", {}).get("cold")
+    lines.append(("%-8s %10s %10s" + rcol + "  %-30s %-22s %11s %11s %6s %9s") % (
+        "ceiling", _fmt_value(_med(net, "value"), wl["unit"]) if net else "n/a",
+        _fmt_value(_med(disk, "value"), wl["unit"]) if disk else "n/a",
+        "-" if restart else "",
+        _fmt_requests(net), "-", _fmt_bytes(_med(net, "bytes_down")), "-", _fmt_amp(net), "-"))
+    lines.append("  (ceiling: cold = plain S3 requests through the same link, warm = local disk)")
+    p = result["fs"].get("pagefs", {}).get("summary")
+    if p:
+        for peer in fs_list:
+            if peer == "pagefs":
+                continue
+            q = (result["fs"].get(peer) or {}).get("summary")
+            if not q:
+                continue
+            parts = []
+            for ps in PASSES:
+                if ps not in p or ps not in q:
+                    continue
+                r = _ratio(_med(p.get(ps), "value"), _med(q.get(ps), "value"),
+                           wl["higher_better"])
+                parts.append("%s %s" % (ps, "n/a" if r is None else "%.2f" % r))
+            lines.append("  pagefs/%s: %s  (%s)" % (peer, ", ".join(parts),
+                                                    ">1 means pagefs is better"
+                                                    if wl["higher_better"]
+                                                    else "<1 means pagefs is better"))
+    return "\n".join(lines)
+
+
+def chart(results, fs_list, path, subtitle):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    wls = list(results["workloads"].values())
+    ncol = 4
+    nrow = -(-len(wls) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol, 4.0 * nrow + 0.8), squeeze=False)
+    colors = {"cold": "#4c78a8", "warm": "#f58518", "restart": "#54a24b"}
+    passes = [ps for ps in PASSES if any(
+        ps in ((wl["fs"].get(fs) or {}).get("summary") or {}) for wl in wls for fs in fs_list)]
+    for ax, wl in zip([a for row in axes for a in row], wls):
+        xs = list(range(len(fs_list)))
+        width = 0.8 / len(passes)
+        for i, ps in enumerate(passes):
+            meds, lo, hi = [], [], []
+            for fs in fs_list:
+                s = (wl["fs"].get(fs) or {}).get("summary", {}).get(ps, {}).get("value")
+                m = s["median"] if s else 0
+                meds.append(m)
+                lo.append(m - s["min"] if s else 0)
+                hi.append(s["max"] - m if s else 0)
+            vals = meds
+            if wl["unit"] == "fraction":
+                vals = [100 * v for v in meds]
+                lo = [100 * v for v in lo]
+                hi = [100 * v for v in hi]
+            bars = ax.bar([x + (i - (len(passes) - 1) / 2) * width for x in xs], vals, width, yerr=[lo, hi],
+                          capsize=3, color=colors[ps], label=ps)
+            for b, v in zip(bars, vals):
+                if v:
+                    ax.annotate(_short(v), (b.get_x() + b.get_width() / 2, b.get_height()),
+                                ha="center", va="bottom", fontsize=7, xytext=(0, 2),
+                                textcoords="offset points")
+        ceil = wl.get("ceiling", {})
+        for kind, style in (("net", "--"), ("disk", ":")):
+            s = ((ceil.get(kind) or {}).get("summary") or {}).get("cold", {}).get("value")
+            if s:
+                v = s["median"] * (100 if wl["unit"] == "fraction" else 1)
+                ax.axhline(v, linestyle=style, color="k", linewidth=1)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(fs_list)
+        unit = "% of epoch waiting" if wl["unit"] == "fraction" else wl["unit"]
+        ax.set_ylabel("%s (%s)" % (unit, "higher better" if wl["higher_better"]
+                                   else "lower better"), fontsize=8)
+        ax.set_title("\n".join(textwrap.wrap(wl["title"], 46)), fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.margins(y=0.12)
+    for ax in [a for row in axes for a in row][len(wls):]:
+        ax.axis("off")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    handles = [Patch(color=colors[ps], label=ps) for ps in passes] + [
+        Line2D([], [], linestyle="--", color="k", label="network ceiling (plain S3 requests)"),
+        Line2D([], [], linestyle=":", color="k", label="local disk ceiling")]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=9,
+               bbox_to_anchor=(0.5, 0.955), frameon=False)
+    fig.suptitle("pagefs vs s3fs vs rclone - %s (error bars: min..max over runs)" % subtitle,
+                 fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _short(v):
+    if v >= 1000:
+        return "%.0f" % v
+    if v >= 10:
+        return "%.0f" % v
+    return "%.2g" % v
+
+
+def validate(path, fs_expected=None):
+    """Checks a results JSON: returns a list of problems (empty = valid)."""
+    problems = []
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        return ["cannot read %s: %s" % (path, e)]
+    for key in ("meta", "workloads", "shaper_selftest"):
+        if key not in data:
+            problems.append("missing top-level key %s" % key)
+    meta = data.get("meta", {})
+    for key in ("machine", "versions", "dataset", "args"):
+        if key not in meta:
+            problems.append("meta lacks %s" % key)
+    fs_list = fs_expected or meta.get("args", {}).get("fs", [])
+    if not data.get("workloads"):
+        problems.append("no workloads")
+    for name, wl in data.get("workloads", {}).items():
+        for fs in fs_list:
+            r = wl.get("fs", {}).get(fs)
+            if not r:
+                problems.append("%s: no result for %s" % (name, fs))
+                continue
+            if r.get("error"):
+                problems.append("%s/%s failed: %s" % (name, fs, r["error"].splitlines()[0]))
+                continue
+            for ps in ("cold", "warm"):
+                v = _med(r.get("summary", {}).get(ps), "value")
+                if not _num(v) or v < 0:
+                    problems.append("%s/%s/%s: no valid figure" % (name, fs, ps))
+                if len(r.get("runs", [])) < 1:
+                    problems.append("%s/%s: no runs" % (name, fs))
+    base = os.path.dirname(os.path.abspath(path))
+    for sibling in ("tables.txt", "chart.png"):
+        p = os.path.join(base, sibling)
+        if not os.path.isfile(p) or os.path.getsize(p) == 0:
+            problems.append("%s missing or empty next to the JSON" % sibling)
+    for problem in data.get("failures", []):
+        problems.append("recorded failure: %s" % problem)
+    return problems
