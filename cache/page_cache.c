@@ -26,6 +26,11 @@
  *     Eviction unlinks files; a reader holding a page file open keeps reading it.
  *   - A page that cannot be written (disk full, I/O error) is still returned to the reader
  *     from memory; it is only not cached (write_errors).
+ *   - Read-ahead (page_cache_prefetch) registers the missing pages of a run as in flight
+ *     (flagged `prefetch`), fetches the run with one read_range and publishes page by page,
+ *     so readers wait on it exactly as on a foreground miss. A reader whose awaited prefetch
+ *     failed fetches the page itself. Prefetched pages skip the hot set (it holds the pages
+ *     readers are on; a read-ahead window would flush it).
  *
  * Invariants (under pc->lock):
  *   - a `pages` row exists only after its file was renamed into place; rename + insert and
@@ -98,6 +103,7 @@ struct inflight {
     int err;            /* 0 or -errno, valid when done */
     struct pbuf *pb;    /* one reference, valid when done and !err */
     unsigned waiters;
+    int prefetch;       /* started by page_cache_prefetch(): a reader retries if it fails */
 };
 
 struct touch {
@@ -678,10 +684,11 @@ static int get_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
     uint64_t page_off = idx * pc->page_size;
     size_t plen = (size_t)(f->size - page_off < pc->page_size ? f->size - page_off
                                                                : pc->page_size);
-    int rc = 0;
+    int rc = 0, retries = 0;
     *out = NULL;
 
     pthread_mutex_lock(&pc->lock);
+retry:;
     struct pbuf *pb = hot_find(pc, f->file_id, idx);
     if (pb)
         goto out_hit;
@@ -721,8 +728,11 @@ static int get_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
 
     struct inflight *in = inflight_find(pc, f->file_id, idx);
     if (in) {
+        int was_prefetch = in->prefetch;
         in->waiters++;
         pc->stats.singleflight_waits++;
+        if (was_prefetch)
+            pc->stats.prefetch_waits++;
         while (!in->done)
             pthread_cond_wait(&pc->fetch_done, &pc->lock);
         rc = in->err;
@@ -730,6 +740,12 @@ static int get_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
             *out = pbuf_ref(in->pb);
         if (--in->waiters == 0)
             inflight_free(in);
+        /* A failed read-ahead is not the reader's failure: look again (another fetch may
+         * have started meanwhile), and fetch it ourselves if nobody does. */
+        if (rc < 0 && was_prefetch && retries++ < 3) {
+            rc = 0;
+            goto retry;
+        }
         goto out_unlock;
     }
     rc = fetch_page(pc, f, idx, plen, out);
@@ -743,6 +759,167 @@ out_hit:
 out_unlock:
     pthread_mutex_unlock(&pc->lock);
     return rc;
+}
+
+/* ---- read-ahead ---- */
+
+/* Under the lock: whether page idx of f is resident, in the hot set or being fetched. */
+static int page_known(struct page_cache *pc, const struct pc_file *f, uint64_t idx)
+{
+    if (inflight_find(pc, f->file_id, idx))
+        return 1;
+    for (size_t i = 0; i < pc->nhot; i++)
+        if (pc->hot[i]->file_id == f->file_id && pc->hot[i]->idx == idx)
+            return 1;
+    sqlite3_stmt *s = stmt(pc, ST_PAGE_GET);
+    sqlite3_bind_int64(s, 1, f->file_id);
+    sqlite3_bind_int64(s, 2, (int64_t)idx);
+    int row = sqlite3_step(s) == SQLITE_ROW;
+    sqlite3_reset(s);
+    return row;
+}
+
+/* Under the lock, with a free slot `in` for a finished fetch: publishes it to its waiters. */
+static void inflight_publish(struct page_cache *pc, struct inflight *in, int err,
+                             struct pbuf *pb)
+{
+    in->done = 1;
+    in->err = err;
+    in->pb = err == 0 ? pbuf_ref(pb) : NULL;
+    inflight_unlink(pc, in);
+    pthread_cond_broadcast(&pc->fetch_done);
+    if (in->waiters == 0)
+        inflight_free(in);
+}
+
+/* Called with the lock held; pages [idx, idx + n) exist in f and have no row and no inflight
+ * entry. Registers them as in flight, fetches them with one read_range, then stores and
+ * publishes them one by one. Returns with the lock held: 0 or -errno. */
+static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t n)
+{
+    uint64_t off = idx * pc->page_size;
+    uint64_t end = (idx + n) * pc->page_size;
+    if (end > f->size)
+        end = f->size;
+    size_t total = (size_t)(end - off);
+    struct inflight **ins = calloc(n, sizeof(*ins));
+    unsigned char *buf = NULL;
+    struct pbuf *one = NULL; /* n == 1: read straight into the page buffer, no copy */
+    size_t registered = 0;
+    int rc = 0;
+
+    if (!ins)
+        return -ENOMEM;
+    for (; registered < n; registered++) {
+        struct inflight *in = calloc(1, sizeof(*in));
+        if (!in) {
+            rc = -ENOMEM;
+            goto out_publish;
+        }
+        in->file_id = f->file_id;
+        in->idx = idx + registered;
+        in->prefetch = 1;
+        in->next = pc->inflight;
+        pc->inflight = in;
+        ins[registered] = in;
+    }
+    pc->stats.misses += n;
+    pthread_mutex_unlock(&pc->lock);
+
+    if (n == 1)
+        one = pbuf_new(f->file_id, idx, total);
+    else
+        buf = malloc(total ? total : 1);
+    if (!one && !buf) {
+        rc = -ENOMEM;
+        goto out_lock;
+    }
+    ssize_t got = pc->be->ops->read_range(pc->be, f->key, f->version, off, total,
+                                          one ? one->data : buf);
+    if (got < 0)
+        rc = (int)got;
+    else if ((size_t)got != total)
+        rc = -EIO; /* shorter than its recorded size: never cache that */
+    if (rc < 0)
+        goto out_lock;
+
+    for (size_t i = 0; i < n; i++) {
+        size_t poff = i * (size_t)pc->page_size;
+        size_t plen = total - poff < pc->page_size ? total - poff : pc->page_size;
+        char tmp[4096];
+        int err = 0, wrote = -1;
+        uint64_t csum = 0;
+        struct pbuf *pb = one;
+        one = NULL;
+        if (!pb) {
+            pb = pbuf_new(f->file_id, idx + i, plen);
+            if (pb)
+                memcpy(pb->data, buf + poff, plen);
+        }
+        if (pb) {
+            csum = XXH3_64bits(pb->data, plen);
+            wrote = write_tmp(pc, pb, tmp, sizeof(tmp));
+        } else {
+            err = -ENOMEM;
+        }
+        pthread_mutex_lock(&pc->lock);
+        if (err == 0) {
+            pc->stats.bytes_fetched += plen;
+            pc->stats.prefetch_fetched++;
+            if (wrote == 0)
+                commit_page(pc, f, pb, csum, tmp);
+            else
+                pc->stats.write_errors++;
+        } else if (rc == 0) {
+            rc = err;
+        }
+        inflight_publish(pc, ins[i], err, pb);
+        ins[i] = NULL;
+        pthread_mutex_unlock(&pc->lock);
+        pbuf_unref(pb);
+    }
+
+out_lock:
+    pthread_mutex_lock(&pc->lock);
+out_publish:
+    /* Whatever was registered and not published yet failed with rc. */
+    for (size_t i = 0; i < registered; i++)
+        if (ins[i])
+            inflight_publish(pc, ins[i], rc < 0 ? rc : -EIO, NULL);
+    pbuf_unref(one);
+    free(buf);
+    free(ins);
+    return rc;
+}
+
+int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count)
+{
+    if (!pc || !f)
+        return -EINVAL;
+    uint64_t npages = (f->size + pc->page_size - 1) / pc->page_size;
+    if (idx >= npages || count == 0)
+        return 0;
+    uint64_t last = count > npages - idx ? npages : idx + count;
+    int fetched = 0, rc = 0;
+
+    pthread_mutex_lock(&pc->lock);
+    uint64_t i = idx;
+    while (i < last) {
+        if (page_known(pc, f, i)) {
+            i++;
+            continue;
+        }
+        uint64_t j = i + 1;
+        while (j < last && !page_known(pc, f, j))
+            j++;
+        rc = prefetch_run(pc, f, i, (size_t)(j - i));
+        if (rc < 0)
+            break;
+        fetched += (int)(j - i);
+        i = j;
+    }
+    pthread_mutex_unlock(&pc->lock);
+    return rc < 0 ? rc : fetched;
 }
 
 /* ---- public API ---- */
@@ -922,6 +1099,11 @@ void pc_file_unref(struct pc_file *f)
 uint64_t pc_file_size(const struct pc_file *f)
 {
     return f->size;
+}
+
+int64_t pc_file_id(const struct pc_file *f)
+{
+    return f->file_id;
 }
 
 uint32_t page_cache_page_size(const struct page_cache *pc)

@@ -44,6 +44,8 @@ struct page_cache_stats {
     uint64_t corrupt;         /* pages dropped because their checksum or size was wrong */
     uint64_t write_errors;    /* pages that could not be stored (disk full, ...) */
     uint64_t singleflight_waits; /* reads that waited for another thread's fetch */
+    uint64_t prefetch_fetched;   /* pages fetched by page_cache_prefetch() (also in misses) */
+    uint64_t prefetch_waits;     /* reads that waited for a page_cache_prefetch() fetch */
 };
 
 /* Opens (or creates) the cache in conf->dir. The index is reset if it is damaged or of
@@ -61,11 +63,24 @@ int page_cache_open(struct page_cache *pc, const char *key, const char *version,
 struct pc_file *pc_file_ref(struct pc_file *f);
 void pc_file_unref(struct pc_file *f);
 uint64_t pc_file_size(const struct pc_file *f);
+/* The identity of the object version f is open on: equal for every open of the same
+ * (key, version) while the cache knows it. */
+int64_t pc_file_id(const struct pc_file *f);
 
 /* Reads up to len bytes at off. Returns bytes read (0 at or past the end) or -errno
  * (-ESTALE when the object changed in the store since it was opened). */
 ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
                         void *buf);
+
+/* Makes pages [idx, idx + count) of f resident (clipped to the object), for read-ahead.
+ * Pages that are resident or being fetched are skipped; each run of contiguous missing pages
+ * is fetched with ONE read_range and split into pages. Goes through the same single-flight
+ * path as a miss of page_cache_read(): a reader that misses a page being prefetched waits
+ * for this fetch instead of fetching it again, and if this fetch fails the reader fetches
+ * the page itself (a reader never fails because of a prefetch). Prefetched pages are stored
+ * but not put in the small in-memory hot set. Returns the number of pages fetched, or
+ * -errno if a fetch failed (pages fetched before the failure stay resident). */
+int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count);
 
 uint32_t page_cache_page_size(const struct page_cache *pc);
 void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out);

@@ -36,7 +36,7 @@ char *test_mkdtemp(const char *tag)
     const char *base = getenv("PAGEFS_TEST_TMP");
     if (!base || !*base)
         base = "/tmp";
-    mkdir(base, 0700);
+    mkdir(base, 0755); /* others must reach the mount points beneath (allow_other tests) */
     size_t n = strlen(base) + strlen(tag) + 32;
     char *path = malloc(n);
     if (!path)

@@ -1,0 +1,535 @@
+/*
+ * prefetch.c - read-ahead on a libuv loop and thread pool (see prefetch.h).
+ *
+ * Design (libuv's threading rules): FUSE threads never touch the loop. prefetch_read() runs
+ * the stream's detector under the stream's lock, then appends one request per page to the
+ * prefetcher's queue under pf->lock and calls uv_async_send(), the only cross-thread libuv
+ * call. The loop thread (on_wake, after_fetch) moves requests from the queue to the pool
+ * with uv_queue_work while fewer than max_inflight fetches are under way and their page
+ * buffers fit in mem_limit (one fetch always may start, so a request larger than the limit
+ * still progresses). A pool thread runs page_cache_prefetch(), which skips resident and
+ * in-flight pages and publishes what it fetches to waiting readers (single flight).
+ *   - Staleness: each stream has a generation, bumped when its detector sees a jump, and a
+ *     closed flag. A request carries the generation it was queued under; when its turn comes
+ *     it is dropped if the stream was closed or moved on.
+ *   - "used": pages the prefetcher fetched are remembered in a small open-addressing table
+ *     keyed by (file id, page); a later read of such a page through any handle counts it as
+ *     used and forgets it. The table is bounded: when a probe run is full the oldest guess is
+ *     overwritten, so `used` can only undercount, and only past thousands of unread pages.
+ *   - Shutdown: destroy sets `stopping` and wakes the loop, which drops every queued request
+ *     and, once the last fetch under way has finished (after_fetch), closes its async handle
+ *     so uv_run returns; destroy joins the thread and closes the loop.
+ *
+ * Invariants (under pf->lock): inflight <= max_inflight unless a single fetch exceeds it;
+ * mem_inflight is the sum of the buffers of the fetches under way; every queued or running
+ * request holds one reference to its stream (and the stream one to its pc_file); nothing is
+ * queued once stopping is set.
+ *
+ * Lock order: stream->lock, then pf->lock is never taken while holding it (the detector runs
+ * first, the queue is touched after). page_cache locks are taken only by pool threads
+ * calling page_cache_prefetch(), with no prefetcher lock held.
+ */
+#include "cache/prefetch.h"
+
+#include "cache/page_cache.h"
+#include "cache/stream.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#define MAX_PENDING 4096    /* queued requests at most; more are dropped */
+#define TRACK_SLOTS 16384u  /* power of two */
+#define TRACK_PROBE 8
+#define POOL_EXTRA 4
+
+struct prefetch_stream {
+    atomic_uint refs;
+    atomic_int closed;
+    atomic_uint gen;
+    struct pc_file *f; /* one reference */
+    int64_t file_id;
+    pthread_mutex_t lock; /* guards det and window */
+    struct stream det;
+    uint64_t window; /* the detector's window after the last read, in pages */
+};
+
+/* One queued or running fetch of pages [idx, idx + count) of st->f. */
+struct pf_req {
+    struct pf_req *next;
+    struct prefetcher *pf;
+    struct prefetch_stream *st; /* one reference */
+    uint64_t idx;
+    size_t count;
+    unsigned gen;
+    uint64_t mem;  /* bytes of buffers this fetch holds */
+    int result;    /* page_cache_prefetch() result, set by the pool thread */
+    uv_work_t work;
+};
+
+struct track_slot {
+    int64_t file_id;
+    uint64_t idx; /* page + 1; 0 = empty */
+};
+
+struct prefetcher {
+    struct page_cache *pc; /* borrowed */
+    uint32_t page_size;
+    uint64_t max_readahead, mem_limit, small_object;
+    unsigned max_inflight;
+
+    uv_loop_t loop; /* owned by the loop thread once it runs */
+    uv_async_t wake;
+    pthread_t thread;
+
+    pthread_mutex_t lock;
+    pthread_cond_t idle; /* broadcast when nothing is queued or in flight */
+    /* Under lock. */
+    struct pf_req *head, *tail;
+    size_t npending;
+    unsigned inflight;
+    uint64_t mem_inflight;
+    int stopping;
+    struct prefetch_stats stats;
+    struct track_slot *track;
+    uint64_t track_clock;
+};
+
+/* ---- streams ---------------------------------------------------------------------------- */
+
+static struct prefetch_stream *stream_ref(struct prefetch_stream *st)
+{
+    atomic_fetch_add(&st->refs, 1);
+    return st;
+}
+
+static void stream_unref(struct prefetch_stream *st)
+{
+    if (!st || atomic_fetch_sub(&st->refs, 1) != 1)
+        return;
+    pc_file_unref(st->f);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+static void req_free(struct pf_req *r)
+{
+    stream_unref(r->st);
+    free(r);
+}
+
+/* ---- the table of prefetched, not yet read pages (under pf->lock) ---------------------- */
+
+static size_t track_hash(int64_t file_id, uint64_t idx)
+{
+    uint64_t h = (uint64_t)file_id * 0x9e3779b97f4a7c15ull ^ (idx + 1) * 0xc2b2ae3d27d4eb4full;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return (size_t)(h & (TRACK_SLOTS - 1));
+}
+
+static void track_add(struct prefetcher *pf, int64_t file_id, uint64_t idx)
+{
+    size_t h = track_hash(file_id, idx);
+    size_t slot = (h + (pf->track_clock++ % TRACK_PROBE)) & (TRACK_SLOTS - 1);
+    for (size_t i = 0; i < TRACK_PROBE; i++) {
+        struct track_slot *t = &pf->track[(h + i) & (TRACK_SLOTS - 1)];
+        if (t->idx == 0 || (t->file_id == file_id && t->idx == idx + 1)) {
+            slot = (h + i) & (TRACK_SLOTS - 1);
+            break;
+        }
+    }
+    pf->track[slot].file_id = file_id;
+    pf->track[slot].idx = idx + 1;
+}
+
+/* Forgets (file_id, idx); returns 1 if it was remembered. */
+static int track_take(struct prefetcher *pf, int64_t file_id, uint64_t idx)
+{
+    size_t h = track_hash(file_id, idx);
+    for (size_t i = 0; i < TRACK_PROBE; i++) {
+        struct track_slot *t = &pf->track[(h + i) & (TRACK_SLOTS - 1)];
+        if (t->idx == idx + 1 && t->file_id == file_id) {
+            t->idx = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the loop thread --------------------------------------------------------------------- */
+
+static void signal_if_idle(struct prefetcher *pf)
+{
+    if (!pf->head && pf->inflight == 0)
+        pthread_cond_broadcast(&pf->idle);
+}
+
+/* Under pf->lock, once stopping: unhooks every queued request (returned, to be freed
+ * without the lock) and closes the async handle when no fetch is under way any more. */
+static struct pf_req *stop_locked(struct prefetcher *pf)
+{
+    struct pf_req *drop = pf->head;
+    for (struct pf_req *r = drop; r; r = r->next)
+        pf->stats.dropped += r->count;
+    pf->head = pf->tail = NULL;
+    pf->npending = 0;
+    if (pf->inflight == 0 && !uv_is_closing((uv_handle_t *)&pf->wake))
+        uv_close((uv_handle_t *)&pf->wake, NULL);
+    signal_if_idle(pf);
+    return drop;
+}
+
+static void free_list(struct pf_req *r)
+{
+    while (r) {
+        struct pf_req *next = r->next;
+        req_free(r);
+        r = next;
+    }
+}
+
+static void fetch_work(uv_work_t *w)
+{
+    struct pf_req *r = w->data;
+    if (atomic_load(&r->st->closed) || atomic_load(&r->st->gen) != r->gen) {
+        r->result = -ECANCELED;
+        return;
+    }
+    r->result = page_cache_prefetch(r->pf->pc, r->st->f, r->idx, r->count);
+}
+
+static void dispatch(struct prefetcher *pf);
+
+static void after_fetch(uv_work_t *w, int status)
+{
+    struct pf_req *r = w->data;
+    struct prefetcher *pf = r->pf;
+    pthread_mutex_lock(&pf->lock);
+    pf->inflight--;
+    pf->mem_inflight -= r->mem;
+    if (status < 0 || r->result == -ECANCELED) {
+        pf->stats.dropped += r->count;
+    } else if (r->result < 0) {
+        pf->stats.errors++;
+    } else {
+        pf->stats.fetched += (uint64_t)r->result;
+        pf->stats.skipped += r->count - (size_t)r->result;
+        /* Which pages of a partly resident request were fetched is not known: remember
+         * only requests fetched whole (nearly all of them are one page). */
+        if ((size_t)r->result == r->count)
+            for (size_t i = 0; i < r->count; i++)
+                track_add(pf, r->st->file_id, r->idx + i);
+    }
+    if (pf->stopping) {
+        struct pf_req *drop = stop_locked(pf);
+        pthread_mutex_unlock(&pf->lock);
+        free_list(drop);
+    } else {
+        pthread_mutex_unlock(&pf->lock);
+        dispatch(pf);
+    }
+    req_free(r);
+}
+
+/* Loop thread: starts queued fetches while the caps allow. */
+static void dispatch(struct prefetcher *pf)
+{
+    struct pf_req *start = NULL, **tail = &start, *drop = NULL;
+    pthread_mutex_lock(&pf->lock);
+    while (pf->head && !pf->stopping) {
+        struct pf_req *r = pf->head;
+        int stale = atomic_load(&r->st->closed) || atomic_load(&r->st->gen) != r->gen;
+        if (!stale && pf->inflight > 0 &&
+            (pf->inflight >= pf->max_inflight || pf->mem_inflight + r->mem > pf->mem_limit))
+            break;
+        pf->head = r->next;
+        if (!pf->head)
+            pf->tail = NULL;
+        pf->npending--;
+        r->next = NULL;
+        if (stale) {
+            pf->stats.dropped += r->count;
+            r->next = drop;
+            drop = r;
+            continue;
+        }
+        pf->inflight++;
+        pf->mem_inflight += r->mem;
+        *tail = r;
+        tail = &r->next;
+    }
+    signal_if_idle(pf);
+    pthread_mutex_unlock(&pf->lock);
+
+    while (start) {
+        struct pf_req *r = start;
+        start = r->next;
+        r->work.data = r;
+        if (uv_queue_work(&pf->loop, &r->work, fetch_work, after_fetch) < 0) {
+            pthread_mutex_lock(&pf->lock);
+            pf->inflight--;
+            pf->mem_inflight -= r->mem;
+            pf->stats.errors++;
+            signal_if_idle(pf);
+            pthread_mutex_unlock(&pf->lock);
+            req_free(r);
+        }
+    }
+    free_list(drop);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    struct prefetcher *pf = a->data;
+    pthread_mutex_lock(&pf->lock);
+    if (!pf->stopping) {
+        pthread_mutex_unlock(&pf->lock);
+        dispatch(pf);
+        return;
+    }
+    struct pf_req *drop = stop_locked(pf);
+    pthread_mutex_unlock(&pf->lock);
+    free_list(drop);
+}
+
+static void *loop_main(void *arg)
+{
+    struct prefetcher *pf = arg;
+    uv_run(&pf->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* ---- queueing (any thread) --------------------------------------------------------------- */
+
+/* Queues pages [first, first + n) of st, one request per page unless `whole` (then one
+ * request for all of them: one GET). Also counts the pages of [off, off + len) that the
+ * prefetcher had fetched as used. */
+static void enqueue(struct prefetcher *pf, struct prefetch_stream *st, uint64_t first,
+                    uint64_t n, int whole, uint64_t rd_off, size_t rd_len)
+{
+    struct pf_req *list = NULL, *last = NULL;
+    uint64_t nreq = whole ? (n ? 1 : 0) : n;
+    unsigned gen = atomic_load(&st->gen);
+    uint64_t made = 0;
+    for (; made < nreq; made++) {
+        struct pf_req *r = calloc(1, sizeof(*r));
+        if (!r)
+            break;
+        r->pf = pf;
+        r->st = stream_ref(st);
+        r->idx = whole ? first : first + made;
+        r->count = whole ? (size_t)n : 1;
+        r->gen = gen;
+        r->mem = (uint64_t)r->count * pf->page_size;
+        if (last)
+            last->next = r;
+        else
+            list = r;
+        last = r;
+    }
+    uint64_t pages_made = whole ? (made ? n : 0) : made;
+
+    int wake = 0;
+    struct pf_req *drop = NULL;
+    pthread_mutex_lock(&pf->lock);
+    if (rd_len) {
+        uint64_t a = rd_off / pf->page_size, b = (rd_off + rd_len - 1) / pf->page_size;
+        for (uint64_t p = a; p <= b; p++)
+            pf->stats.used += (uint64_t)track_take(pf, st->file_id, p);
+    }
+    pf->stats.dropped += n - pages_made; /* allocation failures */
+    if (list) {
+        if (pf->stopping || pf->npending + made > MAX_PENDING) {
+            pf->stats.dropped += pages_made;
+            drop = list;
+        } else {
+            pf->stats.queued += pages_made;
+            if (pf->tail)
+                pf->tail->next = list;
+            else
+                pf->head = list;
+            pf->tail = last;
+            pf->npending += made;
+            wake = 1;
+        }
+    }
+    pthread_mutex_unlock(&pf->lock);
+    if (wake)
+        uv_async_send(&pf->wake);
+    free_list(drop);
+}
+
+/* ---- public API -------------------------------------------------------------------------- */
+
+int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out)
+{
+    *out = NULL;
+    if (!pf)
+        return 0;
+    struct prefetch_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return -ENOMEM;
+    if (pthread_mutex_init(&st->lock, NULL) != 0) {
+        free(st);
+        return -ENOMEM;
+    }
+    atomic_init(&st->refs, 1);
+    atomic_init(&st->closed, 0);
+    atomic_init(&st->gen, 0);
+    st->f = pc_file_ref(f);
+    st->file_id = pc_file_id(f);
+    uint64_t size = pc_file_size(f);
+    struct stream_conf sc = {
+        .page_size = pf->page_size,
+        .max_window = pf->max_readahead,
+        .file_size = size,
+    };
+    stream_init(&st->det, &sc);
+    if (size > 0 && size <= pf->small_object) {
+        uint64_t npages = (size + pf->page_size - 1) / pf->page_size;
+        pthread_mutex_lock(&pf->lock);
+        pf->stats.small_objects++;
+        pthread_mutex_unlock(&pf->lock);
+        enqueue(pf, st, 0, npages, 1, 0, 0);
+    }
+    *out = st;
+    return 0;
+}
+
+void prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len)
+{
+    if (!pf || !st || len == 0)
+        return;
+    struct stream_decision d;
+    uint64_t before;
+    pthread_mutex_lock(&st->lock);
+    before = st->window;
+    stream_feed(&st->det, off, len, &d);
+    st->window = d.window;
+    if (d.jumped)
+        atomic_fetch_add(&st->gen, 1); /* requests of the old run are stale now */
+    pthread_mutex_unlock(&st->lock);
+
+    if (d.jumped || (before == 0 && d.window > 0)) {
+        pthread_mutex_lock(&pf->lock);
+        if (d.jumped)
+            pf->stats.jumps++;
+        else
+            pf->stats.windows++;
+        pthread_mutex_unlock(&pf->lock);
+    }
+    enqueue(pf, st, d.first_page, d.npages, 0, off, len);
+}
+
+void prefetch_close(struct prefetch_stream *st)
+{
+    if (!st)
+        return;
+    atomic_store(&st->closed, 1);
+    stream_unref(st);
+}
+
+void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out)
+{
+    pthread_mutex_lock(&pf->lock);
+    *out = pf->stats;
+    out->inflight = pf->inflight;
+    out->pending = pf->npending;
+    pthread_mutex_unlock(&pf->lock);
+}
+
+void prefetcher_wait_idle(struct prefetcher *pf)
+{
+    pthread_mutex_lock(&pf->lock);
+    while (pf->head || pf->inflight)
+        pthread_cond_wait(&pf->idle, &pf->lock);
+    pthread_mutex_unlock(&pf->lock);
+}
+
+int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
+                      struct prefetcher **out)
+{
+    int rc;
+    *out = NULL;
+    if (!conf || !pc || conf->max_inflight > PREFETCH_MAX_INFLIGHT)
+        return -EINVAL;
+    struct prefetcher *pf = calloc(1, sizeof(*pf));
+    if (!pf)
+        return -ENOMEM;
+    pf->pc = pc;
+    pf->page_size = page_cache_page_size(pc);
+    pf->max_readahead = conf->max_readahead ? conf->max_readahead
+                                            : PREFETCH_DEFAULT_MAX_READAHEAD;
+    pf->max_inflight = conf->max_inflight ? conf->max_inflight : PREFETCH_DEFAULT_MAX_INFLIGHT;
+    pf->mem_limit = conf->mem_limit ? conf->mem_limit : PREFETCH_DEFAULT_MEM_LIMIT;
+    pf->small_object = conf->small_object ? conf->small_object : PREFETCH_DEFAULT_SMALL_OBJECT;
+    pf->track = calloc(TRACK_SLOTS, sizeof(*pf->track));
+    if (!pf->track) {
+        rc = -ENOMEM;
+        goto out_free;
+    }
+    /* libuv reads this once, at the process's first uv_queue_work. */
+    if (!getenv("UV_THREADPOOL_SIZE")) {
+        char n[16];
+        snprintf(n, sizeof(n), "%u", pf->max_inflight + POOL_EXTRA);
+        setenv("UV_THREADPOOL_SIZE", n, 0);
+    }
+    rc = -pthread_mutex_init(&pf->lock, NULL);
+    if (rc < 0)
+        goto out_free_track;
+    rc = -pthread_cond_init(&pf->idle, NULL);
+    if (rc < 0)
+        goto out_destroy_lock;
+    rc = uv_loop_init(&pf->loop);
+    if (rc < 0)
+        goto out_destroy_cond;
+    rc = uv_async_init(&pf->loop, &pf->wake, on_wake);
+    if (rc < 0)
+        goto out_close_loop;
+    pf->wake.data = pf;
+    rc = -pthread_create(&pf->thread, NULL, loop_main, pf);
+    if (rc < 0)
+        goto out_close_async;
+    *out = pf;
+    return 0;
+
+out_close_async:
+    uv_close((uv_handle_t *)&pf->wake, NULL);
+    uv_run(&pf->loop, UV_RUN_DEFAULT);
+out_close_loop:
+    uv_loop_close(&pf->loop);
+out_destroy_cond:
+    pthread_cond_destroy(&pf->idle);
+out_destroy_lock:
+    pthread_mutex_destroy(&pf->lock);
+out_free_track:
+    free(pf->track);
+out_free:
+    free(pf);
+    return rc;
+}
+
+void prefetcher_destroy(struct prefetcher *pf)
+{
+    if (!pf)
+        return;
+    pthread_mutex_lock(&pf->lock);
+    pf->stopping = 1;
+    pthread_mutex_unlock(&pf->lock);
+    uv_async_send(&pf->wake);
+    pthread_join(pf->thread, NULL);
+    if (uv_loop_close(&pf->loop) != 0) {
+        uv_run(&pf->loop, UV_RUN_DEFAULT); /* nothing should be left; finish it if it is */
+        uv_loop_close(&pf->loop);
+    }
+    pthread_cond_destroy(&pf->idle);
+    pthread_mutex_destroy(&pf->lock);
+    free(pf->track);
+    free(pf);
+}

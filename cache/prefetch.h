@@ -1,0 +1,85 @@
+/*
+ * prefetch.h - read-ahead for the page cache: per-handle stream detection, fetches on a
+ * libuv loop and thread pool, small objects fetched whole at open.
+ *
+ * A prefetcher owns one libuv loop thread. Each open handle gets a prefetch_stream; every
+ * read of the handle is reported with prefetch_read(), which runs the stream detector
+ * (stream.h) and queues the pages it asks for. The loop thread hands queued pages to the
+ * libuv thread pool, where page_cache_prefetch() fetches them through the page cache's
+ * single-flight path, within two global caps: max_inflight concurrent fetches and mem_limit
+ * bytes of page buffers. Past a cap, requests wait in the queue; a request whose handle was
+ * closed, or whose stream jumped elsewhere since, is dropped when its turn comes. Foreground
+ * reads never go through the prefetcher and never wait for its capacity.
+ *
+ * Ownership: prefetcher_create/destroy (destroy waits for fetches under way, drops queued
+ * requests); a stream is created by prefetch_open and released by prefetch_close (the
+ * prefetcher keeps it alive while requests of it are queued). The page cache is borrowed and
+ * must outlive the prefetcher; streams hold a reference to their pc_file.
+ * Thread safety: every function may be called from many threads at once, except that a
+ * stream must not be used after prefetch_close and the prefetcher not after destroy.
+ * A NULL prefetcher is accepted by prefetch_open/read and a NULL stream by prefetch_read/
+ * close (read-ahead disabled).
+ */
+#ifndef PAGEFS_PREFETCH_H
+#define PAGEFS_PREFETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct page_cache;
+struct pc_file;
+struct prefetcher;
+struct prefetch_stream;
+
+/* Defaults. With 1 MiB pages and ~50 MiB/s per connection, parallel fetches matter more
+ * than depth: 16 fetches in flight already cover a 32 MiB window twice. */
+#define PREFETCH_DEFAULT_MAX_READAHEAD (32ull << 20)
+#define PREFETCH_DEFAULT_MAX_INFLIGHT 16u
+#define PREFETCH_DEFAULT_MEM_LIMIT (256ull << 20)
+#define PREFETCH_DEFAULT_SMALL_OBJECT (2ull << 20)
+#define PREFETCH_MAX_INFLIGHT 1000u /* libuv's thread pool has at most 1024 threads */
+
+struct prefetch_conf {
+    uint64_t max_readahead; /* bytes of read-ahead per sequential stream; 0 = default */
+    unsigned max_inflight;  /* concurrent prefetch fetches; 0 = default; <= PREFETCH_MAX_INFLIGHT */
+    uint64_t mem_limit;     /* bytes of page buffers held by prefetch fetches; 0 = default */
+    uint64_t small_object;  /* objects of 1..small_object bytes are fetched whole at open (one
+                               GET); 0 = default; UINT64_MAX is not special */
+};
+
+struct prefetch_stats {
+    uint64_t queued;        /* pages queued for read-ahead */
+    uint64_t fetched;       /* pages the prefetcher fetched from the backend */
+    uint64_t skipped;       /* pages already resident or being fetched when their turn came */
+    uint64_t used;          /* pages the prefetcher fetched that a handle read afterwards */
+    uint64_t dropped;       /* pages dropped: handle closed, stream jumped, queue full, stop */
+    uint64_t errors;        /* prefetch fetches that failed */
+    uint64_t small_objects; /* objects queued whole at open */
+    uint64_t windows;       /* read-ahead windows opened (a stream turned sequential) */
+    uint64_t jumps;         /* random jumps that closed a window or a run */
+    uint64_t inflight;      /* fetches under way now */
+    uint64_t pending;       /* requests queued now */
+};
+
+/* Starts the loop thread. Sets UV_THREADPOOL_SIZE to max_inflight + 4 if it is not set yet
+ * (libuv sizes its process-wide pool once, at the first uv_queue_work; the pool must be at
+ * least max_inflight threads or the cap is never reached, and a few more keep room for other
+ * users). Returns 0 or -errno (-EINVAL for a bad conf). */
+int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
+                      struct prefetcher **out);
+void prefetcher_destroy(struct prefetcher *pf);
+
+/* A stream for a new handle on f (takes its own reference to f). For an object of at most
+ * small_object bytes, queues all its pages at once (fetched in one request). With pf NULL,
+ * sets *out to NULL and returns 0. Returns 0 or -ENOMEM. */
+int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out);
+/* Reports a read of len bytes at off through the stream's handle; may queue read-ahead. */
+void prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len);
+/* Releases the stream; its queued requests are dropped when their turn comes. */
+void prefetch_close(struct prefetch_stream *st);
+
+void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out);
+/* Waits until nothing is queued or in flight (tests; also usable before a flush). */
+void prefetcher_wait_idle(struct prefetcher *pf);
+
+#endif

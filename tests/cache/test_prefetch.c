@@ -1,0 +1,595 @@
+/*
+ * test_prefetch.c - component tests of the prefetcher over the page cache and the local
+ * backend: stats(fault(local(root))), as in test_page_cache.c. The fault layer delays calls
+ * so that fetches overlap; the stats layer counts every read_range the cache makes.
+ * Data is checked byte for byte against the source files.
+ */
+#include "backends/backend.h"
+#include "cache/page_cache.h"
+#include "cache/prefetch.h"
+#include "testlib.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PS (64u << 10)
+
+struct env {
+    char *root;
+    char *cache;
+    struct backend *be;    /* top of the stack (stats) */
+    struct backend *fault; /* borrowed, owned by be */
+    struct page_cache *pc;
+    struct prefetcher *pf;
+};
+
+static void env_init(struct env *e, const struct prefetch_conf *pconf)
+{
+    char err[256];
+    struct backend *local = NULL;
+    memset(e, 0, sizeof(*e));
+    e->root = test_mkdtemp("pf-root");
+    e->cache = test_mkdtemp("pf-cache");
+    CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
+    CHECK_EQ(fault_backend_create(local, 0, 0, &e->fault), 0);
+    CHECK_EQ(stats_backend_create(e->fault, &e->be), 0);
+    struct page_cache_conf conf = {.dir = e->cache, .page_size = PS};
+    CHECK_EQ(page_cache_create(&conf, e->be, &e->pc, err, sizeof(err)), 0);
+    CHECK_EQ(prefetcher_create(pconf, e->pc, &e->pf), 0);
+}
+
+static void env_fini(struct env *e)
+{
+    prefetcher_destroy(e->pf);
+    page_cache_destroy(e->pc);
+    backend_destroy(e->be);
+    test_rm_rf(e->root);
+    test_rm_rf(e->cache);
+    free(e->root);
+    free(e->cache);
+}
+
+static uint64_t read_calls(struct env *e)
+{
+    struct backend_counters c;
+    memset(&c, 0, sizeof(c));
+    CHECK_EQ(e->be->ops->counters(e->be, &c), 0);
+    return c.read_calls;
+}
+
+static struct page_cache_stats pc_stats(struct env *e)
+{
+    struct page_cache_stats s;
+    page_cache_get_stats(e->pc, &s);
+    return s;
+}
+
+static struct prefetch_stats pf_stats(struct env *e)
+{
+    struct prefetch_stats s;
+    prefetcher_get_stats(e->pf, &s);
+    return s;
+}
+
+static unsigned char *make_source(struct env *e, const char *key, size_t size, uint64_t seed)
+{
+    unsigned char *data = malloc(size ? size : 1);
+    test_fill_random(data, size, seed);
+    size_t n = strlen(e->root) + strlen(key) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", e->root, key);
+    CHECK_EQ(test_write_file(p, data, size), 0);
+    free(p);
+    return data;
+}
+
+static struct pc_file *open_key(struct env *e, const char *key)
+{
+    struct backend_stat st;
+    struct pc_file *f = NULL;
+    CHECK_EQ(e->be->ops->stat(e->be, key, &st), 0);
+    CHECK_EQ(page_cache_open(e->pc, key, st.version, st.size, st.mtime_ns, &f, NULL), 0);
+    backend_stat_clear(&st);
+    return f;
+}
+
+/* What a FUSE read does: report to the prefetcher, then read through the cache. */
+static int read_check(struct env *e, struct prefetch_stream *st, struct pc_file *f,
+                      const unsigned char *data, size_t size, uint64_t off, size_t len)
+{
+    unsigned char *buf = malloc(len ? len : 1);
+    prefetch_read(e->pf, st, off, len);
+    ssize_t n = page_cache_read(e->pc, f, off, len, buf);
+    size_t want = off >= size ? 0 : (size - off < len ? size - off : len);
+    int ok = n == (ssize_t)want && (!want || memcmp(buf, data + off, want) == 0);
+    free(buf);
+    return ok;
+}
+
+/* Every queued page is accounted for once the prefetcher is idle. */
+static void check_accounting(struct env *e)
+{
+    prefetcher_wait_idle(e->pf);
+    struct prefetch_stats s = pf_stats(e);
+    CHECK_EQ(s.inflight, 0);
+    CHECK_EQ(s.pending, 0);
+    CHECK(s.fetched + s.skipped + s.dropped <= s.queued);
+    if (s.errors == 0)
+        CHECK_EQ(s.fetched + s.skipped + s.dropped, s.queued);
+    CHECK(s.used <= s.fetched);
+}
+
+/* Deterministic: the test waits for the prefetcher after every read, so each prefetched
+ * page is resident before the reader gets to it. */
+static void test_sequential_reader_is_prefetched(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.max_readahead = 8 * PS, .small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 32 * PS;
+    unsigned char *data = make_source(&e, "seq.bin", size, 1);
+    struct pc_file *f = open_key(&e, "seq.bin");
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK(st != NULL);
+    for (uint64_t off = 0; off < size; off += 16384) {
+        CHECK(read_check(&e, st, f, data, size, off, 16384));
+        prefetcher_wait_idle(e.pf);
+    }
+    struct page_cache_stats s = pc_stats(&e);
+    struct prefetch_stats p = pf_stats(&e);
+    CHECK_EQ(read_calls(&e), 32);          /* each page fetched once */
+    CHECK_EQ(s.misses, 32);
+    CHECK_EQ(s.prefetch_fetched, 31);      /* all but page 0 by the prefetcher */
+    CHECK_EQ(p.fetched, 31);
+    CHECK_EQ(p.used, 31);                  /* and the reader read every one of them */
+    CHECK_EQ(p.skipped, 0);
+    CHECK_EQ(p.windows, 1);
+    CHECK_EQ(p.jumps, 0);
+    CHECK_EQ(s.prefetch_waits, 0);
+    CHECK_EQ(s.hits, 32 * 4 - 1);          /* every 16 KiB read but the first is a hit */
+    check_accounting(&e);
+
+    /* A second pass over the same handle: a jump to 0, then nothing new to fetch. */
+    for (uint64_t off = 0; off < size; off += 65536)
+        CHECK(read_check(&e, st, f, data, size, off, 65536));
+    check_accounting(&e);
+    CHECK_EQ(read_calls(&e), 32);
+    CHECK_EQ(pf_stats(&e).jumps, 1);
+    prefetch_close(st);
+    pc_file_unref(f);
+    free(data);
+    env_fini(&e);
+}
+
+/* With a slow backend and no waiting: every page still fetched exactly once, the prefetcher
+ * fetches ahead while the reader waits, and readers join its fetches. */
+static void test_sequential_reader_slow_backend(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.max_readahead = 16 * PS, .small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 96 * PS + 333;
+    unsigned char *data = make_source(&e, "slow.bin", size, 2);
+    fault_backend_set(e.fault, 0, 0, 5000);
+    struct pc_file *f = open_key(&e, "slow.bin");
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    for (uint64_t off = 0; off < size; off += 131072)
+        CHECK(read_check(&e, st, f, data, size, off, 131072));
+    check_accounting(&e);
+    struct page_cache_stats s = pc_stats(&e);
+    struct prefetch_stats p = pf_stats(&e);
+    CHECK_EQ(read_calls(&e), 97);
+    CHECK_EQ(s.misses, 97);
+    CHECK(p.fetched > 0);
+    CHECK_EQ(s.prefetch_fetched, p.fetched);
+    CHECK_EQ(p.errors, 0);
+    prefetch_close(st);
+    pc_file_unref(f);
+    free(data);
+    env_fini(&e);
+}
+
+struct reader_arg {
+    struct env *e;
+    const char *key;
+    const unsigned char *data;
+    size_t size;
+    int random; /* 0: sequential 128 KiB reads; 1: random 4..200 KiB reads */
+    int reads;
+    uint64_t seed;
+    int ok;
+};
+
+static void *reader_main(void *p)
+{
+    struct reader_arg *a = p;
+    struct pc_file *f = open_key(a->e, a->key);
+    struct prefetch_stream *st = NULL;
+    a->ok = prefetch_open(a->e->pf, f, &st) == 0;
+    uint64_t x = a->seed;
+    if (!a->random) {
+        for (uint64_t off = 0; off < a->size; off += 131072)
+            a->ok &= read_check(a->e, st, f, a->data, a->size, off, 131072);
+    } else {
+        for (int i = 0; i < a->reads; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t off = (x >> 20) % a->size;
+            size_t len = 4096 + (size_t)((x >> 45) % (200 * 1024));
+            a->ok &= read_check(a->e, st, f, a->data, a->size, off, len);
+        }
+    }
+    prefetch_close(st);
+    pc_file_unref(f);
+    return NULL;
+}
+
+/* Eight sequential readers of one file, each with its own handle and stream: every page is
+ * fetched exactly once in all (readers and prefetcher share fetches). */
+static void test_concurrent_readers_single_flight(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.max_readahead = 16 * PS, .small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 80 * PS + 77;
+    unsigned char *data = make_source(&e, "shared.bin", size, 3);
+    fault_backend_set(e.fault, 0, 0, 2000);
+    pthread_t th[8];
+    struct reader_arg args[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (struct reader_arg){.e = &e, .key = "shared.bin", .data = data, .size = size};
+        pthread_create(&th[i], NULL, reader_main, &args[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].ok);
+    }
+    check_accounting(&e);
+    CHECK_EQ(read_calls(&e), 81);
+    CHECK_EQ(pc_stats(&e).misses, 81);
+    CHECK_EQ(pc_stats(&e).pages_resident, 81);
+    CHECK_EQ(pf_stats(&e).errors, 0);
+    free(data);
+    env_fini(&e);
+}
+
+/* A random reader asks for nothing: the backend sees exactly the pages it touched. */
+static void test_random_reader_no_prefetch(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.max_readahead = 16 * PS, .small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 256 * PS;
+    unsigned char *data = make_source(&e, "rand.bin", size, 4);
+    struct pc_file *f = open_key(&e, "rand.bin");
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    unsigned char touched[256] = {0};
+    unsigned ntouched = 0;
+    uint64_t x = 5, prev = 0;
+    for (int i = 0; i < 200; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t page = (x >> 33) % 256;
+        if (page + 8 > prev && page < prev + 8) /* keep it random: no near neighbours */
+            continue;
+        uint64_t off = page * PS + (x >> 20) % (PS - 65536 + 1);
+        CHECK(read_check(&e, st, f, data, size, off, 65536));
+        if (!touched[page]) {
+            touched[page] = 1;
+            ntouched++;
+        }
+        prev = page;
+    }
+    check_accounting(&e);
+    CHECK(ntouched > 50);
+    CHECK_EQ(read_calls(&e), ntouched);
+    CHECK_EQ(pf_stats(&e).queued, 0);
+    CHECK_EQ(pf_stats(&e).windows, 0);
+    prefetch_close(st);
+    pc_file_unref(f);
+    free(data);
+    env_fini(&e);
+}
+
+/* A small object is fetched whole, in one request, at open. */
+static void test_small_object_one_get(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.small_object = 4 * PS};
+    env_init(&e, &pc);
+    size_t size = 3 * PS + 100; /* 4 pages */
+    unsigned char *data = make_source(&e, "small.bin", size, 5);
+    unsigned char *big = make_source(&e, "big.bin", 4 * PS + 1, 6);
+    struct pc_file *f = open_key(&e, "small.bin");
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    prefetcher_wait_idle(e.pf);
+    CHECK_EQ(read_calls(&e), 1);
+    CHECK_EQ(pc_stats(&e).pages_resident, 4);
+    CHECK_EQ(pf_stats(&e).small_objects, 1);
+    CHECK_EQ(pf_stats(&e).fetched, 4);
+    for (uint64_t off = 0; off < size; off += 50000)
+        CHECK(read_check(&e, st, f, data, size, off, 50000));
+    CHECK_EQ(read_calls(&e), 1);
+    CHECK_EQ(pf_stats(&e).used, 4);
+    prefetch_close(st);
+
+    /* Open again: already resident, nothing fetched. One page over the threshold: nothing
+     * queued at open. */
+    check_accounting(&e);
+    uint64_t skipped = pf_stats(&e).skipped; /* the stream asked for resident pages too */
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    check_accounting(&e);
+    CHECK_EQ(read_calls(&e), 1);
+    CHECK_EQ(pf_stats(&e).skipped, skipped + 4);
+    prefetch_close(st);
+    pc_file_unref(f);
+    f = open_key(&e, "big.bin");
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    check_accounting(&e);
+    CHECK_EQ(pf_stats(&e).small_objects, 2);
+    CHECK_EQ(read_calls(&e), 1);
+    prefetch_close(st);
+    pc_file_unref(f);
+    free(big);
+    free(data);
+    env_fini(&e);
+}
+
+struct sampler_arg {
+    struct env *e;
+    atomic_int stop;
+    uint64_t max_inflight;
+};
+
+static void *sampler_main(void *p)
+{
+    struct sampler_arg *a = p;
+    while (!atomic_load(&a->stop)) {
+        struct prefetch_stats s;
+        prefetcher_get_stats(a->e->pf, &s);
+        if (s.inflight > a->max_inflight)
+            a->max_inflight = s.inflight;
+    }
+    return NULL;
+}
+
+/* The caps hold: never more than max_inflight fetches, or than mem_limit bytes, under way. */
+static void test_caps_hold(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.max_readahead = 32 * PS, .max_inflight = 3,
+                               .mem_limit = 2 * PS, .small_object = PS};
+    env_init(&e, &pc);
+    fault_backend_set(e.fault, 0, 0, 1000);
+    struct sampler_arg sa = {.e = &e};
+    atomic_init(&sa.stop, 0);
+    pthread_t sth;
+    pthread_create(&sth, NULL, sampler_main, &sa);
+    pthread_t th[4];
+    struct reader_arg args[4];
+    unsigned char *data[4];
+    char keys[4][16];
+    size_t size = 64 * PS;
+    for (int i = 0; i < 4; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "cap%d.bin", i);
+        data[i] = make_source(&e, keys[i], size, 10 + (uint64_t)i);
+    }
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct reader_arg){.e = &e, .key = keys[i], .data = data[i], .size = size};
+        pthread_create(&th[i], NULL, reader_main, &args[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].ok);
+    }
+    check_accounting(&e);
+    atomic_store(&sa.stop, 1);
+    pthread_join(sth, NULL);
+    CHECK(sa.max_inflight <= 2); /* mem_limit (2 pages) binds before max_inflight (3) */
+    CHECK_EQ(read_calls(&e), 4 * 64);
+    for (int i = 0; i < 4; i++)
+        free(data[i]);
+    env_fini(&e);
+}
+
+/* Closing handles and destroying the prefetcher with fetches queued and under way: nothing
+ * leaks (ASan), queued requests are dropped, and what was fetched is intact. */
+static void test_shutdown_with_work_queued(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.max_readahead = 32 * PS, .max_inflight = 1, .small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 64 * PS;
+    unsigned char *data = make_source(&e, "stop.bin", size, 7);
+    fault_backend_set(e.fault, 0, 0, 3000);
+    struct pc_file *f = open_key(&e, "stop.bin");
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    for (uint64_t off = 0; off < 8 * PS; off += PS)
+        CHECK(read_check(&e, st, f, data, size, off, PS));
+    prefetch_close(st); /* queued requests of this stream are stale now */
+    struct prefetch_stream *st2 = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st2), 0);
+    for (uint64_t off = 30 * PS; off < 34 * PS; off += PS)
+        CHECK(read_check(&e, st2, f, data, size, off, PS));
+    prefetch_close(st2);
+    pc_file_unref(f);
+    prefetcher_destroy(e.pf); /* maybe with work in flight */
+    e.pf = NULL;
+    /* Whatever became resident reads back byte for byte, without the prefetcher. */
+    fault_backend_set(e.fault, 0, 0, 0);
+    f = open_key(&e, "stop.bin");
+    unsigned char *buf = malloc(size);
+    CHECK_EQ(page_cache_read(e.pc, f, 0, size, buf), (ssize_t)size);
+    CHECK(memcmp(buf, data, size) == 0);
+    CHECK_EQ(read_calls(&e), pc_stats(&e).misses);
+    free(buf);
+    pc_file_unref(f);
+    free(data);
+    env_fini(&e);
+}
+
+struct fail_arg {
+    struct env *e;
+    struct pc_file *f;
+    const unsigned char *data;
+    int rc;
+};
+
+static void *prefetch_main(void *p)
+{
+    struct fail_arg *a = p;
+    a->rc = page_cache_prefetch(a->e->pc, a->f, 0, 1);
+    return NULL;
+}
+
+static void *fg_reader_main(void *p)
+{
+    struct fail_arg *a = p;
+    unsigned char *buf = malloc(PS);
+    ssize_t n = page_cache_read(a->e->pc, a->f, 0, PS, buf);
+    a->rc = n == PS && memcmp(buf, a->data, PS) == 0 ? 0 : (n < 0 ? (int)n : -EIO);
+    free(buf);
+    return NULL;
+}
+
+static void wait_for(struct env *e, uint64_t misses, uint64_t pwaits)
+{
+    for (;;) {
+        struct page_cache_stats s = pc_stats(e);
+        if (s.misses >= misses && s.prefetch_waits >= pwaits)
+            return;
+        usleep(1000);
+    }
+}
+
+/* A reader waiting on a read-ahead fetch that fails fetches the page itself: a reader never
+ * fails because of a prefetch. Every backend call sleeps 300 ms before the fault layer
+ * decides, which orders the steps: the prefetch's call decides (fails) while the reader
+ * waits; the reader's own call is let through. */
+static void test_failed_prefetch_not_readers_failure(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 2 * PS;
+    unsigned char *data = make_source(&e, "flaky.bin", size, 8);
+    struct pc_file *f = open_key(&e, "flaky.bin");
+    struct fail_arg pa = {.e = &e, .f = f, .data = data}, ra = pa;
+    pthread_t pt, rt;
+    fault_backend_set(e.fault, 0, EIO, 300000);
+    pthread_create(&pt, NULL, prefetch_main, &pa);
+    wait_for(&e, 1, 0);                 /* the prefetch registered page 0 in flight */
+    pthread_create(&rt, NULL, fg_reader_main, &ra);
+    wait_for(&e, 1, 1);                 /* the reader waits on it */
+    wait_for(&e, 2, 1);                 /* the prefetch failed; the reader fetches itself */
+    fault_backend_set(e.fault, 1000, EIO, 0);
+    pthread_join(pt, NULL);
+    pthread_join(rt, NULL);
+    CHECK_EQ(pa.rc, -EIO);
+    CHECK_EQ(ra.rc, 0);
+    struct page_cache_stats s = pc_stats(&e);
+    CHECK_EQ(s.prefetch_waits, 1);
+    CHECK_EQ(s.prefetch_fetched, 0);
+    CHECK_EQ(s.pages_resident, 1);
+    CHECK_EQ(read_calls(&e), 2);
+    pc_file_unref(f);
+    free(data);
+    env_fini(&e);
+}
+
+struct stress_file {
+    char key[32];
+    unsigned char *data;
+    size_t size;
+};
+
+/* Many readers of the same and of different files, sequential and random, each with its own
+ * handle; checked byte for byte; no page fetched twice (the cache holds everything). */
+static void test_stress(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {.max_readahead = 16 * PS, .max_inflight = 8,
+                               .small_object = 2 * PS};
+    env_init(&e, &pc);
+    fault_backend_set(e.fault, 0, 0, 300);
+    struct stress_file files[5];
+    size_t sizes[5] = {2 * PS - 7, 40 * PS + 1, 64 * PS, 100 * PS + 999, 9 * PS};
+    for (int i = 0; i < 5; i++) {
+        snprintf(files[i].key, sizeof(files[i].key), "d%d/file%d.bin", i % 2, i);
+        files[i].size = sizes[i];
+        files[i].data = make_source(&e, files[i].key, sizes[i], 100 + (uint64_t)i);
+    }
+    enum { NT = 16 };
+    pthread_t th[NT];
+    struct reader_arg args[NT];
+    for (int t = 0; t < NT; t++) {
+        struct stress_file *sf = &files[t % 5];
+        args[t] = (struct reader_arg){.e = &e, .key = sf->key, .data = sf->data,
+                                      .size = sf->size, .random = t % 3 == 2, .reads = 150,
+                                      .seed = 1000 + (uint64_t)t};
+        pthread_create(&th[t], NULL, reader_main, &args[t]);
+    }
+    for (int t = 0; t < NT; t++) {
+        pthread_join(th[t], NULL);
+        CHECK(args[t].ok);
+    }
+    check_accounting(&e);
+    struct page_cache_stats s = pc_stats(&e);
+    CHECK_EQ(s.misses, s.pages_resident);  /* no page fetched twice */
+    CHECK(read_calls(&e) <= s.misses);     /* small objects: several pages per request */
+    CHECK_EQ(s.corrupt, 0);
+    CHECK_EQ(pf_stats(&e).errors, 0);
+    for (int i = 0; i < 5; i++)
+        free(files[i].data);
+    env_fini(&e);
+}
+
+static void test_invalid(void)
+{
+    struct env e;
+    struct prefetch_conf pc = {0};
+    env_init(&e, &pc);
+    struct prefetcher *pf = NULL;
+    struct prefetch_conf bad = {.max_inflight = PREFETCH_MAX_INFLIGHT + 1};
+    CHECK_EQ(prefetcher_create(&bad, e.pc, &pf), -EINVAL);
+    CHECK(pf == NULL);
+    CHECK_EQ(prefetcher_create(NULL, e.pc, &pf), -EINVAL);
+    CHECK_EQ(prefetcher_create(&pc, NULL, &pf), -EINVAL);
+    /* A NULL prefetcher means read-ahead is off. */
+    struct prefetch_stream *st = (struct prefetch_stream *)&pf;
+    free(make_source(&e, "x.bin", 10, 1));
+    struct pc_file *f = open_key(&e, "x.bin");
+    CHECK_EQ(prefetch_open(NULL, f, &st), 0);
+    CHECK(st == NULL);
+    prefetch_read(NULL, NULL, 0, 10);
+    prefetch_close(NULL);
+    CHECK_EQ(page_cache_prefetch(e.pc, f, 5, 1), 0);  /* past the end */
+    CHECK_EQ(page_cache_prefetch(e.pc, f, 0, 0), 0);
+    CHECK_EQ(page_cache_prefetch(NULL, f, 0, 1), -EINVAL);
+    CHECK_EQ(page_cache_prefetch(e.pc, f, 0, 3), 1);
+    CHECK_EQ(page_cache_prefetch(e.pc, f, 0, 3), 0);  /* resident: skipped */
+    pc_file_unref(f);
+    env_fini(&e);
+}
+
+int main(void)
+{
+    RUN(test_sequential_reader_is_prefetched);
+    RUN(test_sequential_reader_slow_backend);
+    RUN(test_concurrent_readers_single_flight);
+    RUN(test_random_reader_no_prefetch);
+    RUN(test_small_object_one_get);
+    RUN(test_caps_hold);
+    RUN(test_shutdown_with_work_queued);
+    RUN(test_failed_prefetch_not_readers_failure);
+    RUN(test_stress);
+    RUN(test_invalid);
+    return test_finish();
+}
