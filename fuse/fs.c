@@ -14,6 +14,8 @@
  *    versions and fail with ESTALE when the object changed, after which the parent listing is
  *    invalidated so the next lookup sees the new version. keep_cache is set when the cache
  *    already knew the version, so the kernel page cache survives close/open.
+ *  - With read-ahead on, each file handle has a prefetch stream (cache/prefetch.h): every read
+ *    is reported to it before it is served; the prefetcher lives from create to destroy.
  *  - Errors inside are negative errno; reply_err() flips the sign in one place.
  *
  * Invariants: every fi->fh of a file is a struct pagefs_fh, of a directory a struct
@@ -43,6 +45,7 @@
 #include "backends/backend.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
+#include "cache/prefetch.h"
 #include "fuse/inode.h"
 
 struct pagefs_fs {
@@ -50,9 +53,12 @@ struct pagefs_fs {
     struct page_cache *pc;
     struct meta_cache *mc;
     struct inode_table *inodes;
+    struct prefetcher *pf; /* NULL: read-ahead off */
     double ttl;
     uid_t uid;
     gid_t gid;
+    mode_t file_mode; /* permission bits of files and directories (umask applied) */
+    mode_t dir_mode;
     uint32_t page_size;
     int64_t mount_time_ns; /* mtime of the root */
     pthread_mutex_t handles_lock;
@@ -71,6 +77,7 @@ struct pagefs_handle {
 struct pagefs_fh {
     struct pagefs_handle h; /* first member */
     struct pc_file *f;
+    struct prefetch_stream *ps; /* NULL: no read-ahead for this handle */
     char *key;
 };
 
@@ -107,6 +114,7 @@ static void handle_untrack(struct pagefs_fs *fs, struct pagefs_handle *h)
 
 static void fh_free(struct pagefs_fh *fh)
 {
+    prefetch_close(fh->ps);
     pc_file_unref(fh->f);
     free(fh->key);
     free(fh);
@@ -157,7 +165,7 @@ static void fill_stat(const struct pagefs_fs *fs, struct stat *st, uint64_t ino,
 {
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
-    st->st_mode = is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+    st->st_mode = is_dir ? (S_IFDIR | fs->dir_mode) : (S_IFREG | fs->file_mode);
     st->st_nlink = is_dir ? 2 : 1;
     st->st_uid = fs->uid;
     st->st_gid = fs->gid;
@@ -220,13 +228,22 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     fs->ttl = conf->entry_timeout;
     fs->uid = conf->uid;
     fs->gid = conf->gid;
+    fs->file_mode = 0444 & ~conf->umask;
+    fs->dir_mode = 0555 & ~conf->umask;
     fs->page_size = page_cache_page_size(conf->pc);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     fs->mount_time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    if (conf->prefetch) {
+        rc = prefetcher_create(conf->prefetch, conf->pc, &fs->pf);
+        if (rc < 0)
+            goto out_destroy_inodes;
+    }
     *out = fs;
     return 0;
 
+out_destroy_inodes:
+    inode_table_destroy(fs->inodes);
 out_destroy_lock:
     pthread_mutex_destroy(&fs->handles_lock);
 out_free_head:
@@ -250,6 +267,7 @@ void pagefs_fs_destroy(struct pagefs_fs *fs)
         else
             fh_free((struct pagefs_fh *)h);
     }
+    prefetcher_destroy(fs->pf); /* after the streams: waits for its fetches under way */
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs->handles);
     inode_table_destroy(fs->inodes);
@@ -294,6 +312,8 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
     KV("corrupt", ps.corrupt);
     KV("write_errors", ps.write_errors);
     KV("singleflight_waits", ps.singleflight_waits);
+    KV("prefetch_fetched", ps.prefetch_fetched);
+    KV("prefetch_waits", ps.prefetch_waits);
     KV("lookups", ms.lookups);
     KV("listings_fetched", ms.listings_fetched);
     KV("stale_served", ms.stale_served);
@@ -307,6 +327,20 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
     KV("fuse_read_bytes", atomic_load(&fs->n_read_bytes));
     KV("fuse_read_errors", atomic_load(&fs->n_read_errors));
     KV("fuse_estale", atomic_load(&fs->n_estale));
+    if (fs->pf) {
+        struct prefetch_stats pfs;
+        prefetcher_get_stats(fs->pf, &pfs);
+        KV("prefetch_queued", pfs.queued);
+        KV("prefetch_skipped", pfs.skipped);
+        KV("prefetch_used", pfs.used);
+        KV("prefetch_dropped", pfs.dropped);
+        KV("prefetch_errors", pfs.errors);
+        KV("prefetch_small_objects", pfs.small_objects);
+        KV("prefetch_windows", pfs.windows);
+        KV("prefetch_jumps", pfs.jumps);
+        KV("prefetch_inflight", pfs.inflight);
+        KV("prefetch_pending", pfs.pending);
+    }
 #undef KV
     fclose(m);
     if (len) {
@@ -662,6 +696,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     h->key = info.key;
     info.key = NULL;
     inode_info_clear(&info);
+    /* Read-ahead is an optimisation: without memory for a stream the handle just has none. */
+    prefetch_open(fs->pf, h->f, &h->ps);
     fi->fh = (uintptr_t)h;
     fi->keep_cache = unchanged ? 1 : 0;
     fi->noflush = 1;
@@ -697,6 +733,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         reply_err(req, -ENOMEM);
         return;
     }
+    prefetch_read(fs->pf, h->ps, (uint64_t)off, size);
     /* A short reply means end of file to the kernel: read until full, EOF, or error. */
     while (got < size) {
         rc = page_cache_read(fs->pc, h->f, (uint64_t)off + got, size - got, buf + got);

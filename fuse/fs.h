@@ -21,6 +21,7 @@ struct page_cache;
 struct meta_cache;
 struct pagefs_fs;
 struct fuse_lowlevel_ops;
+struct prefetch_conf;
 
 #define PAGEFS_STATS_XATTR "user.pagefs.stats"
 
@@ -31,6 +32,8 @@ struct pagefs_fs_conf {
     double entry_timeout;  /* seconds the kernel may cache entries and attributes */
     uid_t uid;             /* owner shown for every inode */
     gid_t gid;
+    mode_t umask;          /* bits taken from 0444 (files) / 0555 (dirs); 0 keeps them */
+    const struct prefetch_conf *prefetch; /* read-ahead settings; NULL: no read-ahead */
 };
 
 int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out);
@@ -44,7 +47,10 @@ const struct fuse_lowlevel_ops *pagefs_fs_ops(void);
  * only when the stack keeps counters), page_size, the fields of struct page_cache_stats and of
  * struct meta_cache_stats under their own names (hits, misses, ..., evictions, corrupt, ...,
  * lookups, listings_fetched, stale_served), inodes, and the daemon's request counters
- * (fuse_lookups, fuse_reads, fuse_read_bytes, ...). All values but backend are integers.
+ * (fuse_lookups, fuse_reads, fuse_read_bytes, ...), and with read-ahead on, the fields of
+ * struct prefetch_stats but `fetched` (the page cache's prefetch_fetched) prefixed "prefetch_"
+ * (prefetch_queued, prefetch_used, ...). All values
+ * but backend are integers.
  * buf is NUL-terminated if len > 0. Returns the length of the whole text, which may exceed
  * len - 1 (as with snprintf). */
 size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len);

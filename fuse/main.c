@@ -14,9 +14,11 @@
  * terminal it still shares and exits 1, and the parent exits with the child's status. So
  * `pagefs SOURCE MP` returns only when the mount is usable, or with the reason it is not.
  *
- * Logging: libfuse's fuse_log() with a log function chosen once: stderr in the foreground,
- * syslog once detached; debug messages only with -d. Options holding secrets do not exist
- * (credentials come from the environment or profile files) and the endpoint is never logged.
+ * Logging: libfuse's fuse_log() with a log function chosen once: stderr in the foreground (and
+ * in the background until the mount is up, so start-up errors reach the terminal), syslog
+ * (journald) once detached; messages above -o log_level= (default info; -d means debug) are
+ * dropped. Options holding secrets do not exist (credentials come from the environment or
+ * profile files) and the endpoint is never logged.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +37,7 @@
 #include "backends/backend.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
+#include "cache/prefetch.h"
 #include "fuse/fs.h"
 #include "fuse/mountpoint.h"
 #include "fuse/options.h"
@@ -43,21 +46,39 @@
     16384u /* kernel readahead of the mount: up to 16 x 1 MiB requests in flight                   \
             */
 
-static void log_stderr(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-    if (level != FUSE_LOG_DEBUG)
-        vfprintf(stderr, fmt, ap);
-}
+/* libfuse's log hook takes no user data, and the process may not keep a mutable global, so
+ * there is one stderr function per level, picked once by log_stderr_func(). syslog filters by
+ * itself (setlogmask). Messages never carry credentials or the endpoint. */
+#define DEFINE_LOG_STDERR(name, max)                                                               \
+    static void name(enum fuse_log_level level, const char *fmt, va_list ap)                       \
+    {                                                                                              \
+        if ((int)level <= (max))                                                                   \
+            vfprintf(stderr, fmt, ap);                                                             \
+    }
+DEFINE_LOG_STDERR(log_stderr_error, LOG_ERR)
+DEFINE_LOG_STDERR(log_stderr_warning, LOG_WARNING)
+DEFINE_LOG_STDERR(log_stderr_info, LOG_INFO)
+DEFINE_LOG_STDERR(log_stderr_debug, LOG_DEBUG)
+#undef DEFINE_LOG_STDERR
 
-static void log_stderr_debug(enum fuse_log_level level, const char *fmt, va_list ap)
+static fuse_log_func_t log_stderr_func(enum pagefs_log_level level)
 {
-    vfprintf(stderr, fmt, ap);
+    switch (level) {
+    case PAGEFS_LOG_ERROR:
+        return log_stderr_error;
+    case PAGEFS_LOG_WARNING:
+        return log_stderr_warning;
+    case PAGEFS_LOG_INFO:
+        return log_stderr_info;
+    case PAGEFS_LOG_DEBUG:
+        break;
+    }
+    return log_stderr_debug;
 }
 
 static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
 {
-    if (level != FUSE_LOG_DEBUG)
-        vsyslog((int)level, fmt, ap);
+    vsyslog((int)level, fmt, ap);
 }
 
 /* Raises the mount's readahead. The kernel takes the smaller of the bdi setting and the
@@ -109,7 +130,7 @@ static int detach_start(int *notify_fd)
 }
 
 /* Mounted: release the parent, leave the terminal, log to syslog. */
-static void detach_finish(int notify_fd)
+static void detach_finish(int notify_fd, enum pagefs_log_level level)
 {
     char ok = 0;
     int fd = open("/dev/null", O_RDWR);
@@ -124,6 +145,7 @@ static void detach_finish(int notify_fd)
         /* cannot happen for "/"; nothing depends on the cwd from here on */
     }
     openlog("pagefs", LOG_PID, LOG_DAEMON);
+    setlogmask(LOG_UPTO((int)level));
     fuse_set_log_func(log_syslog);
     if (write(notify_fd, &ok, 1) != 1)
         fuse_log(FUSE_LOG_WARNING, "pagefs: could not notify the parent process\n");
@@ -183,7 +205,7 @@ static int run(struct pagefs_options *o)
     pthread_t ra_thread;
     int ra_started = 0;
 
-    fuse_set_log_func(o->debug ? log_stderr_debug : log_stderr);
+    fuse_set_log_func(log_stderr_func(o->log_level));
     char *mp = mountpoint_absolute(o->mountpoint);
     char *cache_dir = mountpoint_absolute(o->cache_dir);
     if (!mp || !cache_dir) {
@@ -239,13 +261,20 @@ static int run(struct pagefs_options *o)
         fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
         goto out_destroy_page_cache;
     }
+    struct prefetch_conf pfconf = {
+        .max_readahead = o->max_readahead,
+        .max_inflight = o->max_inflight,
+        .mem_limit = o->prefetch_mem,
+    };
     struct pagefs_fs_conf fconf = {
+        .prefetch = o->readahead ? &pfconf : NULL,
         .be = be,
         .pc = pc,
         .mc = mc,
         .entry_timeout = (double)o->meta_ttl,
-        .uid = getuid(),
-        .gid = getgid(),
+        .uid = o->set_uid ? o->uid : getuid(),
+        .gid = o->set_gid ? o->gid : getgid(),
+        .umask = o->umask,
     };
     rc = pagefs_fs_create(&fconf, &fs);
     if (rc < 0) {
@@ -276,10 +305,16 @@ static int run(struct pagefs_options *o)
         goto out_remove_handlers;
     }
     if (notify_fd >= 0) {
-        detach_finish(notify_fd);
+        detach_finish(notify_fd, o->log_level);
         notify_fd = -1;
     }
     fuse_log(FUSE_LOG_INFO, "pagefs: %s mounted on %s\n", o->source, mp);
+    fuse_log(FUSE_LOG_DEBUG,
+             "pagefs: cache_dir=%s page_size=%u cache_size=%llu meta_ttl=%u uid=%u gid=%u "
+             "umask=%03o log_level=%s\n",
+             cache_dir, o->page_size, (unsigned long long)o->cache_size, o->meta_ttl,
+             (unsigned)fconf.uid, (unsigned)fconf.gid, (unsigned)o->umask,
+             pagefs_log_level_name(o->log_level));
     ra_started = geteuid() == 0 && pthread_create(&ra_thread, NULL, readahead_main, mp) == 0;
 
     struct fuse_loop_config *lcfg = fuse_loop_cfg_create();

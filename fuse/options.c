@@ -13,6 +13,8 @@
  */
 #include "fuse/options.h"
 
+#include "cache/prefetch.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -80,6 +82,53 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out)
         return -EINVAL;
     *out = v;
     return 0;
+}
+
+/* An octal number of at most four digits ("022", "0027"). */
+static int parse_octal_mode(const char *s, mode_t *out)
+{
+    unsigned v = 0;
+    size_t n = strlen(s);
+    if (n == 0 || n > 4)
+        return -EINVAL;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '7')
+            return -EINVAL;
+        v = v * 8 + (unsigned)(*p - '0');
+    }
+    if (v > 0777)
+        return -EINVAL;
+    *out = (mode_t)v;
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    enum pagefs_log_level level;
+} log_levels[] = {
+    {"error", PAGEFS_LOG_ERROR},
+    {"warning", PAGEFS_LOG_WARNING},
+    {"info", PAGEFS_LOG_INFO},
+    {"debug", PAGEFS_LOG_DEBUG},
+};
+
+int pagefs_parse_log_level(const char *s, enum pagefs_log_level *out)
+{
+    for (size_t i = 0; s && i < sizeof(log_levels) / sizeof(log_levels[0]); i++) {
+        if (strcmp(s, log_levels[i].name) == 0) {
+            *out = log_levels[i].level;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+const char *pagefs_log_level_name(enum pagefs_log_level level)
+{
+    for (size_t i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++)
+        if (log_levels[i].level == level)
+            return log_levels[i].name;
+    return "?";
 }
 
 int pagefs_parse_size(const char *s, uint64_t *out)
@@ -305,6 +354,32 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
         o->meta_ttl = (unsigned)u;
         return 0;
     }
+    if (strcmp(name, "readahead") == 0) {
+        NEED_VALUE();
+        if (parse_uint(val, 1, &u) < 0)
+            return fail(err, errlen, "invalid readahead '%s' (0 = off, 1 = on)", val);
+        o->readahead = (int)u;
+        return 0;
+    }
+    if (strcmp(name, "max_readahead") == 0 || strcmp(name, "prefetch_mem") == 0) {
+        NEED_VALUE();
+        if (pagefs_parse_size(val, &u) < 0 || u == 0 || u > (1ull << 40))
+            return fail(err, errlen, "invalid %s '%s' (a size like 32M, at most 1T)", name,
+                        val);
+        if (name[0] == 'm')
+            o->max_readahead = u;
+        else
+            o->prefetch_mem = u;
+        return 0;
+    }
+    if (strcmp(name, "max_inflight") == 0) {
+        NEED_VALUE();
+        if (parse_uint(val, PREFETCH_MAX_INFLIGHT, &u) < 0 || u == 0)
+            return fail(err, errlen, "invalid max_inflight '%s' (1..%u)", val,
+                        PREFETCH_MAX_INFLIGHT);
+        o->max_inflight = (unsigned)u;
+        return 0;
+    }
     if (strcmp(name, "retries") == 0) {
         NEED_VALUE();
         if (parse_uint(val, PAGEFS_MAX_RETRIES, &u) < 0)
@@ -324,6 +399,33 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
         NO_VALUE();
         o->allow_other = 1;
         return add_fuse_opt(o, "allow_other");
+    }
+    if (strcmp(name, "uid") == 0 || strcmp(name, "gid") == 0) {
+        NEED_VALUE();
+        /* (uid_t)-1 means "no change" to chown() and cannot own a file. */
+        if (parse_uint(val, UINT32_MAX - 1, &u) < 0)
+            return fail(err, errlen, "invalid %s '%s' (a number, 0..%u)", name, val,
+                        UINT32_MAX - 1);
+        if (name[0] == 'u') {
+            o->set_uid = 1;
+            o->uid = (uid_t)u;
+        } else {
+            o->set_gid = 1;
+            o->gid = (gid_t)u;
+        }
+        return 0;
+    }
+    if (strcmp(name, "umask") == 0) {
+        NEED_VALUE();
+        if (parse_octal_mode(val, &o->umask) < 0)
+            return fail(err, errlen, "invalid umask '%s' (octal, 0..0777)", val);
+        return 0;
+    }
+    if (strcmp(name, "log_level") == 0) {
+        NEED_VALUE();
+        if (pagefs_parse_log_level(val, &o->log_level) < 0)
+            return fail(err, errlen, "invalid log_level '%s' (error, warning, info or debug)", val);
+        return 0;
     }
     if (in_list(fuse_flag_opts, name)) {
         NO_VALUE();
@@ -382,8 +484,10 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
     out->cache_free = PAGEFS_DEFAULT_CACHE_FREE;
     out->page_size = PAGEFS_DEFAULT_PAGE_SIZE;
     out->meta_ttl = PAGEFS_DEFAULT_META_TTL;
+    out->readahead = 1;
     out->retries = PAGEFS_DEFAULT_RETRIES;
     out->timeout = PAGEFS_DEFAULT_TIMEOUT;
+    out->log_level = PAGEFS_DEFAULT_LOG_LEVEL;
     if (err && errlen)
         err[0] = '\0';
 
@@ -447,6 +551,8 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
         return fail(err, errlen, "cache_size must be at least one page (page_size)");
     if (out->cache_dir && !*out->cache_dir)
         return fail(err, errlen, "option 'cache_dir' needs a value");
+    if (out->debug)
+        out->log_level = PAGEFS_LOG_DEBUG;
 
     out->source = strdup(pos[0]);
     out->mountpoint = strdup(pos[1]);
@@ -476,6 +582,12 @@ void pagefs_options_clear(struct pagefs_options *o)
     memset(o, 0, sizeof(*o));
 }
 
+/* The read-ahead defaults are spelled out in the help text below. */
+_Static_assert(PREFETCH_DEFAULT_MAX_READAHEAD == 32ull << 20 &&
+                   PREFETCH_DEFAULT_MAX_INFLIGHT == 16 && PREFETCH_MAX_INFLIGHT == 1000 &&
+                   PREFETCH_DEFAULT_MEM_LIMIT == 256ull << 20,
+               "update the read-ahead lines of pagefs --help");
+
 void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *env)
 {
     char dir[4096];
@@ -486,17 +598,23 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "usage: %s mount SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
         "       %s SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
         "       %s --help | --version\n"
+        "       mount -t fuse.pagefs SOURCE MOUNTPOINT -o opt[,opt...]   (mount.fuse.pagefs)\n"
         "\n"
         "Mounts SOURCE read-only at MOUNTPOINT and keeps what was read in a local page cache.\n"
-        "SOURCE is s3://bucket[/prefix] or file:///dir.\n"
+        "SOURCE is s3://bucket[/prefix] or file:///dir. Without -f the command returns once the\n"
+        "mount is usable (or fails with the reason) and the daemon lives on in the background.\n"
         "\n"
         "general:\n"
-        "  -f, --foreground         stay in the foreground, log to stderr\n"
-        "  -d, --debug              debug output (implies -f, includes FUSE traffic)\n"
+        "  -f, --foreground         stay in the foreground, log to stderr (default: background,\n"
+        "                           log to syslog)\n"
+        "  -d, --debug              debug output (implies -f and log_level=debug, includes FUSE\n"
+        "                           traffic)\n"
         "  -h, --help               this text\n"
         "  -V, --version            version\n"
+        "  log_level=LEVEL          error, warning, info or debug (default %s)\n"
         "\n"
-        "S3 (-o):\n"
+        "S3 (-o; credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN\n"
+        "or AWS_SHARED_CREDENTIALS_FILE / ~/.aws/credentials, never from options):\n"
         "  endpoint=URL             S3 endpoint (default: AWS)\n"
         "  region=NAME              region (default: $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)\n"
         "  profile=NAME             credentials profile (default: $AWS_PROFILE or default)\n"
@@ -514,10 +632,33 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "  page_size=SIZE           page size, power of two, 64K..64M (default 1M)\n"
         "  meta_ttl=SECONDS         lifetime of cached listings and attributes (default %u)\n"
         "\n"
-        "FUSE (-o, passed to the kernel):\n"
-        "  allow_other              let other users access the mount (default: off)\n"
-        "  allow_root, default_permissions, auto_unmount, fsname=, subtype=, max_read=,\n"
-        "  nosuid, nodev, noexec, noatime, ...\n",
-        prog, prog, prog, PAGEFS_DEFAULT_RETRIES, PAGEFS_DEFAULT_TIMEOUT, dir,
-        PAGEFS_DEFAULT_META_TTL);
+        "read-ahead (-o):\n"
+        "  readahead=0|1            0 turns read-ahead (and whole small-object fetches) off\n"
+        "                           (default 1)\n"
+        "  max_readahead=SIZE       read-ahead window of a sequential reader at most (default 32M)\n"
+        "  max_inflight=N           read-ahead fetches under way at once, 1..1000 (default 16)\n"
+        "  prefetch_mem=SIZE        page buffers held by read-ahead fetches at most (default 256M)\n"
+        "\n"
+        "ownership and access (-o):\n"
+        "  uid=N                    owner of every file and directory (default: the mounting\n"
+        "                           user)\n"
+        "  gid=N                    group of every file and directory (default: the mounting\n"
+        "                           user's group)\n"
+        "  umask=OCTAL              permission bits taken away from 0444 (files) and 0555\n"
+        "                           (directories) (default 0: files 0444, directories 0555)\n"
+        "  allow_other              let other users access the mount (default: off; a non-root\n"
+        "                           user needs user_allow_other in /etc/fuse.conf)\n"
+        "  default_permissions      the kernel checks uid/gid/mode bits on every access\n"
+        "                           (default: off, any user admitted by allow_other may read)\n"
+        "\n"
+        "FUSE (-o, passed to the kernel; the mount is always ro, subtype=pagefs):\n"
+        "  fsname=NAME              the source shown in /proc/mounts (default: SOURCE)\n"
+        "  allow_root, auto_unmount, max_read=N, blksize=N, nosuid, nodev, noexec, noatime,\n"
+        "  nodiratime, suid, dev, exec, async, sync, dirsync, context=, fscontext=,\n"
+        "  defcontext=, rootcontext=   (default: off / the kernel's)\n"
+        "\n"
+        "fstab words, accepted and ignored: defaults, rw, _netdev, nofail, auto, noauto, user,\n"
+        "users, nouser, owner, group, comment=, x-*\n",
+        prog, prog, prog, pagefs_log_level_name(PAGEFS_DEFAULT_LOG_LEVEL), PAGEFS_DEFAULT_RETRIES,
+        PAGEFS_DEFAULT_TIMEOUT, dir, PAGEFS_DEFAULT_META_TTL);
 }

@@ -34,6 +34,16 @@
 #define PAGEFS_DEFAULT_TIMEOUT 30
 #define PAGEFS_MAX_TIMEOUT 3600
 
+/* Log levels: the syslog priorities (and libfuse's enum fuse_log_level) of the same name. A
+ * message is logged when its level is at most the configured one. */
+enum pagefs_log_level {
+    PAGEFS_LOG_ERROR = 3,   /* LOG_ERR */
+    PAGEFS_LOG_WARNING = 4, /* LOG_WARNING */
+    PAGEFS_LOG_INFO = 6,    /* LOG_INFO */
+    PAGEFS_LOG_DEBUG = 7,   /* LOG_DEBUG */
+};
+#define PAGEFS_DEFAULT_LOG_LEVEL PAGEFS_LOG_INFO
+
 /* What the defaults depend on; main() fills it from geteuid() and the environment. */
 struct pagefs_env {
     uid_t euid;
@@ -61,9 +71,18 @@ struct pagefs_options {
     uint64_t cache_free; /* bytes kept free on the cache file system */
     uint32_t page_size;  /* bytes, power of two */
     unsigned meta_ttl;   /* seconds */
+    int readahead;          /* 0: read-ahead off (readahead=0); default 1 */
+    uint64_t max_readahead; /* bytes per sequential stream; 0 = the prefetcher's default */
+    unsigned max_inflight;  /* concurrent read-ahead fetches; 0 = default */
+    uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead fetches; 0 = default */
     int retries;
     int timeout; /* seconds */
     int allow_other;
+    int set_uid, set_gid; /* uid=/gid= given; otherwise the mounting user's ids */
+    uid_t uid;
+    gid_t gid;
+    mode_t umask; /* bits taken away from 0444 (files) and 0555 (directories); default 0 */
+    enum pagefs_log_level log_level; /* -d forces PAGEFS_LOG_DEBUG */
     int foreground;
     int debug;
     char *fuse_opts; /* comma-separated options for libfuse ("" if none) */
@@ -74,6 +93,10 @@ struct pagefs_options {
 int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *env,
                          struct pagefs_options *out, char *err, size_t errlen);
 void pagefs_options_clear(struct pagefs_options *o);
+
+/* "error", "warning", "info", "debug" (and nothing else) to a level. 0 or -EINVAL. */
+int pagefs_parse_log_level(const char *s, enum pagefs_log_level *out);
+const char *pagefs_log_level_name(enum pagefs_log_level level);
 
 /* Parses a size with an optional binary suffix (K, M, G, T; also KB/KiB, ...). 0 or -EINVAL. */
 int pagefs_parse_size(const char *s, uint64_t *out);

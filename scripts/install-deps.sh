@@ -24,6 +24,7 @@ test_pkgs=(
   awscli python3-boto3                   # ground truth and test data uploads
   python3                                # /usr/bin/python3 drives the mount tests
   attr procps curl coreutils             # getfattr; pgrep; curl and timeout/setsid for rgw.sh
+  python3-yaml systemd util-linux groff-base  # deploy tests: manifests, unit files, setpriv, man page
 )
 
 bench_pkgs=(

@@ -70,6 +70,10 @@ static void test_defaults(void)
     CHECK_EQ(o.foreground, 0);
     CHECK_EQ(o.debug, 0);
     CHECK_EQ(o.allow_other, 0);
+    CHECK_EQ(o.set_uid, 0);
+    CHECK_EQ(o.set_gid, 0);
+    CHECK_EQ(o.umask, 0);
+    CHECK_EQ(o.log_level, PAGEFS_LOG_INFO);
     CHECK_STR(o.fuse_opts, "");
     pagefs_options_clear(&o);
 
@@ -116,6 +120,55 @@ static void test_all_options(void)
     CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "use_path_request_style"), 0);
     CHECK_EQ(o.path_style, 1);
     pagefs_options_clear(&o);
+}
+
+static void test_ownership_and_logging(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "uid=1001,gid=0,umask=027,log_level=error"), 0);
+    CHECK_EQ(o.set_uid, 1);
+    CHECK_EQ(o.uid, 1001);
+    CHECK_EQ(o.set_gid, 1);
+    CHECK_EQ(o.gid, 0);
+    CHECK_EQ(o.umask, 027);
+    CHECK_EQ(o.log_level, PAGEFS_LOG_ERROR);
+    /* None of them reaches the kernel's option list. */
+    CHECK_STR(o.fuse_opts, "");
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "uid=4294967294,umask=0777,umask=0"), 0);
+    CHECK_EQ(o.uid, 4294967294u);
+    CHECK_EQ(o.set_gid, 0);
+    CHECK_EQ(o.umask, 0); /* the last one wins */
+    pagefs_options_clear(&o);
+
+    const char *levels[] = {"error", "warning", "info", "debug"};
+    const enum pagefs_log_level want[] = {PAGEFS_LOG_ERROR, PAGEFS_LOG_WARNING, PAGEFS_LOG_INFO,
+                                          PAGEFS_LOG_DEBUG};
+    for (size_t i = 0; i < ARGC(levels); i++) {
+        char opt[64];
+        snprintf(opt, sizeof(opt), "log_level=%s", levels[i]);
+        CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", opt), 0);
+        CHECK_EQ(o.log_level, want[i]);
+        CHECK_EQ(o.foreground, 0); /* debug logging alone does not keep the terminal */
+        CHECK_STR(pagefs_log_level_name(o.log_level), levels[i]);
+        pagefs_options_clear(&o);
+    }
+    /* -d means debug, whatever log_level says and wherever it comes. */
+    CHECK_EQ(PARSE(&o, err, "-d", "s3://b", "/m", "-o", "log_level=error"), 0);
+    CHECK_EQ(o.log_level, PAGEFS_LOG_DEBUG);
+    pagefs_options_clear(&o);
+    /* The level numbers are syslog's. */
+    CHECK_EQ(PAGEFS_LOG_ERROR, 3);
+    CHECK_EQ(PAGEFS_LOG_WARNING, 4);
+    CHECK_EQ(PAGEFS_LOG_INFO, 6);
+    CHECK_EQ(PAGEFS_LOG_DEBUG, 7);
+    enum pagefs_log_level lv = PAGEFS_LOG_INFO;
+    CHECK_EQ(pagefs_parse_log_level("DEBUG", &lv), -EINVAL);
+    CHECK_EQ(pagefs_parse_log_level(NULL, &lv), -EINVAL);
+    CHECK_EQ(lv, PAGEFS_LOG_INFO);
+    CHECK_STR(pagefs_log_level_name((enum pagefs_log_level)5), "?");
 }
 
 static void test_fuse_passthrough(void)
@@ -169,7 +222,10 @@ static void test_help_version(void)
                            "page_size=", "meta_ttl=",    "retries=",
                            "timeout=",   "allow_other",  "-f",
                            "-d",         "--version",    "default 10G",
-                           "default 1M", "default 300",  "/home/u/.cache/pagefs"};
+                           "default 1M", "default 300",  "/home/u/.cache/pagefs",
+                           "uid=",       "gid=",         "umask=",
+                           "log_level=", "default info", "default_permissions",
+                           "fsname=",    "_netdev",      "nofail"};
     for (size_t i = 0; i < ARGC(names); i++) {
         if (!strstr(text, names[i]))
             fprintf(stderr, "  help lacks %s\n", names[i]);
@@ -334,6 +390,27 @@ static void test_einval_options(void)
     /* pass-through options are checked as far as we can */
     EXPECT_EINVAL("invalid max_read 'x'", "s3://b", "/m", "-o", "max_read=x");
     EXPECT_EINVAL("'fsname' needs a value", "s3://b", "/m", "-o", "fsname");
+    /* ownership */
+    EXPECT_EINVAL("'uid' needs a value", "s3://b", "/m", "-o", "uid");
+    EXPECT_EINVAL("'uid' needs a value", "s3://b", "/m", "-o", "uid=");
+    EXPECT_EINVAL("invalid uid 'root'", "s3://b", "/m", "-o", "uid=root");
+    EXPECT_EINVAL("invalid uid '-1'", "s3://b", "/m", "-o", "uid=-1");
+    EXPECT_EINVAL("invalid uid '4294967295'", "s3://b", "/m", "-o", "uid=4294967295");
+    EXPECT_EINVAL("invalid uid '99999999999'", "s3://b", "/m", "-o", "uid=99999999999");
+    EXPECT_EINVAL("'gid' needs a value", "s3://b", "/m", "-o", "gid=");
+    EXPECT_EINVAL("invalid gid 'staff'", "s3://b", "/m", "-o", "gid=staff");
+    EXPECT_EINVAL("invalid gid '1.5'", "s3://b", "/m", "-o", "gid=1.5");
+    EXPECT_EINVAL("'umask' needs a value", "s3://b", "/m", "-o", "umask");
+    EXPECT_EINVAL("invalid umask '8'", "s3://b", "/m", "-o", "umask=8");
+    EXPECT_EINVAL("invalid umask '1000'", "s3://b", "/m", "-o", "umask=1000");
+    EXPECT_EINVAL("invalid umask '00022'", "s3://b", "/m", "-o", "umask=00022");
+    EXPECT_EINVAL("invalid umask '-22'", "s3://b", "/m", "-o", "umask=-22");
+    EXPECT_EINVAL("invalid umask 'u=rwx'", "s3://b", "/m", "-o", "umask=u=rwx");
+    /* logging */
+    EXPECT_EINVAL("'log_level' needs a value", "s3://b", "/m", "-o", "log_level=");
+    EXPECT_EINVAL("invalid log_level 'verbose'", "s3://b", "/m", "-o", "log_level=verbose");
+    EXPECT_EINVAL("invalid log_level 'Info'", "s3://b", "/m", "-o", "log_level=Info");
+    EXPECT_EINVAL("invalid log_level '7'", "s3://b", "/m", "-o", "log_level=7");
 }
 
 static void test_error_is_one_line_without_secrets(void)
@@ -358,6 +435,7 @@ int main(void)
 {
     RUN(test_defaults);
     RUN(test_all_options);
+    RUN(test_ownership_and_logging);
     RUN(test_fuse_passthrough);
     RUN(test_help_version);
     RUN(test_positional_order);
