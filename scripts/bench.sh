@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh [bench.py options] - installs what the benchmarks need (peers s3fs and rclone, fio,
 # python3-torch, matplotlib, radosgw), builds pagefs and the shaper, and runs the benchmark
-# harness (tools/bench/bench.py). Default: the quick size through the `cloud` profile, pagefs,
-# s3fs and rclone side by side, results in docs/benchmarks/<date>-quick-cloud/.
+# harness (tools/bench/bench.py). Its defaults: the quick size through the `cloud` profile, 3 runs,
+# pagefs, s3fs and rclone side by side, results in docs/benchmarks/<date>-quick-cloud/.
 #   scripts/bench.sh --size full --runs 3        the full size (hours; see docs/benchmarks)
 #   scripts/bench.sh --profile loopback          no link shaping
 set -euo pipefail
@@ -10,10 +10,4 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh" --bench
 cmake -S "$here" -B "$here/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$here/build" -j"$(nproc)"
-has_size=0
-for a in "$@"; do
-  case "$a" in --size|--size=*) has_size=1 ;; esac
-done
-defaults=()
-[ "$has_size" = 1 ] || defaults=(--size quick)
-exec /usr/bin/python3 "$here/tools/bench/bench.py" --build "$here/build" "${defaults[@]}" "$@"
+exec /usr/bin/python3 "$here/tools/bench/bench.py" --build "$here/build" "$@"
