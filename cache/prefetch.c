@@ -36,6 +36,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -493,7 +494,14 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     if (rc < 0)
         goto out_close_loop;
     pf->wake.data = pf;
+    /* The loop thread, and the libuv pool threads it starts, run with every signal blocked
+     * (they inherit the mask): a SIGTERM or SIGINT must reach a thread that libfuse's
+     * handlers can act on, or the session would not notice it until the next request. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     rc = -pthread_create(&pf->thread, NULL, loop_main, pf);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc < 0)
         goto out_close_async;
     *out = pf;

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <syslog.h>
@@ -315,7 +316,14 @@ static int run(struct pagefs_options *o)
              cache_dir, o->page_size, (unsigned long long)o->cache_size, o->meta_ttl,
              (unsigned)fconf.uid, (unsigned)fconf.gid, (unsigned)o->umask,
              pagefs_log_level_name(o->log_level));
-    ra_started = geteuid() == 0 && pthread_create(&ra_thread, NULL, readahead_main, mp) == 0;
+    if (geteuid() == 0) {
+        /* Signals go to the main thread (libfuse's handlers), never to this helper. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        ra_started = pthread_create(&ra_thread, NULL, readahead_main, mp) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
 
     struct fuse_loop_config *lcfg = fuse_loop_cfg_create();
     if (!lcfg) {

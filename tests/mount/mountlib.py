@@ -59,6 +59,8 @@ class TempDir:
     def __init__(self, tag):
         base = os.environ.get("PAGEFS_TEST_TMP") or tempfile.gettempdir()
         os.makedirs(base, exist_ok=True)
+        # Other users must be able to pass through to mount points below (allow_other tests).
+        os.chmod(base, os.stat(base).st_mode | 0o011)
         self.path = tempfile.mkdtemp(prefix="mount-%s-" % tag, dir=base)
 
     def cleanup(self):
