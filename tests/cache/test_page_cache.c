@@ -1,12 +1,13 @@
 /*
  * test_page_cache.c - component tests of the page cache over the local backend.
  *
- * The stack is stats(fault(local(root))): the stats layer on top counts every call the
+ * The stack is cache_env_stats(fault(local(root))): the stats layer on top counts every call the
  * cache makes (also the ones the fault layer fails), the fault layer fails calls or delays
  * them on demand. Data is checked byte for byte against the source files.
  */
 #include "backends/backend.h"
 #include "cache/page_cache.h"
+#include "cache_env.h"
 #include "testlib.h"
 
 #include <errno.h>
@@ -20,105 +21,8 @@
 
 #define PS (64u << 10)
 
-struct env {
-    char *root;
-    char *cache;
-    struct backend *be;    /* top of the stack (stats) */
-    struct backend *fault; /* borrowed, owned by be */
-    struct page_cache *pc;
-    struct page_cache_conf conf;
-};
-
-static char *path_join(const char *a, const char *b)
-{
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", a, b);
-    return p;
-}
-
-static int env_open_cache(struct env *e)
-{
-    char err[256];
-    int rc = page_cache_create(&e->conf, e->be, &e->pc, err, sizeof(err));
-    if (rc < 0)
-        fprintf(stderr, "page_cache_create: %s\n", err);
-    return rc;
-}
-
-static void env_init(struct env *e, uint64_t capacity, unsigned high, unsigned low)
-{
-    char err[256];
-    struct backend *local = NULL;
-    memset(e, 0, sizeof(*e));
-    e->root = test_mkdtemp("pc-root");
-    e->cache = test_mkdtemp("pc-cache");
-    CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
-    CHECK_EQ(fault_backend_create(local, 0, 0, &e->fault), 0);
-    CHECK_EQ(stats_backend_create(e->fault, &e->be), 0);
-    e->conf.dir = e->cache;
-    e->conf.page_size = PS;
-    e->conf.capacity = capacity;
-    e->conf.high_pct = high;
-    e->conf.low_pct = low;
-    CHECK_EQ(env_open_cache(e), 0);
-}
-
-static void env_restart(struct env *e)
-{
-    page_cache_destroy(e->pc);
-    e->pc = NULL;
-    CHECK_EQ(env_open_cache(e), 0);
-}
-
-static void env_fini(struct env *e)
-{
-    page_cache_destroy(e->pc);
-    backend_destroy(e->be);
-    test_rm_rf(e->root);
-    test_rm_rf(e->cache);
-    free(e->root);
-    free(e->cache);
-}
-
-static uint64_t read_calls(struct env *e)
-{
-    struct backend_counters c;
-    memset(&c, 0, sizeof(c));
-    CHECK_EQ(e->be->ops->counters(e->be, &c), 0);
-    return c.read_calls;
-}
-
-static struct page_cache_stats stats(struct env *e)
-{
-    struct page_cache_stats s;
-    page_cache_get_stats(e->pc, &s);
-    return s;
-}
-
-/* Writes a source file of `size` random bytes; returns the bytes (caller frees). */
-static unsigned char *make_source(struct env *e, const char *key, size_t size, uint64_t seed)
-{
-    unsigned char *data = malloc(size ? size : 1);
-    test_fill_random(data, size, seed);
-    char *p = path_join(e->root, key);
-    CHECK_EQ(test_write_file(p, data, size), 0);
-    free(p);
-    return data;
-}
-
-static struct pc_file *open_key(struct env *e, const char *key, int *unchanged)
-{
-    struct backend_stat st;
-    struct pc_file *f = NULL;
-    CHECK_EQ(e->be->ops->stat(e->be, key, &st), 0);
-    CHECK_EQ(page_cache_open(e->pc, key, st.version, st.size, st.mtime_ns, &f, unchanged), 0);
-    backend_stat_clear(&st);
-    return f;
-}
-
 /* Reads [off, off+len) and compares with the model; returns the read's result. */
-static ssize_t read_check(struct env *e, struct pc_file *f, const unsigned char *data,
+static ssize_t read_check(struct cache_env *e, struct pc_file *f, const unsigned char *data,
                           size_t size, uint64_t off, size_t len)
 {
     unsigned char *buf = malloc(len ? len : 1);
@@ -143,9 +47,9 @@ static int count_cb(const char *path, const struct stat *st, int flag, struct FT
 
 /* Number of page files on disk (nftw has no context pointer; tests are single-threaded
  * when they call this). */
-static int count_page_files(struct env *e)
+static int count_page_files(struct cache_env *e)
 {
-    char *p = path_join(e->cache, "pages");
+    char *p = cache_env_join(e->cache, "pages");
     count_cb_n = 0;
     nftw(p, count_cb, 16, FTW_PHYS);
     free(p);
@@ -168,12 +72,12 @@ static int cmp_str(const void *a, const void *b)
 
 static void test_reads_byte_exact(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     size_t size = 5 * PS + 1234;
-    unsigned char *data = make_source(&e, "dir/obj.bin", size, 1);
+    unsigned char *data = cache_env_make_source(&e, "dir/obj.bin", size, 1);
     int unchanged = -1;
-    struct pc_file *f = open_key(&e, "dir/obj.bin", &unchanged);
+    struct pc_file *f = cache_env_open_key(&e, "dir/obj.bin", &unchanged);
     CHECK_EQ(unchanged, 0);
     CHECK_EQ(pc_file_size(f), size);
 
@@ -192,12 +96,12 @@ static void test_reads_byte_exact(void)
     CHECK_EQ(read_check(&e, f, data, size, size + 5000, 100), 0);
     CHECK_EQ(read_check(&e, f, data, size, 17, 0), 0);
 
-    struct page_cache_stats s = stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.misses, 6);
     CHECK_EQ(s.bytes_fetched, size);
     CHECK_EQ(s.pages_resident, 6);
     CHECK_EQ(s.bytes_resident, size);
-    CHECK_EQ(read_calls(&e), 6);
+    CHECK_EQ(cache_env_read_calls(&e), 6);
     CHECK_EQ(count_page_files(&e), 6);
     CHECK(s.hits > 0);
     CHECK_EQ(page_cache_page_size(e.pc), PS);
@@ -205,52 +109,52 @@ static void test_reads_byte_exact(void)
 
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_warm_reads_make_no_calls(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     size_t size = 7 * PS + 99;
-    unsigned char *data = make_source(&e, "a.bin", size, 2);
-    struct pc_file *f = open_key(&e, "a.bin", NULL);
+    unsigned char *data = cache_env_make_source(&e, "a.bin", size, 2);
+    struct pc_file *f = cache_env_open_key(&e, "a.bin", NULL);
     CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
-    uint64_t calls = read_calls(&e);
+    uint64_t calls = cache_env_read_calls(&e);
     CHECK_EQ(calls, 8);
 
     /* From now on every backend call fails. */
     fault_backend_set(e.fault, 0, EIO, 0);
     for (uint64_t off = 0; off < size; off += 128 << 10)
         CHECK(read_check(&e, f, data, size, off, 128 << 10) > 0);
-    CHECK_EQ(read_calls(&e), calls);
+    CHECK_EQ(cache_env_read_calls(&e), calls);
     pc_file_unref(f);
 
     /* After a restart, the pages come from disk (no memory copy survives). */
-    env_restart(&e);
-    struct page_cache_stats s = stats(&e);
+    cache_env_restart(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.pages_resident, 8);
     CHECK_EQ(s.bytes_resident, size);
     CHECK_EQ(s.hits, 0);
     fault_backend_set(e.fault, 0, 0, 0);
     int unchanged = 0;
-    f = open_key(&e, "a.bin", &unchanged);
+    f = cache_env_open_key(&e, "a.bin", &unchanged);
     CHECK_EQ(unchanged, 1);
     fault_backend_set(e.fault, 0, EIO, 0);
     for (uint64_t off = 0; off < size; off += 100000)
         CHECK(read_check(&e, f, data, size, off, 100000) > 0);
-    s = stats(&e);
+    s = cache_env_stats(&e);
     CHECK_EQ(s.misses, 0);
     CHECK(s.hits >= 8);
     CHECK_EQ(s.bytes_hit, size);
-    CHECK_EQ(read_calls(&e), calls);
+    CHECK_EQ(cache_env_read_calls(&e), calls);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 /* Reads page idx of f; returns the page_cache_read result. */
-static ssize_t read_page(struct env *e, struct pc_file *f, const unsigned char *data,
+static ssize_t read_page(struct cache_env *e, struct pc_file *f, const unsigned char *data,
                          size_t size, uint64_t idx)
 {
     return read_check(e, f, data, size, idx * PS, PS);
@@ -258,24 +162,24 @@ static ssize_t read_page(struct env *e, struct pc_file *f, const unsigned char *
 
 static void test_lru_order_survives_restart(void)
 {
-    struct env e;
+    struct cache_env e;
     /* 8 pages of capacity; evict when above 100%, down to 75% (6 pages). */
-    env_init(&e, 8 * PS, 100, 75);
+    cache_env_init(&e, "pc", PS, 8 * PS, 100, 75);
     size_t size = 12 * PS;
-    unsigned char *data = make_source(&e, "lru.bin", size, 3);
-    struct pc_file *f = open_key(&e, "lru.bin", NULL);
+    unsigned char *data = cache_env_make_source(&e, "lru.bin", size, 3);
+    struct pc_file *f = cache_env_open_key(&e, "lru.bin", NULL);
     for (int i = 0; i < 8; i++)
         CHECK_EQ(read_page(&e, f, data, size, i), PS);
-    CHECK_EQ(stats(&e).evictions, 0);
+    CHECK_EQ(cache_env_stats(&e).evictions, 0);
     /* Pages 0 and 1 become the most recently used. */
     CHECK_EQ(read_page(&e, f, data, size, 0), PS);
     CHECK_EQ(read_page(&e, f, data, size, 1), PS);
     pc_file_unref(f);
 
-    env_restart(&e);
-    f = open_key(&e, "lru.bin", NULL);
+    cache_env_restart(&e);
+    f = cache_env_open_key(&e, "lru.bin", NULL);
     CHECK_EQ(read_page(&e, f, data, size, 8), PS); /* 9 pages > 8: evict 3 */
-    struct page_cache_stats s = stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.evictions, 3);
     CHECK_EQ(s.pages_resident, 6);
     CHECK(s.bytes_resident <= 8 * PS);
@@ -283,8 +187,8 @@ static void test_lru_order_survives_restart(void)
     pc_file_unref(f);
 
     /* Which pages are left? Restart (empty memory) and fail every backend call. */
-    env_restart(&e);
-    f = open_key(&e, "lru.bin", NULL);
+    cache_env_restart(&e);
+    f = cache_env_open_key(&e, "lru.bin", NULL);
     fault_backend_set(e.fault, 0, EIO, 0);
     int resident[9] = {1, 1, 0, 0, 0, 1, 1, 1, 1};
     for (int i = 0; i < 9; i++) {
@@ -296,26 +200,26 @@ static void test_lru_order_survives_restart(void)
     }
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_eviction_bounds_capacity(void)
 {
-    struct env e;
+    struct cache_env e;
     uint64_t cap = 10 * PS;
-    env_init(&e, cap, 0, 0);
+    cache_env_init(&e, "pc", PS, cap, 0, 0);
     size_t size = 40 * PS + 777;
-    unsigned char *data = make_source(&e, "big.bin", size, 4);
-    struct pc_file *f = open_key(&e, "big.bin", NULL);
+    unsigned char *data = cache_env_make_source(&e, "big.bin", size, 4);
+    struct pc_file *f = cache_env_open_key(&e, "big.bin", NULL);
     uint64_t x = 99;
     for (int i = 0; i < 300; i++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         uint64_t off = (x >> 16) % size;
         size_t len = (size_t)((x >> 40) % (2 * PS)) + 1;
         CHECK(read_check(&e, f, data, size, off, len) > 0);
-        CHECK(stats(&e).bytes_resident <= cap);
+        CHECK(cache_env_stats(&e).bytes_resident <= cap);
     }
-    struct page_cache_stats s = stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK(s.evictions > 0);
     CHECK(s.pages_resident <= 10);
     CHECK_EQ(count_page_files(&e), (int)s.pages_resident);
@@ -324,49 +228,49 @@ static void test_eviction_bounds_capacity(void)
     page_cache_destroy(e.pc);
     e.pc = NULL;
     e.conf.capacity = 4 * PS;
-    CHECK_EQ(env_open_cache(&e), 0);
-    s = stats(&e);
+    CHECK_EQ(cache_env_open_cache(&e), 0);
+    s = cache_env_stats(&e);
     CHECK(s.bytes_resident <= 4 * PS);
     CHECK_EQ(count_page_files(&e), (int)s.pages_resident);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_min_free_evicts(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     page_cache_destroy(e.pc);
     e.pc = NULL;
     e.conf.min_free = 1ull << 62; /* no filesystem has that much free: keep nothing */
-    CHECK_EQ(env_open_cache(&e), 0);
+    CHECK_EQ(cache_env_open_cache(&e), 0);
     size_t size = 3 * PS;
-    unsigned char *data = make_source(&e, "mf.bin", size, 11);
-    struct pc_file *f = open_key(&e, "mf.bin", NULL);
+    unsigned char *data = cache_env_make_source(&e, "mf.bin", size, 11);
+    struct pc_file *f = cache_env_open_key(&e, "mf.bin", NULL);
     CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
-    struct page_cache_stats s = stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.pages_resident, 0);
     CHECK_EQ(s.evictions, 3);
     CHECK_EQ(s.write_errors, 0);
     CHECK_EQ(count_page_files(&e), 0);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_damaged_pages_are_refetched(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     size_t size = 4 * PS;
-    unsigned char *data = make_source(&e, "c.bin", size, 5);
-    struct pc_file *f = open_key(&e, "c.bin", NULL);
+    unsigned char *data = cache_env_make_source(&e, "c.bin", size, 5);
+    struct pc_file *f = cache_env_open_key(&e, "c.bin", NULL);
     CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
     pc_file_unref(f);
     page_cache_destroy(e.pc);
     e.pc = NULL;
 
-    char *pages = path_join(e.cache, "pages");
+    char *pages = cache_env_join(e.cache, "pages");
     found_n = 0;
     nftw(pages, find_cb, 16, FTW_PHYS);
     free(pages);
@@ -386,44 +290,44 @@ static void test_damaged_pages_are_refetched(void)
     for (int i = 0; i < found_n; i++)
         free(found_files[i]);
 
-    CHECK_EQ(env_open_cache(&e), 0);
-    uint64_t calls = read_calls(&e);
-    f = open_key(&e, "c.bin", NULL);
+    CHECK_EQ(cache_env_open_cache(&e), 0);
+    uint64_t calls = cache_env_read_calls(&e);
+    f = cache_env_open_key(&e, "c.bin", NULL);
     for (uint64_t off = 0; off < size; off += 128 << 10)
         CHECK_EQ(read_check(&e, f, data, size, off, 128 << 10), 128 << 10);
-    struct page_cache_stats s = stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.corrupt, 3);
     CHECK_EQ(s.misses, 3);
-    CHECK_EQ(read_calls(&e), calls + 3);
+    CHECK_EQ(cache_env_read_calls(&e), calls + 3);
     CHECK_EQ(s.pages_resident, 4);
     CHECK_EQ(count_page_files(&e), 4);
     pc_file_unref(f);
 
     /* The refetched pages are good on disk again. */
-    env_restart(&e);
-    f = open_key(&e, "c.bin", NULL);
+    cache_env_restart(&e);
+    f = cache_env_open_key(&e, "c.bin", NULL);
     fault_backend_set(e.fault, 0, EIO, 0);
     CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
-    CHECK_EQ(stats(&e).corrupt, 0);
+    CHECK_EQ(cache_env_stats(&e).corrupt, 0);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_version_change_drops_pages(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     size_t size1 = 3 * PS, size2 = 2 * PS + 5;
-    unsigned char *d1 = make_source(&e, "v.bin", size1, 6);
-    struct pc_file *f1 = open_key(&e, "v.bin", NULL);
+    unsigned char *d1 = cache_env_make_source(&e, "v.bin", size1, 6);
+    struct pc_file *f1 = cache_env_open_key(&e, "v.bin", NULL);
     CHECK_EQ(read_check(&e, f1, d1, size1, 0, 2 * PS), 2 * PS);
-    CHECK_EQ(stats(&e).pages_resident, 2);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 2);
 
     /* The object changes in the store. */
     sleep(0); /* local versions include the inode and size, no need to wait for mtime */
-    char *p = path_join(e.root, "v.bin");
-    char *p2 = path_join(e.root, "v.bin.new");
+    char *p = cache_env_join(e.root, "v.bin");
+    char *p2 = cache_env_join(e.root, "v.bin.new");
     unsigned char *d2 = malloc(size2);
     test_fill_random(d2, size2, 7);
     CHECK_EQ(test_write_file(p2, d2, size2), 0);
@@ -433,22 +337,22 @@ static void test_version_change_drops_pages(void)
 
     /* The old handle cannot mix versions: -ESTALE, nothing cached. */
     CHECK_EQ(read_check(&e, f1, d1, size1, 2 * PS, 100), -ESTALE);
-    CHECK_EQ(stats(&e).pages_resident, 2);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 2);
 
     int unchanged = -1;
-    struct pc_file *f2 = open_key(&e, "v.bin", &unchanged);
+    struct pc_file *f2 = cache_env_open_key(&e, "v.bin", &unchanged);
     CHECK_EQ(unchanged, 0);
-    struct page_cache_stats s = stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.pages_resident, 0);
     CHECK_EQ(s.bytes_resident, 0);
     CHECK_EQ(count_page_files(&e), 0);
     CHECK_EQ(read_check(&e, f2, d2, size2, 0, size2), (ssize_t)size2);
-    CHECK_EQ(stats(&e).pages_resident, 3);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 3);
     /* The old handle still fails rather than serving new bytes. */
     CHECK_EQ(read_check(&e, f1, d1, size1, 2 * PS + 10, 100), -ESTALE);
-    CHECK_EQ(stats(&e).pages_resident, 3);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 3);
 
-    struct pc_file *f3 = open_key(&e, "v.bin", &unchanged);
+    struct pc_file *f3 = cache_env_open_key(&e, "v.bin", &unchanged);
     CHECK_EQ(unchanged, 1);
     CHECK(pc_file_ref(f3) == f3);
     pc_file_unref(f3);
@@ -457,15 +361,15 @@ static void test_version_change_drops_pages(void)
     pc_file_unref(f1);
     free(d1);
     free(d2);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_stale_and_short_reads_not_cached(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     size_t size = 2 * PS;
-    unsigned char *data = make_source(&e, "s.bin", size, 8);
+    unsigned char *data = cache_env_make_source(&e, "s.bin", size, 8);
     struct backend_stat st;
     CHECK_EQ(e.be->ops->stat(e.be, "s.bin", &st), 0);
 
@@ -482,18 +386,18 @@ static void test_stale_and_short_reads_not_cached(void)
     CHECK_EQ(page_cache_read(e.pc, f, size, 100, buf), -EIO);
     CHECK_EQ(page_cache_read(e.pc, f, size - 50, 100, buf), -EIO);
     /* Pages 0 and 1 are whole and cached; the short page 2 is not. */
-    struct page_cache_stats s = stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.pages_resident, 2);
     CHECK_EQ(s.bytes_resident, 2 * PS);
     CHECK_EQ(s.write_errors, 0);
     pc_file_unref(f);
     backend_stat_clear(&st);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 struct sf_arg {
-    struct env *e;
+    struct cache_env *e;
     struct pc_file *f;
     const unsigned char *data;
     size_t size;
@@ -514,7 +418,7 @@ static void *sf_thread(void *p)
     return NULL;
 }
 
-static void run_8(struct env *e, struct pc_file *f, const unsigned char *data, size_t size,
+static void run_8(struct cache_env *e, struct pc_file *f, const unsigned char *data, size_t size,
                   uint64_t off, ssize_t *results)
 {
     pthread_t th[8];
@@ -534,12 +438,12 @@ static void run_8(struct env *e, struct pc_file *f, const unsigned char *data, s
 
 static void test_single_flight(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     size_t size = 3 * PS;
-    unsigned char *data = make_source(&e, "sf.bin", size, 9);
-    struct pc_file *f = open_key(&e, "sf.bin", NULL);
-    uint64_t calls = read_calls(&e);
+    unsigned char *data = cache_env_make_source(&e, "sf.bin", size, 9);
+    struct pc_file *f = cache_env_open_key(&e, "sf.bin", NULL);
+    uint64_t calls = cache_env_read_calls(&e);
     ssize_t res[8];
 
     /* Slow backend: the 8 readers of one cold page overlap; exactly one fetch happens. */
@@ -547,49 +451,49 @@ static void test_single_flight(void)
     run_8(&e, f, data, size, PS + 100, res);
     for (int i = 0; i < 8; i++)
         CHECK_EQ(res[i], 4096);
-    CHECK_EQ(read_calls(&e), calls + 1);
-    struct page_cache_stats s = stats(&e);
+    CHECK_EQ(cache_env_read_calls(&e), calls + 1);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.misses, 1);
     CHECK_EQ(s.hits + s.singleflight_waits, 7);
 
     /* A failed fetch is reported to everyone who waited for it, and nothing is cached. */
-    calls = read_calls(&e);
+    calls = cache_env_read_calls(&e);
     fault_backend_set(e.fault, 0, ETIMEDOUT, 200000);
     run_8(&e, f, data, size, 2 * PS + 100, res);
     for (int i = 0; i < 8; i++)
         CHECK_EQ(res[i], -ETIMEDOUT);
     struct page_cache_stats s0 = s;
-    s = stats(&e);
+    s = cache_env_stats(&e);
     CHECK_EQ(s.pages_resident, 1);
-    CHECK(read_calls(&e) - calls >= 1 && read_calls(&e) - calls <= 8);
+    CHECK(cache_env_read_calls(&e) - calls >= 1 && cache_env_read_calls(&e) - calls <= 8);
     CHECK_EQ(s.misses - s0.misses + s.singleflight_waits - s0.singleflight_waits, 8);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_write_errors_still_serve(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     page_cache_destroy(e.pc);
     e.pc = NULL;
     /* A leftover temporary file from a crash is removed at open. */
-    char *junk = path_join(e.cache, "tmp/page-crash1");
+    char *junk = cache_env_join(e.cache, "tmp/page-crash1");
     CHECK_EQ(test_write_file(junk, "partial", 7), 0);
-    CHECK_EQ(env_open_cache(&e), 0);
+    CHECK_EQ(cache_env_open_cache(&e), 0);
     CHECK_EQ(access(junk, F_OK), -1);
     free(junk);
 
     size_t size = 3 * PS + 10;
-    unsigned char *data = make_source(&e, "w.bin", size, 10);
-    struct pc_file *f = open_key(&e, "w.bin", NULL);
+    unsigned char *data = cache_env_make_source(&e, "w.bin", size, 10);
+    struct pc_file *f = cache_env_open_key(&e, "w.bin", NULL);
     /* Temporary files cannot be created: tmp/ is now a regular file. */
-    char *tmp = path_join(e.cache, "tmp");
+    char *tmp = cache_env_join(e.cache, "tmp");
     CHECK_EQ(rmdir(tmp), 0);
     CHECK_EQ(test_write_file(tmp, "x", 1), 0);
     CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
-    struct page_cache_stats s = stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.write_errors, 4);
     CHECK_EQ(s.pages_resident, 0);
     CHECK_EQ(count_page_files(&e), 0);
@@ -597,14 +501,14 @@ static void test_write_errors_still_serve(void)
     /* The pages directory refuses new subdirectories: renames fail, temporaries go away. */
     CHECK_EQ(unlink(tmp), 0);
     CHECK_EQ(mkdir(tmp, 0700), 0);
-    env_restart(&e);
+    cache_env_restart(&e);
     pc_file_unref(f);
-    f = open_key(&e, "w.bin", NULL);
-    char *pages = path_join(e.cache, "pages");
+    f = cache_env_open_key(&e, "w.bin", NULL);
+    char *pages = cache_env_join(e.cache, "pages");
     test_rm_rf(pages);
     CHECK_EQ(test_write_file(pages, "x", 1), 0);
     CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
-    s = stats(&e);
+    s = cache_env_stats(&e);
     CHECK_EQ(s.write_errors, 4);
     CHECK_EQ(s.pages_resident, 0);
     found_n = 0;
@@ -616,24 +520,24 @@ static void test_write_errors_still_serve(void)
     /* Once the disk is fine again, pages are cached. */
     CHECK_EQ(unlink(pages), 0);
     CHECK_EQ(mkdir(pages, 0700), 0);
-    env_restart(&e);
+    cache_env_restart(&e);
     pc_file_unref(f);
-    f = open_key(&e, "w.bin", NULL);
+    f = cache_env_open_key(&e, "w.bin", NULL);
     CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
-    s = stats(&e);
+    s = cache_env_stats(&e);
     CHECK_EQ(s.write_errors, 0);
     CHECK_EQ(s.pages_resident, 4);
     free(pages);
     free(tmp);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_invalid_conf(void)
 {
-    struct env e;
-    env_init(&e, 0, 0, 0);
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
     char err[256];
     struct page_cache *pc = NULL;
     struct page_cache_conf c = e.conf;
@@ -654,7 +558,7 @@ static void test_invalid_conf(void)
     c = e.conf;
     CHECK_EQ(page_cache_create(&c, NULL, &pc, err, sizeof(err)), -EINVAL);
     CHECK_EQ(page_cache_create(NULL, e.be, &pc, err, sizeof(err)), -EINVAL);
-    char *file = path_join(e.root, "plainfile");
+    char *file = cache_env_join(e.root, "plainfile");
     CHECK_EQ(test_write_file(file, "x", 1), 0);
     c.dir = file;
     CHECK_EQ(page_cache_create(&c, e.be, &pc, err, sizeof(err)), -ENOTDIR);
@@ -663,7 +567,7 @@ static void test_invalid_conf(void)
     struct pc_file *f = NULL;
     CHECK_EQ(page_cache_open(e.pc, NULL, "v", 1, 0, &f, NULL), -EINVAL);
     CHECK_EQ(page_cache_open(e.pc, "k", NULL, 1, 0, &f, NULL), -EINVAL);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 /* ---- randomized multithreaded stress, checked against the source bytes ---- */
@@ -672,7 +576,7 @@ static void test_invalid_conf(void)
 #define STRESS_THREADS 8
 
 struct stress {
-    struct env *e;
+    struct cache_env *e;
     struct pc_file *f[STRESS_FILES];
     unsigned char *data[STRESS_FILES];
     size_t size[STRESS_FILES];
@@ -716,17 +620,17 @@ static void *stress_thread(void *p)
 
 static void test_stress_multithreaded(void)
 {
-    struct env e;
+    struct cache_env e;
     uint64_t cap = 12 * PS;
-    env_init(&e, cap, 90, 60);
+    cache_env_init(&e, "pc", PS, cap, 90, 60);
     struct stress s = {.e = &e};
     pthread_mutex_init(&s.lock, NULL);
     size_t sizes[STRESS_FILES] = {9 * PS + 1, 4 * PS, 13 * PS - 7};
     const char *keys[STRESS_FILES] = {"s/one", "s/two", "three"};
     for (int k = 0; k < STRESS_FILES; k++) {
         s.size[k] = sizes[k];
-        s.data[k] = make_source(&e, keys[k], sizes[k], 100 + (uint64_t)k);
-        s.f[k] = open_key(&e, keys[k], NULL);
+        s.data[k] = cache_env_make_source(&e, keys[k], sizes[k], 100 + (uint64_t)k);
+        s.f[k] = cache_env_open_key(&e, keys[k], NULL);
     }
     pthread_t th[STRESS_THREADS];
     struct stress_arg args[STRESS_THREADS];
@@ -737,7 +641,7 @@ static void test_stress_multithreaded(void)
     for (int i = 0; i < STRESS_THREADS; i++)
         pthread_join(th[i], NULL);
     CHECK_EQ(s.errors, 0);
-    struct page_cache_stats st = stats(&e);
+    struct page_cache_stats st = cache_env_stats(&e);
     CHECK(st.bytes_resident <= cap);
     CHECK(st.evictions > 0);
     CHECK_EQ(st.corrupt, 0);
@@ -750,11 +654,11 @@ static void test_stress_multithreaded(void)
     }
     pthread_mutex_destroy(&s.lock);
     /* The index agrees with the counters after a restart. */
-    env_restart(&e);
-    struct page_cache_stats st2 = stats(&e);
+    cache_env_restart(&e);
+    struct page_cache_stats st2 = cache_env_stats(&e);
     CHECK_EQ(st2.pages_resident, st.pages_resident);
     CHECK_EQ(st2.bytes_resident, st.bytes_resident);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 int main(void)

@@ -7,6 +7,7 @@
 #include "backends/backend.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
+#include "cache_env.h"
 #include "testlib.h"
 
 #include <errno.h>
@@ -18,87 +19,22 @@
 
 #define PS (64u << 10)
 
-struct env {
-    char *root;
-    char *cache;
-    struct backend *be;    /* top of the stack (stats) */
-    struct backend *fault; /* borrowed, owned by be */
-    struct page_cache *pc;
-    struct prefetcher *pf;
-};
-
-static void env_init(struct env *e, const struct prefetch_conf *pconf)
+/* The shared environment with a prefetcher over its page cache. */
+static void env_init(struct cache_env *e, const struct prefetch_conf *pconf)
 {
-    char err[256];
-    struct backend *local = NULL;
-    memset(e, 0, sizeof(*e));
-    e->root = test_mkdtemp("pf-root");
-    e->cache = test_mkdtemp("pf-cache");
-    CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
-    CHECK_EQ(fault_backend_create(local, 0, 0, &e->fault), 0);
-    CHECK_EQ(stats_backend_create(e->fault, &e->be), 0);
-    struct page_cache_conf conf = {.dir = e->cache, .page_size = PS};
-    CHECK_EQ(page_cache_create(&conf, e->be, &e->pc, err, sizeof(err)), 0);
+    cache_env_init(e, "pf", PS, 0, 0, 0);
     CHECK_EQ(prefetcher_create(pconf, e->pc, &e->pf), 0);
 }
 
-static void env_fini(struct env *e)
-{
-    prefetcher_destroy(e->pf);
-    page_cache_destroy(e->pc);
-    backend_destroy(e->be);
-    test_rm_rf(e->root);
-    test_rm_rf(e->cache);
-    free(e->root);
-    free(e->cache);
-}
-
-static uint64_t read_calls(struct env *e)
-{
-    struct backend_counters c;
-    memset(&c, 0, sizeof(c));
-    CHECK_EQ(e->be->ops->counters(e->be, &c), 0);
-    return c.read_calls;
-}
-
-static struct page_cache_stats pc_stats(struct env *e)
-{
-    struct page_cache_stats s;
-    page_cache_get_stats(e->pc, &s);
-    return s;
-}
-
-static struct prefetch_stats pf_stats(struct env *e)
+static struct prefetch_stats pf_stats(struct cache_env *e)
 {
     struct prefetch_stats s;
     prefetcher_get_stats(e->pf, &s);
     return s;
 }
 
-static unsigned char *make_source(struct env *e, const char *key, size_t size, uint64_t seed)
-{
-    unsigned char *data = malloc(size ? size : 1);
-    test_fill_random(data, size, seed);
-    size_t n = strlen(e->root) + strlen(key) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", e->root, key);
-    CHECK_EQ(test_write_file(p, data, size), 0);
-    free(p);
-    return data;
-}
-
-static struct pc_file *open_key(struct env *e, const char *key)
-{
-    struct backend_stat st;
-    struct pc_file *f = NULL;
-    CHECK_EQ(e->be->ops->stat(e->be, key, &st), 0);
-    CHECK_EQ(page_cache_open(e->pc, key, st.version, st.size, st.mtime_ns, &f, NULL), 0);
-    backend_stat_clear(&st);
-    return f;
-}
-
 /* What a FUSE read does: report to the prefetcher, then read through the cache. */
-static int read_check(struct env *e, struct prefetch_stream *st, struct pc_file *f,
+static int read_check(struct cache_env *e, struct prefetch_stream *st, struct pc_file *f,
                       const unsigned char *data, size_t size, uint64_t off, size_t len)
 {
     unsigned char *buf = malloc(len ? len : 1);
@@ -111,7 +47,7 @@ static int read_check(struct env *e, struct prefetch_stream *st, struct pc_file 
 }
 
 /* Every queued page is accounted for once the prefetcher is idle. */
-static void check_accounting(struct env *e)
+static void check_accounting(struct cache_env *e)
 {
     prefetcher_wait_idle(e->pf);
     struct prefetch_stats s = pf_stats(e);
@@ -127,12 +63,12 @@ static void check_accounting(struct env *e)
  * page is resident before the reader gets to it. */
 static void test_sequential_reader_is_prefetched(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.max_readahead = 8 * PS, .small_object = PS};
     env_init(&e, &pc);
     size_t size = 32 * PS;
-    unsigned char *data = make_source(&e, "seq.bin", size, 1);
-    struct pc_file *f = open_key(&e, "seq.bin");
+    unsigned char *data = cache_env_make_source(&e, "seq.bin", size, 1);
+    struct pc_file *f = cache_env_open_key(&e, "seq.bin", NULL);
     struct prefetch_stream *st = NULL;
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     CHECK(st != NULL);
@@ -140,9 +76,9 @@ static void test_sequential_reader_is_prefetched(void)
         CHECK(read_check(&e, st, f, data, size, off, 16384));
         prefetcher_wait_idle(e.pf);
     }
-    struct page_cache_stats s = pc_stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     struct prefetch_stats p = pf_stats(&e);
-    CHECK_EQ(read_calls(&e), 32);          /* each page fetched once */
+    CHECK_EQ(cache_env_read_calls(&e), 32);          /* each page fetched once */
     CHECK_EQ(s.misses, 32);
     CHECK_EQ(s.prefetch_fetched, 31);      /* all but page 0 by the prefetcher */
     CHECK_EQ(p.fetched, 31);
@@ -158,33 +94,33 @@ static void test_sequential_reader_is_prefetched(void)
     for (uint64_t off = 0; off < size; off += 65536)
         CHECK(read_check(&e, st, f, data, size, off, 65536));
     check_accounting(&e);
-    CHECK_EQ(read_calls(&e), 32);
+    CHECK_EQ(cache_env_read_calls(&e), 32);
     CHECK_EQ(pf_stats(&e).jumps, 1);
     prefetch_close(st);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 /* With a slow backend and no waiting: every page still fetched exactly once, the prefetcher
  * fetches ahead while the reader waits, and readers join its fetches. */
 static void test_sequential_reader_slow_backend(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.max_readahead = 16 * PS, .small_object = PS};
     env_init(&e, &pc);
     size_t size = 96 * PS + 333;
-    unsigned char *data = make_source(&e, "slow.bin", size, 2);
+    unsigned char *data = cache_env_make_source(&e, "slow.bin", size, 2);
     fault_backend_set(e.fault, 0, 0, 5000);
-    struct pc_file *f = open_key(&e, "slow.bin");
+    struct pc_file *f = cache_env_open_key(&e, "slow.bin", NULL);
     struct prefetch_stream *st = NULL;
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     for (uint64_t off = 0; off < size; off += 131072)
         CHECK(read_check(&e, st, f, data, size, off, 131072));
     check_accounting(&e);
-    struct page_cache_stats s = pc_stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     struct prefetch_stats p = pf_stats(&e);
-    CHECK_EQ(read_calls(&e), 97);
+    CHECK_EQ(cache_env_read_calls(&e), 97);
     CHECK_EQ(s.misses, 97);
     CHECK(p.fetched > 0);
     CHECK_EQ(s.prefetch_fetched, p.fetched);
@@ -192,11 +128,11 @@ static void test_sequential_reader_slow_backend(void)
     prefetch_close(st);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 struct reader_arg {
-    struct env *e;
+    struct cache_env *e;
     const char *key;
     const unsigned char *data;
     size_t size;
@@ -209,7 +145,7 @@ struct reader_arg {
 static void *reader_main(void *p)
 {
     struct reader_arg *a = p;
-    struct pc_file *f = open_key(a->e, a->key);
+    struct pc_file *f = cache_env_open_key(a->e, a->key, NULL);
     struct prefetch_stream *st = NULL;
     a->ok = prefetch_open(a->e->pf, f, &st) == 0;
     uint64_t x = a->seed;
@@ -233,11 +169,11 @@ static void *reader_main(void *p)
  * fetched exactly once in all (readers and prefetcher share fetches). */
 static void test_concurrent_readers_single_flight(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.max_readahead = 16 * PS, .small_object = PS};
     env_init(&e, &pc);
     size_t size = 80 * PS + 77;
-    unsigned char *data = make_source(&e, "shared.bin", size, 3);
+    unsigned char *data = cache_env_make_source(&e, "shared.bin", size, 3);
     fault_backend_set(e.fault, 0, 0, 2000);
     pthread_t th[8];
     struct reader_arg args[8];
@@ -250,23 +186,23 @@ static void test_concurrent_readers_single_flight(void)
         CHECK(args[i].ok);
     }
     check_accounting(&e);
-    CHECK_EQ(read_calls(&e), 81);
-    CHECK_EQ(pc_stats(&e).misses, 81);
-    CHECK_EQ(pc_stats(&e).pages_resident, 81);
+    CHECK_EQ(cache_env_read_calls(&e), 81);
+    CHECK_EQ(cache_env_stats(&e).misses, 81);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 81);
     CHECK_EQ(pf_stats(&e).errors, 0);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 /* A random reader asks for nothing: the backend sees exactly the pages it touched. */
 static void test_random_reader_no_prefetch(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.max_readahead = 16 * PS, .small_object = PS};
     env_init(&e, &pc);
     size_t size = 256 * PS;
-    unsigned char *data = make_source(&e, "rand.bin", size, 4);
-    struct pc_file *f = open_key(&e, "rand.bin");
+    unsigned char *data = cache_env_make_source(&e, "rand.bin", size, 4);
+    struct pc_file *f = cache_env_open_key(&e, "rand.bin", NULL);
     struct prefetch_stream *st = NULL;
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     unsigned char touched[256] = {0};
@@ -287,35 +223,35 @@ static void test_random_reader_no_prefetch(void)
     }
     check_accounting(&e);
     CHECK(ntouched > 50);
-    CHECK_EQ(read_calls(&e), ntouched);
+    CHECK_EQ(cache_env_read_calls(&e), ntouched);
     CHECK_EQ(pf_stats(&e).queued, 0);
     CHECK_EQ(pf_stats(&e).windows, 0);
     prefetch_close(st);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 /* A small object is fetched whole, in one request, at open. */
 static void test_small_object_one_get(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.small_object = 4 * PS};
     env_init(&e, &pc);
     size_t size = 3 * PS + 100; /* 4 pages */
-    unsigned char *data = make_source(&e, "small.bin", size, 5);
-    unsigned char *big = make_source(&e, "big.bin", 4 * PS + 1, 6);
-    struct pc_file *f = open_key(&e, "small.bin");
+    unsigned char *data = cache_env_make_source(&e, "small.bin", size, 5);
+    unsigned char *big = cache_env_make_source(&e, "big.bin", 4 * PS + 1, 6);
+    struct pc_file *f = cache_env_open_key(&e, "small.bin", NULL);
     struct prefetch_stream *st = NULL;
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     prefetcher_wait_idle(e.pf);
-    CHECK_EQ(read_calls(&e), 1);
-    CHECK_EQ(pc_stats(&e).pages_resident, 4);
+    CHECK_EQ(cache_env_read_calls(&e), 1);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 4);
     CHECK_EQ(pf_stats(&e).small_objects, 1);
     CHECK_EQ(pf_stats(&e).fetched, 4);
     for (uint64_t off = 0; off < size; off += 50000)
         CHECK(read_check(&e, st, f, data, size, off, 50000));
-    CHECK_EQ(read_calls(&e), 1);
+    CHECK_EQ(cache_env_read_calls(&e), 1);
     CHECK_EQ(pf_stats(&e).used, 4);
     prefetch_close(st);
 
@@ -325,24 +261,24 @@ static void test_small_object_one_get(void)
     uint64_t skipped = pf_stats(&e).skipped; /* the stream asked for resident pages too */
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     check_accounting(&e);
-    CHECK_EQ(read_calls(&e), 1);
+    CHECK_EQ(cache_env_read_calls(&e), 1);
     CHECK_EQ(pf_stats(&e).skipped, skipped + 4);
     prefetch_close(st);
     pc_file_unref(f);
-    f = open_key(&e, "big.bin");
+    f = cache_env_open_key(&e, "big.bin", NULL);
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     check_accounting(&e);
     CHECK_EQ(pf_stats(&e).small_objects, 2);
-    CHECK_EQ(read_calls(&e), 1);
+    CHECK_EQ(cache_env_read_calls(&e), 1);
     prefetch_close(st);
     pc_file_unref(f);
     free(big);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 struct sampler_arg {
-    struct env *e;
+    struct cache_env *e;
     atomic_int stop;
     uint64_t max_inflight;
 };
@@ -362,7 +298,7 @@ static void *sampler_main(void *p)
 /* The caps hold: never more than max_inflight fetches, or than mem_limit bytes, under way. */
 static void test_caps_hold(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.max_readahead = 32 * PS, .max_inflight = 3,
                                .mem_limit = 2 * PS, .small_object = PS};
     env_init(&e, &pc);
@@ -378,7 +314,7 @@ static void test_caps_hold(void)
     size_t size = 64 * PS;
     for (int i = 0; i < 4; i++) {
         snprintf(keys[i], sizeof(keys[i]), "cap%d.bin", i);
-        data[i] = make_source(&e, keys[i], size, 10 + (uint64_t)i);
+        data[i] = cache_env_make_source(&e, keys[i], size, 10 + (uint64_t)i);
     }
     for (int i = 0; i < 4; i++) {
         args[i] = (struct reader_arg){.e = &e, .key = keys[i], .data = data[i], .size = size};
@@ -392,23 +328,23 @@ static void test_caps_hold(void)
     atomic_store(&sa.stop, 1);
     pthread_join(sth, NULL);
     CHECK(sa.max_inflight <= 2); /* mem_limit (2 pages) binds before max_inflight (3) */
-    CHECK_EQ(read_calls(&e), 4 * 64);
+    CHECK_EQ(cache_env_read_calls(&e), 4 * 64);
     for (int i = 0; i < 4; i++)
         free(data[i]);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 /* Closing handles and destroying the prefetcher with fetches queued and under way: nothing
  * leaks (ASan), queued requests are dropped, and what was fetched is intact. */
 static void test_shutdown_with_work_queued(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.max_readahead = 32 * PS, .max_inflight = 1, .small_object = PS};
     env_init(&e, &pc);
     size_t size = 64 * PS;
-    unsigned char *data = make_source(&e, "stop.bin", size, 7);
+    unsigned char *data = cache_env_make_source(&e, "stop.bin", size, 7);
     fault_backend_set(e.fault, 0, 0, 3000);
-    struct pc_file *f = open_key(&e, "stop.bin");
+    struct pc_file *f = cache_env_open_key(&e, "stop.bin", NULL);
     struct prefetch_stream *st = NULL;
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     for (uint64_t off = 0; off < 8 * PS; off += PS)
@@ -424,19 +360,19 @@ static void test_shutdown_with_work_queued(void)
     e.pf = NULL;
     /* Whatever became resident reads back byte for byte, without the prefetcher. */
     fault_backend_set(e.fault, 0, 0, 0);
-    f = open_key(&e, "stop.bin");
+    f = cache_env_open_key(&e, "stop.bin", NULL);
     unsigned char *buf = malloc(size);
     CHECK_EQ(page_cache_read(e.pc, f, 0, size, buf), (ssize_t)size);
     CHECK(memcmp(buf, data, size) == 0);
-    CHECK_EQ(read_calls(&e), pc_stats(&e).misses);
+    CHECK_EQ(cache_env_read_calls(&e), cache_env_stats(&e).misses);
     free(buf);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 struct fail_arg {
-    struct env *e;
+    struct cache_env *e;
     struct pc_file *f;
     const unsigned char *data;
     int rc;
@@ -459,10 +395,10 @@ static void *fg_reader_main(void *p)
     return NULL;
 }
 
-static void wait_for(struct env *e, uint64_t misses, uint64_t pwaits)
+static void wait_for(struct cache_env *e, uint64_t misses, uint64_t pwaits)
 {
     for (;;) {
-        struct page_cache_stats s = pc_stats(e);
+        struct page_cache_stats s = cache_env_stats(e);
         if (s.misses >= misses && s.prefetch_waits >= pwaits)
             return;
         usleep(1000);
@@ -475,12 +411,12 @@ static void wait_for(struct env *e, uint64_t misses, uint64_t pwaits)
  * waits; the reader's own call is let through. */
 static void test_failed_prefetch_not_readers_failure(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.small_object = PS};
     env_init(&e, &pc);
     size_t size = 2 * PS;
-    unsigned char *data = make_source(&e, "flaky.bin", size, 8);
-    struct pc_file *f = open_key(&e, "flaky.bin");
+    unsigned char *data = cache_env_make_source(&e, "flaky.bin", size, 8);
+    struct pc_file *f = cache_env_open_key(&e, "flaky.bin", NULL);
     struct fail_arg pa = {.e = &e, .f = f, .data = data}, ra = pa;
     pthread_t pt, rt;
     fault_backend_set(e.fault, 0, EIO, 300000);
@@ -494,14 +430,14 @@ static void test_failed_prefetch_not_readers_failure(void)
     pthread_join(rt, NULL);
     CHECK_EQ(pa.rc, -EIO);
     CHECK_EQ(ra.rc, 0);
-    struct page_cache_stats s = pc_stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.prefetch_waits, 1);
     CHECK_EQ(s.prefetch_fetched, 0);
     CHECK_EQ(s.pages_resident, 1);
-    CHECK_EQ(read_calls(&e), 2);
+    CHECK_EQ(cache_env_read_calls(&e), 2);
     pc_file_unref(f);
     free(data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 struct stress_file {
@@ -514,7 +450,7 @@ struct stress_file {
  * handle; checked byte for byte; no page fetched twice (the cache holds everything). */
 static void test_stress(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {.max_readahead = 16 * PS, .max_inflight = 8,
                                .small_object = 2 * PS};
     env_init(&e, &pc);
@@ -524,7 +460,7 @@ static void test_stress(void)
     for (int i = 0; i < 5; i++) {
         snprintf(files[i].key, sizeof(files[i].key), "d%d/file%d.bin", i % 2, i);
         files[i].size = sizes[i];
-        files[i].data = make_source(&e, files[i].key, sizes[i], 100 + (uint64_t)i);
+        files[i].data = cache_env_make_source(&e, files[i].key, sizes[i], 100 + (uint64_t)i);
     }
     enum { NT = 16 };
     pthread_t th[NT];
@@ -541,19 +477,19 @@ static void test_stress(void)
         CHECK(args[t].ok);
     }
     check_accounting(&e);
-    struct page_cache_stats s = pc_stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.misses, s.pages_resident);  /* no page fetched twice */
-    CHECK(read_calls(&e) <= s.misses);     /* small objects: several pages per request */
+    CHECK(cache_env_read_calls(&e) <= s.misses);     /* small objects: several pages per request */
     CHECK_EQ(s.corrupt, 0);
     CHECK_EQ(pf_stats(&e).errors, 0);
     for (int i = 0; i < 5; i++)
         free(files[i].data);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 static void test_invalid(void)
 {
-    struct env e;
+    struct cache_env e;
     struct prefetch_conf pc = {0};
     env_init(&e, &pc);
     struct prefetcher *pf = NULL;
@@ -564,8 +500,8 @@ static void test_invalid(void)
     CHECK_EQ(prefetcher_create(&pc, NULL, &pf), -EINVAL);
     /* A NULL prefetcher means read-ahead is off. */
     struct prefetch_stream *st = (struct prefetch_stream *)&pf;
-    free(make_source(&e, "x.bin", 10, 1));
-    struct pc_file *f = open_key(&e, "x.bin");
+    free(cache_env_make_source(&e, "x.bin", 10, 1));
+    struct pc_file *f = cache_env_open_key(&e, "x.bin", NULL);
     CHECK_EQ(prefetch_open(NULL, f, &st), 0);
     CHECK(st == NULL);
     prefetch_read(NULL, NULL, 0, 10);
@@ -576,7 +512,7 @@ static void test_invalid(void)
     CHECK_EQ(page_cache_prefetch(e.pc, f, 0, 3), 1);
     CHECK_EQ(page_cache_prefetch(e.pc, f, 0, 3), 0);  /* resident: skipped */
     pc_file_unref(f);
-    env_fini(&e);
+    cache_env_fini(&e);
 }
 
 int main(void)
