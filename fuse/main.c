@@ -30,7 +30,9 @@
 #include <string.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -94,6 +96,41 @@ static void *readahead_main(void *arg)
     if (rc < 0)
         fuse_log(FUSE_LOG_DEBUG, "pagefs: readahead not set: %s\n", strerror(-rc));
     return NULL;
+}
+
+/* libfuse 3.14's multithreaded loop can miss a SIGTERM/SIGINT: its handler only sets the
+ * session's exit flag, the main thread re-checks that flag when its sem_wait() is interrupted
+ * (a signal landing just before the sem_wait() is lost), and the workers sleep in
+ * read(/dev/fuse) until a request comes. This watcher closes the window: once the session is
+ * marked exited and the loop has not ended yet, it sends the file system a request (statvfs of
+ * the mount point) every 100 ms, which wakes a worker, which sees the flag and ends the loop. */
+struct exit_watch {
+    struct fuse_session *se;
+    const char *mp;
+    atomic_int loop_done;
+};
+
+static void *exit_watch_main(void *arg)
+{
+    struct exit_watch *w = arg;
+    struct statvfs sv;
+    while (!atomic_load(&w->loop_done)) {
+        usleep(100000);
+        if (fuse_session_exited(w->se) && !atomic_load(&w->loop_done))
+            statvfs(w->mp, &sv); /* unanswered once the loop ends: returns at unmount */
+    }
+    return NULL;
+}
+
+/* Starts a helper thread with every signal blocked: signals must reach the main thread. */
+static int start_helper(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = -pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 /* Forks; the parent waits for the child's status and exits with it (never returns). The
@@ -316,14 +353,11 @@ static int run(struct pagefs_options *o)
              cache_dir, o->page_size, (unsigned long long)o->cache_size, o->meta_ttl,
              (unsigned)fconf.uid, (unsigned)fconf.gid, (unsigned)o->umask,
              pagefs_log_level_name(o->log_level));
-    if (geteuid() == 0) {
-        /* Signals go to the main thread (libfuse's handlers), never to this helper. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        ra_started = pthread_create(&ra_thread, NULL, readahead_main, mp) == 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    }
+    if (geteuid() == 0)
+        ra_started = start_helper(&ra_thread, readahead_main, mp) == 0;
+    struct exit_watch watch = {.se = se, .mp = mp};
+    pthread_t watch_thread;
+    int watch_started = start_helper(&watch_thread, exit_watch_main, &watch) == 0;
 
     struct fuse_loop_config *lcfg = fuse_loop_cfg_create();
     if (!lcfg) {
@@ -342,10 +376,14 @@ static int run(struct pagefs_options *o)
     fuse_log(FUSE_LOG_INFO, "pagefs: unmounting %s\n", mp);
 
 out_unmount:
+    atomic_store(&watch.loop_done, 1);
     fuse_session_unmount(se);
-    /* After the unmount: a stat() still waiting for INIT returns now. */
+    /* After the unmount: a stat() still waiting for INIT, or the watcher's statvfs(), returns
+     * now. */
     if (ra_started)
         pthread_join(ra_thread, NULL);
+    if (watch_started)
+        pthread_join(watch_thread, NULL);
 out_remove_handlers:
     fuse_remove_signal_handlers(se);
 out_destroy_session:
