@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -413,22 +414,34 @@ class DeployMountTest(unittest.TestCase):
             script = ("mount -t tmpfs -o mode=755 pagefs-test-dev /dev && %s && touch /dev/log "
                       "&& mount --bind '%s' /dev/log && exec '%s' '%s' '%s' -o '%s'"
                       % (nodes, sock_path, self.pagefs, self.source, self.mp, opts))
-            r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                                script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, timeout=120, env=dict(os.environ, **secrets))
-            self.assertEqual(r.returncode, 0, r.stdout)
-            self.assertEqual(r.stdout, "")  # nothing on the terminal once detached
-            [pid] = mountlib.daemon_pids(self.mp)
-            self.assertFalse(mountlib.is_mounted(self.mp))  # not in this namespace
-            os.kill(pid, signal.SIGTERM)
-            self.assertTrue(wait_gone([pid]))
+            # A syslog daemon reads as messages come: the socket's queue is short
+            # (net.unix.max_dgram_qlen, 10 here) and a full queue blocks the sender's syslog().
             msgs = []
-            sock.setblocking(False)
-            while True:
-                try:
-                    msgs.append(sock.recv(65536).decode(errors="replace"))
-                except BlockingIOError:
-                    break
+            done = threading.Event()
+
+            def drain():
+                sock.settimeout(0.05)
+                while True:
+                    try:
+                        msgs.append(sock.recv(65536).decode(errors="replace"))
+                    except socket.timeout:
+                        if done.is_set():
+                            return
+            reader = threading.Thread(target=drain)
+            reader.start()
+            try:
+                r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                    script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, timeout=120, env=dict(os.environ, **secrets))
+                self.assertEqual(r.returncode, 0, r.stdout)
+                self.assertEqual(r.stdout, "")  # nothing on the terminal once detached
+                [pid] = mountlib.daemon_pids(self.mp)
+                self.assertFalse(mountlib.is_mounted(self.mp))  # not in this namespace
+                os.kill(pid, signal.SIGTERM)
+                self.assertTrue(wait_gone([pid]))
+            finally:
+                done.set()
+                reader.join()
             for m in msgs:
                 for secret in secrets.values():
                     self.assertNotIn(secret, m)
