@@ -1070,24 +1070,36 @@ out_abort:
     conn_abort(c);
 }
 
-static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* The common part of both read callbacks: bytes read (nread > 0) are settled into their
+ * buffer, handed to `feed` and pumped; returns 1 when the read was dealt with that way (or the
+ * connection aborted), 0 for end of stream or an error, which the caller handles. */
+static int read_and_feed(struct conn *c, ssize_t nread, const uv_buf_t *buf,
+                         void (*feed)(struct conn *, struct rbuf *, size_t))
 {
-    struct conn *c = s->data;
     struct rbuf *rb = buf->base ? rbuf_of(buf->base) : NULL;
 
     if (nread > 0) {
         rb = rbuf_settle(rb, (size_t)nread);
         if (!rb) {
             conn_abort(c);
-            return;
+            return 1;
         }
-        client_feed(c, rb, (size_t)nread);
+        feed(c, rb, (size_t)nread);
         rbuf_unref(rb);
         conn_pump(c);
-        return;
+        return 1;
     }
     if (rb)
         rbuf_unref(rb);
+    return 0;
+}
+
+static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+
+    if (read_and_feed(c, nread, buf, client_feed))
+        return;
     if (nread == 0 || c->closing)
         return;
     if (nread != UV_EOF) {
@@ -1503,21 +1515,9 @@ static void upstream_ended(struct conn *c, ssize_t status)
 static void on_upstream_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
-    struct rbuf *rb = buf->base ? rbuf_of(buf->base) : NULL;
 
-    if (nread > 0) {
-        rb = rbuf_settle(rb, (size_t)nread);
-        if (!rb) {
-            conn_abort(c);
-            return;
-        }
-        upstream_feed(c, rb, (size_t)nread);
-        rbuf_unref(rb);
-        conn_pump(c);
+    if (read_and_feed(c, nread, buf, upstream_feed))
         return;
-    }
-    if (rb)
-        rbuf_unref(rb);
     if (nread == 0 || c->closing || c->upstream_gone)
         return;
     upstream_ended(c, nread);
