@@ -258,6 +258,42 @@ static int add_fuse_opt(struct pagefs_options *o, const char *opt)
     return 0;
 }
 
+/* compress=none | zstd | zstd:LEVEL (1..19). */
+static int parse_compress(struct pagefs_options *o, const char *val, char *err, size_t errlen)
+{
+    uint64_t u;
+    if (strcmp(val, "none") == 0 || strcmp(val, "off") == 0) {
+        o->compress_level = 0;
+        return 0;
+    }
+    if (strcmp(val, "zstd") == 0) {
+        o->compress_level = PAGEFS_DEFAULT_ZSTD_LEVEL;
+        return 0;
+    }
+    if (strncmp(val, "zstd:", 5) == 0 && parse_uint(val + 5, 19, &u) == 0 && u > 0) {
+        o->compress_level = (int)u;
+        return 0;
+    }
+    return fail(err, errlen, "invalid compress '%s' (none, zstd or zstd:1..19)", val);
+}
+
+/* HOST:PORT with a non-empty host (a name, an IPv4 address or a [bracketed] IPv6 address)
+ * and a port 1..65535. Syntax only; the address is resolved when the server starts. */
+static int parse_listen_addr(const char *val)
+{
+    const char *colon = strrchr(val, ':');
+    uint64_t port;
+    if (!colon || colon == val || parse_uint(colon + 1, 65535, &port) < 0 || port == 0)
+        return -EINVAL;
+    if (val[0] == '[' && colon[-1] != ']')
+        return -EINVAL;
+    for (const char *p = val; p < colon; p++) {
+        if (*p <= ' ' || *p == '/' || *p == '@' || *p == '?' || *p == '#')
+            return -EINVAL;
+    }
+    return 0;
+}
+
 /* One "name[=value]" item of an -o list. */
 static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t errlen)
 {
@@ -379,6 +415,24 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
                         PREFETCH_MAX_INFLIGHT);
         o->max_inflight = (unsigned)u;
         return 0;
+    }
+    if (strcmp(name, "dir_prefetch") == 0) {
+        NEED_VALUE();
+        if (parse_uint(val, PAGEFS_MAX_DIR_PREFETCH, &u) < 0)
+            return fail(err, errlen, "invalid dir_prefetch '%s' (0..%d)", val,
+                        PAGEFS_MAX_DIR_PREFETCH);
+        o->dir_prefetch = (unsigned)u;
+        return 0;
+    }
+    if (strcmp(name, "compress") == 0) {
+        NEED_VALUE();
+        return parse_compress(o, val, err, errlen);
+    }
+    if (strcmp(name, "rest") == 0) {
+        NEED_VALUE();
+        if (parse_listen_addr(val) < 0)
+            return fail(err, errlen, "invalid rest '%s' (HOST:PORT, e.g. 127.0.0.1:28080)", val);
+        return set_str(&o->rest, val);
     }
     if (strcmp(name, "retries") == 0) {
         NEED_VALUE();
@@ -578,6 +632,7 @@ void pagefs_options_clear(struct pagefs_options *o)
     free(o->region);
     free(o->profile);
     free(o->cache_dir);
+    free(o->rest);
     free(o->fuse_opts);
     memset(o, 0, sizeof(*o));
 }
@@ -638,6 +693,15 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "  max_readahead=SIZE       read-ahead window of a sequential reader at most (default 32M)\n"
         "  max_inflight=N           read-ahead fetches under way at once, 1..1000 (default 16)\n"
         "  prefetch_mem=SIZE        page buffers held by read-ahead fetches at most (default 256M)\n"
+        "  dir_prefetch=N           after an open, prefetch the next N small files of the\n"
+        "                           directory listing in name order (default 0: off)\n"
+        "  compress=zstd[:LEVEL]    compress pages at rest with zstd (level 1..19, default 3;\n"
+        "                           pages that do not shrink are kept as they are; default none)\n"
+        "\n"
+        "control (-o):\n"
+        "  rest=HOST:PORT           serve the REST API, /metrics and the dashboard there\n"
+        "                           (default: off; use a loopback address unless the network is\n"
+        "                           trusted: the API is read-only and unauthenticated)\n"
         "\n"
         "ownership and access (-o):\n"
         "  uid=N                    owner of every file and directory (default: the mounting\n"

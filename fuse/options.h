@@ -33,6 +33,8 @@
 #define PAGEFS_MAX_RETRIES 100
 #define PAGEFS_DEFAULT_TIMEOUT 30
 #define PAGEFS_MAX_TIMEOUT 3600
+#define PAGEFS_MAX_DIR_PREFETCH 1024
+#define PAGEFS_DEFAULT_ZSTD_LEVEL 3
 
 /* Log levels: the syslog priorities (and libfuse's enum fuse_log_level) of the same name. A
  * message is logged when its level is at most the configured one. */
@@ -75,6 +77,9 @@ struct pagefs_options {
     uint64_t max_readahead; /* bytes per sequential stream; 0 = the prefetcher's default */
     unsigned max_inflight;  /* concurrent read-ahead fetches; 0 = default */
     uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead fetches; 0 = default */
+    unsigned dir_prefetch;  /* files of a listing to prefetch after an open in name order; 0 off */
+    int compress_level;     /* zstd level of pages at rest; 0 = no compression */
+    char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */
     int retries;
     int timeout; /* seconds */
     int allow_other;

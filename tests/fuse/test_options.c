@@ -413,6 +413,46 @@ static void test_einval_options(void)
     EXPECT_EINVAL("invalid log_level '7'", "s3://b", "/m", "-o", "log_level=7");
 }
 
+static void test_control_and_compress(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m"), 0);
+    CHECK(o.rest == NULL);
+    CHECK_EQ(o.compress_level, 0);
+    CHECK_EQ(o.dir_prefetch, 0u);
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "rest=127.0.0.1:28080,compress=zstd,dir_prefetch=8"),
+             0);
+    CHECK_STR(o.rest, "127.0.0.1:28080");
+    CHECK_EQ(o.compress_level, PAGEFS_DEFAULT_ZSTD_LEVEL);
+    CHECK_EQ(o.dir_prefetch, 8u);
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "rest=[::1]:9000,compress=zstd:19"), 0);
+    CHECK_STR(o.rest, "[::1]:9000");
+    CHECK_EQ(o.compress_level, 19);
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "compress=zstd:5,compress=none"), 0);
+    CHECK_EQ(o.compress_level, 0);
+    pagefs_options_clear(&o);
+
+    EXPECT_EINVAL("invalid rest 'localhost'", "s3://b", "/m", "-o", "rest=localhost");
+    EXPECT_EINVAL("invalid rest ':80'", "s3://b", "/m", "-o", "rest=:80");
+    EXPECT_EINVAL("invalid rest 'h:0'", "s3://b", "/m", "-o", "rest=h:0");
+    EXPECT_EINVAL("invalid rest 'h:65536'", "s3://b", "/m", "-o", "rest=h:65536");
+    EXPECT_EINVAL("invalid rest 'a/b:80'", "s3://b", "/m", "-o", "rest=a/b:80");
+    EXPECT_EINVAL("invalid rest '[::1:80'", "s3://b", "/m", "-o", "rest=[::1:80");
+    EXPECT_EINVAL("'rest' needs a value", "s3://b", "/m", "-o", "rest=");
+    EXPECT_EINVAL("invalid compress 'lz4'", "s3://b", "/m", "-o", "compress=lz4");
+    EXPECT_EINVAL("invalid compress 'zstd:0'", "s3://b", "/m", "-o", "compress=zstd:0");
+    EXPECT_EINVAL("invalid compress 'zstd:20'", "s3://b", "/m", "-o", "compress=zstd:20");
+    EXPECT_EINVAL("invalid dir_prefetch '-1'", "s3://b", "/m", "-o", "dir_prefetch=-1");
+    EXPECT_EINVAL("invalid dir_prefetch '1025'", "s3://b", "/m", "-o", "dir_prefetch=1025");
+}
+
 static void test_error_is_one_line_without_secrets(void)
 {
     /* A bad value elsewhere must not echo other option values (e.g. an endpoint with
@@ -443,6 +483,7 @@ int main(void)
     RUN(test_parse_size);
     RUN(test_einval_arguments);
     RUN(test_einval_options);
+    RUN(test_control_and_compress);
     RUN(test_error_is_one_line_without_secrets);
     return test_finish();
 }
