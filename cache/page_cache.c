@@ -1080,6 +1080,136 @@ out_free:
     return rc;
 }
 
+int page_cache_residency(struct page_cache *pc, const char *key, struct pc_residency *out)
+{
+    int rc = 0;
+    if (!pc || !key || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&pc->lock);
+    sqlite3_stmt *s = stmt(pc, ST_FILE_GET);
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(s, 0);
+        const char *v = (const char *)sqlite3_column_text(s, 1);
+        out->known = 1;
+        snprintf(out->version, sizeof(out->version), "%s", v ? v : "");
+        out->size = (uint64_t)sqlite3_column_int64(s, 2);
+        sqlite3_reset(s);
+        s = stmt(pc, ST_FILE_PAGES);
+        sqlite3_bind_int64(s, 1, id);
+        while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+            out->pages++;
+            out->bytes += (uint64_t)sqlite3_column_int64(s, 1);
+        }
+        if (step != SQLITE_DONE)
+            rc = -EIO;
+    } else if (step != SQLITE_DONE) {
+        rc = -EIO;
+    }
+    sqlite3_reset(s);
+    pthread_mutex_unlock(&pc->lock);
+    return rc;
+}
+
+int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages,
+                         uint64_t *bytes)
+{
+    char path[4096];
+    uint64_t n = 0, b = 0;
+    int rc = 0;
+    if (!pc || !key)
+        return -EINVAL;
+    pthread_mutex_lock(&pc->lock);
+    flush_touches(pc);
+    rc = tx_begin(pc);
+    if (rc < 0)
+        goto out_unlock;
+    sqlite3_stmt *s = stmt(pc, ST_FILE_GET);
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step != SQLITE_ROW) {
+        sqlite3_reset(s);
+        rc = step == SQLITE_DONE ? 0 : -EIO;
+        goto out_rollback;
+    }
+    int64_t id = sqlite3_column_int64(s, 0);
+    const char *h = (const char *)sqlite3_column_text(s, 3);
+    char fhash[33] = "";
+    if (h && strlen(h) == 32)
+        memcpy(fhash, h, 33);
+    sqlite3_reset(s);
+    if (!fhash[0]) {
+        rc = -EIO;
+        goto out_rollback;
+    }
+    /* Index rows go first (in the transaction); files are unlinked after the commit, so a
+     * crash leaves at worst orphan files, which fsck and start-up remove. */
+    s = stmt(pc, ST_FILE_PAGES);
+    sqlite3_bind_int64(s, 1, id);
+    uint64_t *idxs = NULL;
+    size_t cap = 0;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            uint64_t *t = realloc(idxs, ncap * sizeof(*t));
+            if (!t) {
+                rc = -ENOMEM;
+                break;
+            }
+            idxs = t;
+            cap = ncap;
+        }
+        idxs[n++] = (uint64_t)sqlite3_column_int64(s, 0);
+        b += (uint64_t)sqlite3_column_int64(s, 1);
+    }
+    sqlite3_reset(s);
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = -EIO;
+    if (rc < 0) {
+        free(idxs);
+        goto out_rollback;
+    }
+    s = stmt(pc, ST_FILE_PAGES_DEL);
+    sqlite3_bind_int64(s, 1, id);
+    if (exec_stmt(s) != SQLITE_DONE) {
+        free(idxs);
+        rc = -EIO;
+        goto out_rollback;
+    }
+    rc = tx_commit(pc);
+    if (rc < 0) {
+        free(idxs);
+        goto out_unlock;
+    }
+    for (size_t i = 0; i < n; i++) {
+        page_path(pc, fhash, idxs[i], path, sizeof(path), 0);
+        unlink(path);
+    }
+    free(idxs);
+    hot_drop_file(pc, id);
+    pc->stats.pages_resident -= n;
+    pc->stats.bytes_resident -= b;
+    pc->stats.evictions += n;
+    pthread_mutex_unlock(&pc->lock);
+    if (pages)
+        *pages = n;
+    if (bytes)
+        *bytes = b;
+    return 0;
+
+out_rollback:
+    tx_rollback(pc);
+out_unlock:
+    pthread_mutex_unlock(&pc->lock);
+    if (pages)
+        *pages = 0;
+    if (bytes)
+        *bytes = 0;
+    return rc;
+}
+
 struct pc_file *pc_file_ref(struct pc_file *f)
 {
     if (f)

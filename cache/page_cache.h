@@ -82,6 +82,22 @@ ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, 
  * -errno if a fetch failed (pages fetched before the failure stay resident). */
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count);
 
+/* What the cache holds of `key` (any version). */
+struct pc_residency {
+    int known;          /* the index has a version of key */
+    char version[128];  /* that version (truncated if longer), "" when !known */
+    uint64_t size;      /* object size of that version */
+    uint64_t pages;     /* pages resident */
+    uint64_t bytes;     /* bytes resident */
+};
+/* Fills *out for key. 0 or -errno (-EIO: the index could not be read). */
+int page_cache_residency(struct page_cache *pc, const char *key, struct pc_residency *out);
+/* Drops every resident page of key (the version stays known, so handles open on it keep
+ * caching what they read next). *pages / *bytes (if not NULL) get what was dropped.
+ * 0 (also when nothing was cached) or -errno. */
+int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages,
+                         uint64_t *bytes);
+
 uint32_t page_cache_page_size(const struct page_cache *pc);
 void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out);
 /* Writes batched access-order updates to the index now. */

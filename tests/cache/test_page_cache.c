@@ -153,6 +153,65 @@ static void test_warm_reads_make_no_calls(void)
     cache_env_fini(&e);
 }
 
+/* Residency reports what is cached of a key; evicting a key drops its pages (and their
+ * files) but keeps the version known, so an open handle refetches and caches again. */
+static void test_residency_and_evict_key(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
+    size_t size = 3 * PS + 10;
+    unsigned char *data = cache_env_make_source(&e, "k.bin", size, 5);
+    unsigned char *other = cache_env_make_source(&e, "other.bin", PS, 6);
+    struct pc_residency r;
+    CHECK_EQ(page_cache_residency(e.pc, "k.bin", &r), 0);
+    CHECK_EQ(r.known, 0);
+    uint64_t n = 99, b = 99;
+    CHECK_EQ(page_cache_evict_key(e.pc, "k.bin", &n, &b), 0);
+    CHECK_EQ(n, 0);
+    CHECK_EQ(b, 0);
+
+    struct pc_file *f = cache_env_open_key(&e, "k.bin", NULL);
+    struct pc_file *g = cache_env_open_key(&e, "other.bin", NULL);
+    CHECK_EQ(read_check(&e, f, data, size, 0, PS + 1), (ssize_t)(PS + 1)); /* pages 0, 1 */
+    CHECK_EQ(read_check(&e, g, other, PS, 0, PS), (ssize_t)PS);
+    CHECK_EQ(page_cache_residency(e.pc, "k.bin", &r), 0);
+    CHECK_EQ(r.known, 1);
+    CHECK_EQ(r.size, size);
+    CHECK_EQ(r.pages, 2);
+    CHECK_EQ(r.bytes, 2 * PS);
+    CHECK(r.version[0] != '\0');
+
+    CHECK_EQ(page_cache_evict_key(e.pc, "k.bin", &n, &b), 0);
+    CHECK_EQ(n, 2);
+    CHECK_EQ(b, 2 * PS);
+    CHECK_EQ(page_cache_residency(e.pc, "k.bin", &r), 0);
+    CHECK_EQ(r.known, 1);
+    CHECK_EQ(r.pages, 0);
+    struct page_cache_stats st = cache_env_stats(&e);
+    CHECK_EQ(st.pages_resident, 1); /* other.bin's page stays */
+    CHECK_EQ(st.bytes_resident, PS);
+
+    /* The open handle reads again: fetched (not served from a dropped copy) and cached. */
+    uint64_t calls = cache_env_read_calls(&e);
+    CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
+    CHECK_EQ(cache_env_read_calls(&e) - calls, 4);
+    CHECK_EQ(page_cache_residency(e.pc, "k.bin", &r), 0);
+    CHECK_EQ(r.pages, 4);
+    pc_file_unref(f);
+    pc_file_unref(g);
+
+    /* Dropped state survives a restart: the index and the files agree. */
+    CHECK_EQ(page_cache_evict_key(e.pc, "k.bin", NULL, NULL), 0);
+    cache_env_restart(&e);
+    st = cache_env_stats(&e);
+    CHECK_EQ(st.pages_resident, 1);
+    CHECK_EQ(page_cache_residency(e.pc, "other.bin", &r), 0);
+    CHECK_EQ(r.pages, 1);
+    free(data);
+    free(other);
+    cache_env_fini(&e);
+}
+
 /* Reads page idx of f; returns the page_cache_read result. */
 static ssize_t read_page(struct cache_env *e, struct pc_file *f, const unsigned char *data,
                          size_t size, uint64_t idx)
@@ -673,6 +732,7 @@ int main(void)
     RUN(test_stale_and_short_reads_not_cached);
     RUN(test_single_flight);
     RUN(test_write_errors_still_serve);
+    RUN(test_residency_and_evict_key);
     RUN(test_invalid_conf);
     RUN(test_stress_multithreaded);
     return test_finish();
