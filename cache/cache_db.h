@@ -6,14 +6,25 @@
  *   files(id INTEGER PRIMARY KEY AUTOINCREMENT, key UNIQUE, version, size, mtime_ns, fhash)
  *                                     one row per key: the version last opened; fhash is the
  *                                     hex XXH3-128 of key "\0" version (names its page files)
- *   pages(file_id, idx, len, csum, seq) PRIMARY KEY(file_id, idx), index on seq
- *                                     resident pages; csum = XXH3-64 of the page bytes (as a
- *                                     signed 64-bit integer), seq = access order (LRU)
+ *   pages(file_id, idx, len, csum, seq, blocks, flags) PRIMARY KEY(file_id, idx), index on seq
+ *                                     resident pages, whole or partial. A page is cut into
+ *                                     blocks of cache_block_size(page_size) bytes (at most
+ *                                     CACHE_MAX_BLOCKS); blocks = bitmap of the blocks present
+ *                                     (bit i = block i); csum = BLOB of one XXH3-64 per block of
+ *                                     the page (8 bytes little-endian each, 0 for an absent
+ *                                     block), always over the uncompressed bytes; flags:
+ *                                     CACHE_PAGE_ZSTD = the file holds the whole page as one
+ *                                     zstd frame; len = bytes the page occupies on disk (sum of
+ *                                     the present blocks' lengths, or the compressed length):
+ *                                     the unit of capacity accounting; seq = access order (LRU)
  *   dirs(dir PRIMARY KEY, fetched_ms, found)  cached listings; fetched_ms is wall-clock ms,
  *                                     found = 0 marks a directory that does not exist
  *   entries(dir, name, is_dir, size, mtime_ns, version) PRIMARY KEY(dir, name)
  * Page files live under CACHE_DIR/pages/<2 hex>/<fhash>-<idx in hex>, temporaries under
- * CACHE_DIR/tmp/.
+ * CACHE_DIR/tmp/. An uncompressed page file is exactly as long as the page and holds block i
+ * at offset i * block size; absent blocks are holes (never served: only blocks whose bit is
+ * set are read, each verified against its checksum). A compressed page file holds one zstd
+ * frame of the whole page.
  *
  * cache_db_open() gives each caller its own connection (the page cache and the metadata
  * cache each hold one, serialized by their own mutex). If the database is damaged or has
@@ -27,7 +38,19 @@
 
 struct sqlite3;
 
-#define CACHE_DB_SCHEMA_VERSION 1
+/* 2: partial pages (blocks bitmap, per-block checksums, flags). Version 1 caches are reset. */
+#define CACHE_DB_SCHEMA_VERSION 2
+
+/* Blocks of a page: 64 KiB, or page_size / CACHE_MAX_BLOCKS if that is larger. */
+#define CACHE_BLOCK_MIN (64u << 10)
+#define CACHE_MAX_BLOCKS 16
+#define CACHE_PAGE_ZSTD 1u
+
+static inline uint32_t cache_block_size(uint32_t page_size)
+{
+    uint32_t b = page_size / CACHE_MAX_BLOCKS;
+    return b > CACHE_BLOCK_MIN ? b : CACHE_BLOCK_MIN;
+}
 
 /* Creates `dir` (0700) and its pages/ and tmp/ subdirectories if missing, opens or creates
  * index.sqlite (0600), checks the schema and page size (a different page size resets the

@@ -2,13 +2,19 @@
  * cache_fsck.c - offline check and repair of a cache directory (see cache_fsck.h).
  *
  * Design: three passes over a cache that no daemon has open.
- *   1. Rows. All `pages` rows (joined with their `files` row) are loaded into memory. A row
- *      without a `files` row, with a malformed fhash, or whose length does not follow from
- *      the object's size and the recorded page size is a bad row. For every other row the
- *      page file is opened (O_NOFOLLOW), its length compared and its bytes hashed with
- *      streaming XXH3-64 through one buffer. With repair, the rows found bad are deleted in
- *      one transaction and then their files unlinked (a crash in between leaves orphans,
- *      which the next check finds; never a row without its file being believed good).
+ *   1. Rows. All `pages` rows (joined with their `files` row) are loaded into memory. Pages
+ *      may be partial (see cache_db.h): a row records the blocks present (bitmap), one
+ *      XXH3-64 per block and flags (zstd). A row is bad when it has no `files` row, a
+ *      malformed fhash, a page index past the object's end, a checksum blob that is not one
+ *      8-byte sum per block of the page, no block or blocks outside the page, unknown flags,
+ *      a compressed page that is not whole, or a len that is not the sum of its present
+ *      blocks' lengths (uncompressed). For every other row the page file is opened
+ *      (O_NOFOLLOW); an uncompressed file must be exactly the page's length and each present
+ *      block must hash to its sum (absent blocks are holes and are not read); a compressed
+ *      file must be exactly len bytes and decompress to the page, whose blocks must all hash
+ *      right. With repair, the rows found bad are deleted in one transaction and then their
+ *      files unlinked (a crash in between leaves orphans, which the next check finds; never a
+ *      row without its file being believed good).
  *   2. pages/. The names every row (good or bad) gives are kept in a sorted array; pages/
  *      must contain only two-hex-digit directories, and those only regular files with such
  *      names. Anything else is an orphan, removed (recursively) with repair.
@@ -43,9 +49,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #define FSCK_BUSY_TIMEOUT_MS 10000
-#define FSCK_READ_BUF (1u << 20)
 #define FHASH_LEN 32
 /* "xx/" + fhash + "-" + up to 16 hex digits + NUL */
 #define REL_NAME_MAX (3 + FHASH_LEN + 1 + 16 + 1)
@@ -55,8 +61,11 @@ enum page_state { PAGE_OK, PAGE_MISSING, PAGE_BAD_LENGTH, PAGE_BAD_CHECKSUM, PAG
 struct page_row {
     int64_t file_id;
     uint64_t idx;
-    uint64_t len;
-    uint64_t csum;
+    uint64_t len;   /* bytes on disk */
+    uint64_t plen;  /* bytes of the page */
+    uint32_t blocks;
+    uint32_t flags;
+    uint64_t sums[CACHE_MAX_BLOCKS];
     int named; /* rel holds the page file's name */
     enum page_state state;
     char rel[REL_NAME_MAX]; /* relative to CACHE_DIR/pages */
@@ -261,10 +270,15 @@ out_close:
 
 /* ---- pass 1: rows ---- */
 
+static int row_consistent(const struct fsck *fk, struct page_row *r, uint64_t fsize,
+                          const unsigned char *blob, int blob_bytes, int64_t blocks,
+                          int64_t flags);
+
 static int load_rows(struct fsck *fk)
 {
     static const char sql[] =
-        "SELECT p.file_id, p.idx, p.len, p.csum, f.id IS NOT NULL, f.fhash, f.size "
+        "SELECT p.file_id, p.idx, p.len, p.csum, f.id IS NOT NULL, f.fhash, f.size, p.blocks, "
+        "p.flags "
         "FROM pages p LEFT JOIN files f ON f.id = p.file_id ORDER BY p.file_id, p.idx";
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
@@ -295,10 +309,13 @@ static int load_rows(struct fsck *fk)
         int64_t len = sqlite3_column_int64(st, 2);
         r->idx = (uint64_t)idx;
         r->len = (uint64_t)len;
-        r->csum = (uint64_t)sqlite3_column_int64(st, 3);
+        const unsigned char *blob = sqlite3_column_blob(st, 3);
+        int blob_bytes = sqlite3_column_bytes(st, 3);
         int has_file = sqlite3_column_int(st, 4);
         const char *fhash = (const char *)sqlite3_column_text(st, 5);
         uint64_t fsize = (uint64_t)sqlite3_column_int64(st, 6);
+        int64_t blocks = sqlite3_column_int64(st, 7);
+        int64_t flags = sqlite3_column_int64(st, 8);
 
         r->state = PAGE_OK;
         if (!has_file || !valid_fhash(fhash) || idx < 0 || len < 0) {
@@ -311,13 +328,8 @@ static int load_rows(struct fsck *fk)
         }
         page_file_rel_name(fhash, r->idx, 0, r->rel, sizeof(r->rel));
         r->named = 1;
-        if (fk->page_size) {
-            uint64_t off = r->idx * fk->page_size;
-            int in_range = r->idx < UINT64_MAX / fk->page_size && off < fsize;
-            uint64_t want = in_range && fsize - off < fk->page_size ? fsize - off : fk->page_size;
-            if (!in_range || r->len != want)
-                r->state = PAGE_BAD_ROW;
-        }
+        if (!fk->page_size || !row_consistent(fk, r, fsize, blob, blob_bytes, blocks, flags))
+            r->state = PAGE_BAD_ROW;
     }
     if (sql_rc != SQLITE_DONE)
         goto out_sql_error;
@@ -332,10 +344,59 @@ out_finalize:
     return rc;
 }
 
-/* Checks one page file. Returns its state, or -errno when it could not be checked for a
- * reason that says nothing about the page (e.g. out of file descriptors). */
-static int check_page_file(const char *path, uint64_t len, uint64_t csum, unsigned char *buf,
-                           XXH3_state_t *xs)
+/* Whether a row agrees with itself, the object's size and the page size; fills r->plen,
+ * r->blocks, r->flags and r->sums when it does. */
+static int row_consistent(const struct fsck *fk, struct page_row *r, uint64_t fsize,
+                          const unsigned char *blob, int blob_bytes, int64_t blocks,
+                          int64_t flags)
+{
+    uint32_t ps = fk->page_size, bs = cache_block_size(ps);
+    uint64_t off = r->idx * ps;
+    if (r->idx >= UINT64_MAX / ps || off >= fsize)
+        return 0;
+    r->plen = fsize - off < ps ? fsize - off : ps;
+    unsigned nb = (unsigned)((r->plen + bs - 1) / bs);
+    uint32_t full = nb >= 32 ? UINT32_MAX : (1u << nb) - 1;
+    if (!blob || blob_bytes != (int)(nb * 8) || blocks <= 0 ||
+        ((uint64_t)blocks & ~(uint64_t)full) != 0 || (flags & ~(int64_t)CACHE_PAGE_ZSTD) != 0)
+        return 0;
+    r->blocks = (uint32_t)blocks;
+    r->flags = (uint32_t)flags;
+    if ((r->flags & CACHE_PAGE_ZSTD) && r->blocks != full)
+        return 0;
+    uint64_t present = 0;
+    for (unsigned i = 0; i < nb; i++) {
+        uint64_t v = 0;
+        for (unsigned b = 0; b < 8; b++)
+            v |= (uint64_t)blob[i * 8 + b] << (8 * b);
+        r->sums[i] = v;
+        if (r->blocks & (1u << i))
+            present += r->plen - (uint64_t)i * bs < bs ? r->plen - (uint64_t)i * bs : bs;
+    }
+    if (r->flags & CACHE_PAGE_ZSTD)
+        return r->len > 0;
+    return r->len == present;
+}
+
+/* The blocks of the page in buf (all of them when `all`, else those present) hash right. */
+static int sums_match(const struct page_row *r, uint32_t bs, const unsigned char *page)
+{
+    for (unsigned i = 0; (uint64_t)i * bs < r->plen; i++) {
+        if (!(r->blocks & (1u << i)))
+            continue;
+        uint64_t off = (uint64_t)i * bs;
+        size_t n = r->plen - off < bs ? (size_t)(r->plen - off) : bs;
+        if (XXH3_64bits(page + off, n) != r->sums[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* Checks one page file (buf holds at least one page, zbuf is scratch for a compressed one).
+ * Returns its state, or -errno when it could not be checked for a reason that says nothing
+ * about the page (e.g. out of file descriptors or memory). */
+static int check_page_file(const char *path, const struct page_row *r, uint32_t bs,
+                           unsigned char *buf)
 {
     struct stat st;
     int state;
@@ -351,26 +412,41 @@ static int check_page_file(const char *path, uint64_t len, uint64_t csum, unsign
         state = -errno;
         goto out_close;
     }
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != len) {
+    int z = (r->flags & CACHE_PAGE_ZSTD) != 0;
+    uint64_t file_len = z ? r->len : r->plen;
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != file_len) {
         state = PAGE_BAD_LENGTH;
         goto out_close;
     }
-    XXH3_64bits_reset(xs);
+    unsigned char *zbuf = NULL;
+    if (z) {
+        zbuf = malloc((size_t)file_len);
+        if (!zbuf) {
+            state = -ENOMEM;
+            goto out_close;
+        }
+    }
+    unsigned char *dst = z ? zbuf : buf;
     uint64_t done = 0;
     state = PAGE_OK;
-    while (done < len) {
-        size_t want = len - done < FSCK_READ_BUF ? (size_t)(len - done) : FSCK_READ_BUF;
-        ssize_t n = read(fd, buf, want);
+    /* Holes of absent blocks read as zeros; only present blocks are compared. */
+    while (done < file_len) {
+        ssize_t n = pread(fd, dst + done, (size_t)(file_len - done), (off_t)done);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             state = PAGE_BAD_CHECKSUM; /* unreadable or shrank under us: not servable */
-            goto out_close;
+            break;
         }
-        XXH3_64bits_update(xs, buf, (size_t)n);
         done += (uint64_t)n;
     }
-    if (XXH3_64bits_digest(xs) != csum)
+    if (state == PAGE_OK && z) {
+        size_t got = ZSTD_decompress(buf, (size_t)r->plen, zbuf, (size_t)file_len);
+        if (ZSTD_isError(got) || got != r->plen)
+            state = PAGE_BAD_CHECKSUM;
+    }
+    free(zbuf);
+    if (state == PAGE_OK && !sums_match(r, bs, buf))
         state = PAGE_BAD_CHECKSUM;
 out_close:
     close(fd);
@@ -381,9 +457,8 @@ static int check_rows(struct fsck *fk)
 {
     char path[4096];
     int rc = 0;
-    unsigned char *buf = malloc(FSCK_READ_BUF);
-    XXH3_state_t *xs = XXH3_createState();
-    if (!buf || !xs) {
+    unsigned char *buf = malloc(fk->page_size ? fk->page_size : 1);
+    if (!buf) {
         rc = -ENOMEM;
         snprintf(fk->err, fk->errlen, "out of memory");
         goto out_free;
@@ -394,7 +469,7 @@ static int check_rows(struct fsck *fk)
         fk->rep->bytes_checked += r->len;
         if (r->state == PAGE_OK) {
             snprintf(path, sizeof(path), "%s/pages/%s", fk->dir, r->rel);
-            int st = check_page_file(path, r->len, r->csum, buf, xs);
+            int st = check_page_file(path, r, cache_block_size(fk->page_size), buf);
             if (st < 0) {
                 rc = st;
                 snprintf(fk->err, fk->errlen, "cannot check %s: %s", path, strerror(-st));
@@ -420,7 +495,6 @@ static int check_rows(struct fsck *fk)
         }
     }
 out_free:
-    XXH3_freeState(xs);
     free(buf);
     return rc;
 }
@@ -530,7 +604,7 @@ static int open_dir_or_missing(struct fsck *fk, const char *path, DIR **out)
 /* pages/<sub>/: only files some row names. */
 static int scan_sub(struct fsck *fk, const char *sub)
 {
-    char path[4096], rel[REL_NAME_MAX + 8];
+    char path[4096], rel[3 + sizeof(((struct dirent *)0)->d_name) + 8];
     DIR *d;
     struct dirent *de;
 

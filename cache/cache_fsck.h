@@ -2,8 +2,10 @@
  * cache_fsck.h - offline check and repair of a cache directory, and a summary of its index.
  *
  * cache_fsck() checks that CACHE_DIR/index.sqlite and the page files under CACHE_DIR/pages
- * agree (see cache_db.h for the layout): every `pages` row has its file, of the recorded
- * length and XXH3-64 checksum; every file under pages/ belongs to a row; tmp/ is empty.
+ * agree (see cache_db.h for the layout): every `pages` row has its file, of the page's length
+ * (or the compressed length of a zstd page), and every block the row records as present
+ * hashes to its XXH3-64 (holes of partial pages are not read); every file under pages/
+ * belongs to a row; tmp/ is empty.
  * With repair, rows whose file is missing or bad are deleted together with the file, and
  * orphan files and tmp/ leftovers are removed; a damaged index is reset (as cache_db_open()
  * does), which empties the cache.
@@ -24,15 +26,17 @@
 struct cache_fsck_report {
     uint64_t files;         /* rows of `files` (object versions known to the cache) */
     uint64_t pages_checked; /* rows of `pages` examined */
-    uint64_t bytes_checked; /* sum of the recorded lengths of those rows */
+    uint64_t bytes_checked; /* sum of the recorded lengths (bytes on disk) of those rows */
     uint64_t missing;       /* rows whose page file does not exist */
-    uint64_t bad_checksum;  /* page files of the right length whose XXH3-64 differs (or that
-                               cannot be read) */
+    uint64_t bad_checksum;  /* page files of the right length with a present block whose
+                               XXH3-64 differs (or that cannot be read or decompressed) */
     uint64_t bad_length;    /* page files whose length differs from the row's (or that are
                                not regular files) */
     uint64_t bad_rows;      /* rows contradicting the index itself: no `files` row, a
-                               malformed fhash, or a length that does not follow from the
-                               object's size and the page size */
+                               malformed fhash, a page past the object's end, a checksum
+                               blob or block bitmap that does not fit the page, unknown
+                               flags, or a length that is not the sum of the present
+                               blocks */
     uint64_t orphans;       /* files under pages/ that no row names */
     uint64_t tmp_leftovers; /* entries in tmp/ */
     uint64_t index_damaged; /* 1 if sqlite reports the index damaged (nothing else is then

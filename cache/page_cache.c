@@ -4,19 +4,44 @@
  * Design (after CernVM-FS's cache manager):
  *   - An object version (key, version) has one row in `files` (one row per key; a new version
  *     replaces the row, dropping the old version's pages). Its pages are rows of `pages`
- *     (file_id, idx, len, XXH3-64 checksum, access seq) and files
- *     CACHE_DIR/pages/<sub>/<fhash>-<idx> where fhash is the hex XXH3-128 of key "\0" version
- *     and sub = (first byte of fhash + idx) mod 256 in hex. Names never derive from sqlite
- *     row ids, so a reset index cannot point at another object's stale file.
- *   - A miss fetches read_range(key, version, idx*P, len) into memory, writes it to a
- *     temporary file in CACHE_DIR/tmp/, renames it into place and then inserts its row. No
- *     fsync: the checksum is verified on every read from disk; a page whose length or
- *     checksum is wrong is dropped (row + file) and refetched, never served.
- *   - Concurrent misses of one page share one fetch: `inflight` lists the fetches under way;
- *     later readers wait on `fetch_done` and take the fetcher's buffer (or its error).
- *   - Verified page buffers are ref-counted (`struct pbuf`); the last HOT_BYTES worth of them
- *     are kept in a small LRU "hot set", so the kernel's 128 KiB reads of one page do not
- *     re-read and re-hash the whole page from disk each time.
+ *     and files CACHE_DIR/pages/<sub>/<fhash>-<idx> where fhash is the hex XXH3-128 of
+ *     key "\0" version and sub = (first byte of fhash + idx) mod 256 in hex. Names never
+ *     derive from sqlite row ids, so a reset index cannot point at another object's stale
+ *     file.
+ *   - Partial pages. A page is cut into blocks of B = cache_block_size(P) bytes (64 KiB, or
+ *     P/16 if larger; at most 16 per page). A `pages` row records which blocks are present
+ *     (`blocks` bitmap), one XXH3-64 per block (`csum` blob, over the uncompressed bytes),
+ *     `flags` (CACHE_PAGE_ZSTD) and `len` = the bytes the page occupies on disk (the sum of
+ *     its present blocks, or its compressed length), which is what capacity counts. An
+ *     uncompressed page file is exactly as long as the page, block i at offset i*B, absent
+ *     blocks are holes. Only blocks whose bit is set are ever read, and each is verified
+ *     against its checksum on every read from disk; a page with a bad block is dropped
+ *     (row + file) and refetched, never served.
+ *   - A miss of a random reader (PC_READ_RANDOM) fetches the span from the first to the last
+ *     block its read needs that the page lacks, with one read_range; any other miss fetches
+ *     the span of all blocks the page lacks (the whole page when it has none). Read-ahead
+ *     fetches whole pages and fills in what a partial page lacks.
+ *   - Storing: a page with no row is written to a temporary file in CACHE_DIR/tmp/ (sparse
+ *     when partial), renamed into place, then its row inserted. Blocks added to a partial
+ *     page are written in place, into the holes of the existing file, and then the row is
+ *     updated (bitmap, checksums, len) guarded by the old bitmap. Either way the row never
+ *     records a block before its bytes are in the file; after a crash a block written but not
+ *     recorded is just a hole that holds bytes. No fsync: checksums catch torn writes.
+ *   - Single flight per page: `inflight` holds at most one fetch per (file_id, idx), with the
+ *     mask of blocks it fetches. A reader whose missing blocks it covers waits and takes its
+ *     buffer; any other reader waits for it and then looks again. The owner of the inflight
+ *     entry is the only writer of that page's file and row (eviction may still delete them).
+ *   - Verified page buffers are ref-counted (`struct pbuf`, covering a span of the page);
+ *     whole pages read by non-random readers are kept in a small LRU "hot set", so the
+ *     kernel's 128 KiB reads of one page do not re-read and re-hash the page each time.
+ *   - Zero-copy (page_cache_map): a whole, uncompressed page is handed out as a file range.
+ *     The first time it is served it is read and verified whole; the verification is
+ *     remembered in `vmarks` (set-associative, bounded) keyed by (file_id, idx). Every
+ *     change or removal of the page's row clears its mark, and a verification only sets the
+ *     mark if the entry it started is still there (token check), so a mark always speaks of
+ *     the file now at the page's path.
+ *   - Compression (conf->compress_level): a whole page that shrinks by at least 1/8 is stored
+ *     as one zstd frame; it is read and verified whole, and never mapped.
  *   - Access order is a monotonic sequence (max(seq) loaded at open). Touches are collected
  *     in memory and written in one transaction every TOUCH_MAX touches or TOUCH_FLUSH_MS,
  *     on eviction, flush and destroy.
@@ -26,19 +51,20 @@
  *     Eviction unlinks files; a reader holding a page file open keeps reading it.
  *   - A page that cannot be written (disk full, I/O error) is still returned to the reader
  *     from memory; it is only not cached (write_errors).
- *   - Read-ahead (page_cache_prefetch) registers the missing pages of a run as in flight
+ *   - Read-ahead (page_cache_prefetch) registers the not-whole pages of a run as in flight
  *     (flagged `prefetch`), fetches the run with one read_range and publishes page by page,
  *     so readers wait on it exactly as on a foreground miss. A reader whose awaited prefetch
- *     failed fetches the page itself. Prefetched pages skip the hot set (it holds the pages
- *     readers are on; a read-ahead window would flush it).
+ *     failed fetches the page itself. Prefetched pages skip the hot set.
  *
  * Invariants (under pc->lock):
- *   - a `pages` row exists only after its file was renamed into place; rename + insert and
- *     delete + unlink happen in one critical section, so no reader can look a row up and
- *     then fail to open a file that a concurrent store is about to create;
+ *   - a `pages` row exists only after its file was renamed into place, and a block's bit is
+ *     set only after its bytes were written; rename + insert and delete + unlink happen in
+ *     one critical section;
  *   - bytes_resident == SUM(pages.len), pages_resident == COUNT(pages);
- *   - at most one inflight entry per (file_id, idx); a page with a row is never fetched;
- *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified.
+ *   - at most one inflight entry per (file_id, idx); only its owner writes that page;
+ *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified;
+ *   - a verified mark (state VM_DONE) exists only for a whole uncompressed page whose file
+ *     was read and verified after the row last changed.
  *
  * Lock order: pc->lock is the only lock of the module. It is never held across a backend
  * call, and never across page file reads/writes (only open/rename/unlink/sqlite). pbuf and
@@ -66,6 +92,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #define DEFAULT_PAGE_SIZE (1u << 20)
 #define DEFAULT_CAPACITY (10ull << 30)
@@ -77,6 +104,9 @@
 #define HOT_BYTES (16u << 20)
 #define HOT_MAX 16
 #define HOT_MIN 2
+#define VM_SETS 4096u /* power of two */
+#define VM_WAYS 4
+#define MAP_VERIFY_STACK 8
 
 #ifndef NDEBUG
 #define PC_CHECK_INVARIANTS(pc) page_cache_check_invariants(pc)
@@ -84,13 +114,16 @@
 #define PC_CHECK_INVARIANTS(pc) ((void)0)
 #endif
 
-/* A verified page in memory. refs is atomic; the rest is immutable after creation. */
+/* Verified bytes of page idx: [off, off + len) of the page's plen bytes. refs is atomic;
+ * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
 struct pbuf {
     atomic_uint refs;
     int64_t file_id;
     uint64_t idx;
+    size_t plen;
+    size_t off;
     size_t len;
-    uint64_t stamp; /* hot-set recency, under pc->lock */
+    uint64_t stamp;
     unsigned char data[];
 };
 
@@ -99,6 +132,7 @@ struct inflight {
     struct inflight *next;
     int64_t file_id;
     uint64_t idx;
+    uint32_t mask;      /* blocks being fetched */
     int done;
     int err;            /* 0 or -errno, valid when done */
     struct pbuf *pb;    /* one reference, valid when done and !err */
@@ -110,6 +144,24 @@ struct touch {
     int64_t file_id;
     uint64_t idx;
     uint64_t seq;
+};
+
+/* A page's row. */
+struct prow {
+    uint64_t len;    /* bytes on disk */
+    uint32_t blocks; /* present blocks */
+    uint32_t flags;  /* CACHE_PAGE_ZSTD */
+    uint64_t sums[CACHE_MAX_BLOCKS];
+};
+
+enum vm_state { VM_EMPTY, VM_PENDING, VM_DONE };
+
+struct vmark {
+    int64_t file_id;
+    uint64_t idx;
+    uint64_t token; /* the verification that created it */
+    uint64_t stamp; /* recency within its set */
+    int state;
 };
 
 struct pc_file {
@@ -133,6 +185,7 @@ enum stmt_id {
     ST_FILE_PAGES_DEL,
     ST_PAGE_GET,
     ST_PAGE_INS,
+    ST_PAGE_UPD,
     ST_PAGE_DEL,
     ST_PAGE_TOUCH,
     ST_LRU,
@@ -150,9 +203,12 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_FILE_DEL] = "DELETE FROM files WHERE id = ?1",
     [ST_FILE_PAGES] = "SELECT idx, len FROM pages WHERE file_id = ?1",
     [ST_FILE_PAGES_DEL] = "DELETE FROM pages WHERE file_id = ?1",
-    [ST_PAGE_GET] = "SELECT len, csum FROM pages WHERE file_id = ?1 AND idx = ?2",
-    [ST_PAGE_INS] = "INSERT INTO pages(file_id, idx, len, csum, seq) "
-                    "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM files WHERE id = ?1)",
+    [ST_PAGE_GET] = "SELECT len, csum, blocks, flags FROM pages WHERE file_id = ?1 AND idx = ?2",
+    [ST_PAGE_INS] = "INSERT INTO pages(file_id, idx, len, csum, seq, blocks, flags) "
+                    "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 "
+                    "WHERE EXISTS (SELECT 1 FROM files WHERE id = ?1)",
+    [ST_PAGE_UPD] = "UPDATE pages SET len = ?1, csum = ?2, blocks = ?3 "
+                    "WHERE file_id = ?4 AND idx = ?5 AND blocks = ?6",
     [ST_PAGE_DEL] = "DELETE FROM pages WHERE file_id = ?1 AND idx = ?2",
     [ST_PAGE_TOUCH] = "UPDATE pages SET seq = ?1 WHERE file_id = ?2 AND idx = ?3",
     [ST_LRU] = "SELECT p.file_id, p.idx, p.len, f.fhash FROM pages p "
@@ -164,6 +220,8 @@ struct page_cache {
     struct backend *be; /* borrowed */
     char *dir;
     uint32_t page_size;
+    uint32_t block_size;
+    int zlevel; /* 0: no compression */
     uint64_t capacity, min_free, high_bytes, low_bytes;
     size_t hot_max;
 
@@ -180,6 +238,8 @@ struct page_cache {
     struct pbuf *hot[HOT_MAX];
     size_t nhot;
     uint64_t hot_clock;
+    struct vmark *vmarks; /* VM_SETS * VM_WAYS */
+    uint64_t vm_clock;
     struct page_cache_stats stats;
 };
 
@@ -265,9 +325,70 @@ static int file_hash(const char *key, const char *version, char out[33])
     return 0;
 }
 
+/* ---- blocks ---- */
+
+static uint32_t span_mask(unsigned lo, unsigned hi)
+{
+    return (uint32_t)(((1ull << (hi + 1)) - 1) & ~((1ull << lo) - 1));
+}
+
+static unsigned mask_lo(uint32_t m)
+{
+    return (unsigned)__builtin_ctz(m);
+}
+
+static unsigned mask_hi(uint32_t m)
+{
+    return 31u - (unsigned)__builtin_clz(m);
+}
+
+static unsigned page_blocks(const struct page_cache *pc, size_t plen)
+{
+    return (unsigned)((plen + pc->block_size - 1) / pc->block_size);
+}
+
+static uint32_t full_mask(const struct page_cache *pc, size_t plen)
+{
+    return plen ? span_mask(0, page_blocks(pc, plen) - 1) : 0;
+}
+
+/* The blocks holding bytes [a, b) of a page (b > a). */
+static uint32_t range_mask(const struct page_cache *pc, size_t a, size_t b)
+{
+    return span_mask((unsigned)(a / pc->block_size), (unsigned)((b - 1) / pc->block_size));
+}
+
+static size_t block_len(const struct page_cache *pc, size_t plen, unsigned i)
+{
+    size_t off = (size_t)i * pc->block_size;
+    return plen - off < pc->block_size ? plen - off : pc->block_size;
+}
+
+static uint64_t mask_bytes(const struct page_cache *pc, size_t plen, uint32_t m)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; m; i++, m >>= 1)
+        if (m & 1)
+            n += block_len(pc, plen, i);
+    return n;
+}
+
+static size_t page_len(const struct page_cache *pc, const struct pc_file *f, uint64_t idx)
+{
+    uint64_t page_off = idx * pc->page_size;
+    return (size_t)(f->size - page_off < pc->page_size ? f->size - page_off : pc->page_size);
+}
+
+static void sums_encode(const uint64_t *sums, unsigned n, unsigned char *out)
+{
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned b = 0; b < 8; b++)
+            out[i * 8 + b] = (unsigned char)(sums[i] >> (8 * b));
+}
+
 /* ---- page buffers and the hot set ---- */
 
-static struct pbuf *pbuf_new(int64_t file_id, uint64_t idx, size_t len)
+static struct pbuf *pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off, size_t len)
 {
     struct pbuf *pb = malloc(sizeof(*pb) + (len ? len : 1));
     if (!pb)
@@ -275,6 +396,8 @@ static struct pbuf *pbuf_new(int64_t file_id, uint64_t idx, size_t len)
     atomic_init(&pb->refs, 1);
     pb->file_id = file_id;
     pb->idx = idx;
+    pb->plen = plen;
+    pb->off = off;
     pb->len = len;
     pb->stamp = 0;
     return pb;
@@ -292,6 +415,16 @@ static void pbuf_unref(struct pbuf *pb)
         free(pb);
 }
 
+static int pbuf_whole(const struct pbuf *pb)
+{
+    return pb->off == 0 && pb->len == pb->plen;
+}
+
+static int pbuf_covers(const struct pbuf *pb, size_t a, size_t n)
+{
+    return pb->off <= a && a + n <= pb->off + pb->len;
+}
+
 static struct pbuf *hot_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
 {
     for (size_t i = 0; i < pc->nhot; i++) {
@@ -304,8 +437,11 @@ static struct pbuf *hot_find(struct page_cache *pc, int64_t file_id, uint64_t id
     return NULL;
 }
 
+/* Only whole pages enter the hot set. */
 static void hot_insert(struct page_cache *pc, struct pbuf *pb)
 {
+    if (!pbuf_whole(pb))
+        return;
     size_t slot = pc->nhot;
     for (size_t i = 0; i < pc->nhot; i++) {
         if (pc->hot[i]->file_id == pb->file_id && pc->hot[i]->idx == pb->idx) {
@@ -337,6 +473,79 @@ static void hot_drop_file(struct page_cache *pc, int64_t file_id)
             pc->hot[j++] = pc->hot[i];
     }
     pc->nhot = j;
+}
+
+/* ---- verified marks (under the lock) ---- */
+
+static struct vmark *vm_set(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    uint64_t h = (uint64_t)file_id * 0x9e3779b97f4a7c15ull ^ (idx + 1) * 0xc2b2ae3d27d4eb4full;
+    h ^= h >> 31;
+    return &pc->vmarks[(h & (VM_SETS - 1)) * VM_WAYS];
+}
+
+static struct vmark *vm_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *set = vm_set(pc, file_id, idx);
+    for (int i = 0; i < VM_WAYS; i++)
+        if (set[i].state != VM_EMPTY && set[i].file_id == file_id && set[i].idx == idx)
+            return &set[i];
+    return NULL;
+}
+
+static int vm_verified(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *m = vm_find(pc, file_id, idx);
+    if (!m || m->state != VM_DONE)
+        return 0;
+    m->stamp = ++pc->vm_clock;
+    return 1;
+}
+
+/* Starts a verification of the page's current file; returns its token. */
+static uint64_t vm_begin(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *m = vm_find(pc, file_id, idx);
+    if (!m) {
+        struct vmark *set = vm_set(pc, file_id, idx);
+        m = &set[0];
+        for (int i = 0; i < VM_WAYS; i++) {
+            if (set[i].state == VM_EMPTY) {
+                m = &set[i];
+                break;
+            }
+            if (set[i].stamp < m->stamp)
+                m = &set[i];
+        }
+    }
+    m->file_id = file_id;
+    m->idx = idx;
+    m->state = VM_PENDING;
+    m->token = ++pc->vm_clock;
+    m->stamp = m->token;
+    return m->token;
+}
+
+/* A verification begun with `token` succeeded: mark the page, unless it changed meanwhile. */
+static void vm_end(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t token)
+{
+    struct vmark *m = vm_find(pc, file_id, idx);
+    if (m && m->state == VM_PENDING && m->token == token)
+        m->state = VM_DONE;
+}
+
+static void vm_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *m = vm_find(pc, file_id, idx);
+    if (m)
+        m->state = VM_EMPTY;
+}
+
+static void vm_forget_file(struct page_cache *pc, int64_t file_id)
+{
+    for (size_t i = 0; i < (size_t)VM_SETS * VM_WAYS; i++)
+        if (pc->vmarks[i].file_id == file_id)
+            pc->vmarks[i].state = VM_EMPTY;
 }
 
 /* ---- access order ---- */
@@ -409,6 +618,7 @@ static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, con
     if (exec_stmt(s) != SQLITE_DONE)
         return 0;
     int gone = sqlite3_changes(pc->db) > 0;
+    vm_forget(pc, file_id, idx);
     if (fhash) {
         page_path(pc, fhash, idx, path, sizeof(path), 0);
         unlink(path);
@@ -482,60 +692,198 @@ static void maybe_evict(struct page_cache *pc)
     PC_CHECK_INVARIANTS(pc);
 }
 
+/* Under the lock: a page could not be written (counted in write_errors). If the file system
+ * is full (ENOSPC/EDQUOT) before the capacity is reached, it holds less than the capacity:
+ * what is resident now becomes the capacity for the rest of this run, and eviction brings
+ * usage down to its low watermark, leaving room for new pages and for the index. */
+static void write_failed(struct page_cache *pc, int err)
+{
+    pc->stats.write_errors++;
+    uint64_t cap = pc->stats.bytes_resident;
+    if ((err != -ENOSPC && err != -EDQUOT) || cap == 0 || cap > pc->high_bytes)
+        return;
+    pc->low_bytes = (uint64_t)((double)cap * (double)pc->low_bytes / (double)pc->capacity);
+    pc->high_bytes = (uint64_t)((double)cap * (double)pc->high_bytes / (double)pc->capacity);
+    pc->capacity = cap;
+    maybe_evict(pc);
+}
+
+/* ---- rows ---- */
+
+/* Under the lock: the row of page idx of f. Returns 1 with *r, or 0 if there is none (or the
+ * index cannot be read: the caller then fetches). A row that contradicts itself (a checksum
+ * blob of the wrong size, blocks outside the page, no block) is dropped with its file and
+ * counted corrupt. */
+static int row_get(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                   struct prow *r)
+{
+    size_t plen = page_len(pc, f, idx);
+    unsigned nb = page_blocks(pc, plen);
+    sqlite3_stmt *s = stmt(pc, ST_PAGE_GET);
+    sqlite3_bind_int64(s, 1, f->file_id);
+    sqlite3_bind_int64(s, 2, (int64_t)idx);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return 0;
+    }
+    memset(r, 0, sizeof(*r));
+    r->len = (uint64_t)sqlite3_column_int64(s, 0);
+    const unsigned char *blob = sqlite3_column_blob(s, 1);
+    int bytes = sqlite3_column_bytes(s, 1);
+    int64_t blocks = sqlite3_column_int64(s, 2);
+    r->flags = (uint32_t)sqlite3_column_int64(s, 3);
+    int ok = blob && bytes == (int)(nb * 8) && blocks > 0 &&
+             ((uint64_t)blocks & ~(uint64_t)full_mask(pc, plen)) == 0 &&
+             (r->flags & ~CACHE_PAGE_ZSTD) == 0 &&
+             (!(r->flags & CACHE_PAGE_ZSTD) || (uint32_t)blocks == full_mask(pc, plen));
+    if (ok) {
+        r->blocks = (uint32_t)blocks;
+        for (unsigned i = 0; i < nb; i++) {
+            uint64_t v = 0;
+            for (unsigned b = 0; b < 8; b++)
+                v |= (uint64_t)blob[i * 8 + b] << (8 * b);
+            r->sums[i] = v;
+        }
+    }
+    sqlite3_reset(s);
+    if (!ok) {
+        if (remove_page(pc, f->file_id, idx, f->fhash, r->len))
+            pc->stats.corrupt++;
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- reading and storing page files ---- */
 
-/* Reads and verifies a page file. Returns 0 with *out, -EBADMSG if the page is damaged
- * (wrong length or checksum, unreadable), or -ENOMEM. */
-static int read_page_file(int fd, int64_t file_id, uint64_t idx, size_t len, uint64_t csum,
-                          struct pbuf **out)
+static int pread_full(int fd, void *buf, size_t len, off_t off)
 {
-    struct stat st;
-    *out = NULL;
-    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != len)
-        return -EBADMSG;
-    struct pbuf *pb = pbuf_new(file_id, idx, len);
-    if (!pb)
-        return -ENOMEM;
     size_t done = 0;
     while (done < len) {
-        ssize_t n = pread(fd, pb->data + done, len - done, (off_t)done);
+        ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
-            pbuf_unref(pb);
-            return -EBADMSG;
-        }
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
         done += (size_t)n;
     }
-    if (XXH3_64bits(pb->data, len) != csum) {
-        pbuf_unref(pb);
-        return -EBADMSG;
-    }
-    *out = pb;
     return 0;
 }
 
-/* Writes pb to a new temporary file. Returns 0 with the path in tmp, or -errno (no file is
- * left behind). Called without the lock. */
-static int write_tmp(const struct page_cache *pc, const struct pbuf *pb, char *tmp,
-                     size_t tmplen)
+static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
 {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -ENOSPC;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* Reads blocks [lo, hi] of a page (all present in r) from its file and verifies each one; a
+ * compressed page is read, decompressed and verified whole whatever lo and hi are. Returns 0
+ * with *out, -EBADMSG if the page is damaged (wrong length, checksum, unreadable), or
+ * -ENOMEM. */
+static int load_page(const struct page_cache *pc, int fd, int64_t file_id, uint64_t idx,
+                     size_t plen, const struct prow *r, unsigned lo, unsigned hi,
+                     struct pbuf **out)
+{
+    struct stat st;
+    struct pbuf *pb = NULL;
+    int rc = -EBADMSG;
+    *out = NULL;
+    if (fstat(fd, &st) < 0)
+        return -EBADMSG;
+    if (r->flags & CACHE_PAGE_ZSTD) {
+        if ((uint64_t)st.st_size != r->len || r->len == 0)
+            return -EBADMSG;
+        unsigned char *z = malloc((size_t)r->len);
+        if (!z)
+            return -ENOMEM;
+        pb = pbuf_new(file_id, idx, plen, 0, plen);
+        if (!pb) {
+            free(z);
+            return -ENOMEM;
+        }
+        size_t got = 0;
+        if (pread_full(fd, z, (size_t)r->len, 0) == 0)
+            got = ZSTD_decompress(pb->data, plen, z, (size_t)r->len);
+        free(z);
+        if (ZSTD_isError(got) || got != plen)
+            goto out_bad;
+        lo = 0;
+        hi = page_blocks(pc, plen) - 1;
+    } else {
+        if ((uint64_t)st.st_size != plen)
+            return -EBADMSG;
+        size_t off = (size_t)lo * pc->block_size;
+        size_t end = (size_t)(hi + 1) * pc->block_size;
+        if (end > plen)
+            end = plen;
+        pb = pbuf_new(file_id, idx, plen, off, end - off);
+        if (!pb)
+            return -ENOMEM;
+        if (pread_full(fd, pb->data, end - off, (off_t)off) < 0)
+            goto out_bad;
+    }
+    for (unsigned i = lo; i <= hi; i++) {
+        size_t boff = (size_t)i * pc->block_size - pb->off;
+        if (XXH3_64bits(pb->data + boff, block_len(pc, plen, i)) != r->sums[i])
+            goto out_bad;
+    }
+    *out = pb;
+    return 0;
+
+out_bad:
+    pbuf_unref(pb);
+    return rc;
+}
+
+/* Writes blocks `m` (a span that pb holds) of a page with no file yet to a new temporary file
+ * (sparse when m is not the whole page; one zstd frame when compression is on, m is the whole
+ * page and that saves at least 1/8). Returns 0 with the path in tmp and *flags / *stored (bytes
+ * on disk), or -errno (no file is left behind). Called without the lock. */
+static int write_new_file(const struct page_cache *pc, const struct pbuf *pb, uint32_t m,
+                          char *tmp, size_t tmplen, uint32_t *flags, uint64_t *stored)
+{
+    size_t plen = pb->plen;
+    int rc = 0;
+    *flags = 0;
     snprintf(tmp, tmplen, "%s/tmp/page-XXXXXX", pc->dir);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    int rc = 0;
-    size_t done = 0;
-    while (done < pb->len) {
-        ssize_t n = write(fd, pb->data + done, pb->len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = n < 0 ? -errno : -ENOSPC;
-            goto out_unlink;
+    if (pc->zlevel && m == full_mask(pc, plen) && pbuf_whole(pb)) {
+        size_t bound = ZSTD_compressBound(plen);
+        unsigned char *z = malloc(bound);
+        if (z) {
+            size_t zn = ZSTD_compress(z, bound, pb->data, plen, pc->zlevel);
+            if (!ZSTD_isError(zn) && zn <= plen - plen / 8) {
+                rc = pwrite_full(fd, z, zn, 0);
+                *flags = CACHE_PAGE_ZSTD;
+                *stored = zn;
+            }
+            free(z);
         }
-        done += (size_t)n;
     }
+    if (!*flags) {
+        unsigned lo = mask_lo(m), hi = mask_hi(m);
+        size_t off = (size_t)lo * pc->block_size;
+        size_t end = (size_t)(hi + 1) * pc->block_size;
+        if (end > plen)
+            end = plen;
+        if (end < plen && ftruncate(fd, (off_t)plen) < 0)
+            rc = -errno;
+        if (rc == 0)
+            rc = pwrite_full(fd, pb->data + (off - pb->off), end - off, (off_t)off);
+        *stored = mask_bytes(pc, plen, m);
+    }
+    if (rc < 0)
+        goto out_unlink;
     if (close(fd) < 0) {
         fd = -1;
         rc = -errno;
@@ -550,18 +898,21 @@ out_unlink:
     return rc;
 }
 
-/* Under the lock: renames tmp into place and records the page. On failure removes what
- * was written and counts a write error. */
-static void commit_page(struct page_cache *pc, const struct pc_file *f, const struct pbuf *pb,
-                        uint64_t csum, const char *tmp)
+/* Under the lock: renames tmp into place and records the page with blocks m. On failure
+ * removes what was written and counts a write error. */
+static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                       size_t plen, uint32_t m, const uint64_t *sums, uint32_t flags,
+                       uint64_t stored, const char *tmp)
 {
     char path[4096];
-    page_path(pc, f->fhash, pb->idx, path, sizeof(path), 0);
+    unsigned char blob[CACHE_MAX_BLOCKS * 8];
+    unsigned nb = page_blocks(pc, plen);
+    page_path(pc, f->fhash, idx, path, sizeof(path), 0);
     if (rename(tmp, path) < 0) {
         int ok = 0;
         if (errno == ENOENT) {
             char sub[4096];
-            page_path(pc, f->fhash, pb->idx, sub, sizeof(sub), 1);
+            page_path(pc, f->fhash, idx, sub, sizeof(sub), 1);
             ok = (mkdir(sub, 0700) == 0 || errno == EEXIST) && rename(tmp, path) == 0;
         }
         if (!ok) {
@@ -570,13 +921,17 @@ static void commit_page(struct page_cache *pc, const struct pc_file *f, const st
             return;
         }
     }
+    sums_encode(sums, nb, blob);
     sqlite3_stmt *s = stmt(pc, ST_PAGE_INS);
     sqlite3_bind_int64(s, 1, f->file_id);
-    sqlite3_bind_int64(s, 2, (int64_t)pb->idx);
-    sqlite3_bind_int64(s, 3, (int64_t)pb->len);
-    sqlite3_bind_int64(s, 4, (int64_t)csum);
+    sqlite3_bind_int64(s, 2, (int64_t)idx);
+    sqlite3_bind_int64(s, 3, (int64_t)stored);
+    sqlite3_bind_blob(s, 4, blob, (int)(nb * 8), SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 5, (int64_t)++pc->seq);
+    sqlite3_bind_int64(s, 6, (int64_t)m);
+    sqlite3_bind_int64(s, 7, (int64_t)flags);
     int rc = exec_stmt(s);
+    vm_forget(pc, f->file_id, idx);
     if (rc != SQLITE_DONE || sqlite3_changes(pc->db) == 0) {
         /* The index refused the row, or the file's version was dropped meanwhile. */
         unlink(path);
@@ -585,8 +940,116 @@ static void commit_page(struct page_cache *pc, const struct pc_file *f, const st
         return;
     }
     pc->stats.pages_resident++;
-    pc->stats.bytes_resident += pb->len;
+    pc->stats.bytes_resident += stored;
+    if (flags & CACHE_PAGE_ZSTD) {
+        pc->stats.compressed++;
+        pc->stats.compress_saved += plen - stored;
+    }
     maybe_evict(pc);
+}
+
+/*
+ * Stores blocks [lo, hi] (held by pb) of page pb->idx of f, those the page does not have yet.
+ * Called without the lock by the owner of the page's inflight entry, the only writer of the
+ * page meanwhile (eviction may still delete it: the guarded update then changes nothing).
+ */
+static void store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *pb,
+                       unsigned lo, unsigned hi)
+{
+    size_t plen = pb->plen;
+    uint32_t have = span_mask(lo, hi);
+    uint64_t sums[CACHE_MAX_BLOCKS];
+    struct prow r;
+    char path[4096], tmp[4096];
+    int fd = -1, rc = 0;
+
+    memset(sums, 0, sizeof(sums));
+    for (unsigned i = lo; i <= hi; i++)
+        sums[i] = XXH3_64bits(pb->data + ((size_t)i * pc->block_size - pb->off),
+                              block_len(pc, plen, i));
+
+    pthread_mutex_lock(&pc->lock);
+    int found = row_get(pc, f, pb->idx, &r);
+    if (found) {
+        if ((r.flags & CACHE_PAGE_ZSTD) || (have & ~r.blocks) == 0) {
+            pthread_mutex_unlock(&pc->lock);
+            return;
+        }
+        page_path(pc, f->fhash, pb->idx, path, sizeof(path), 0);
+        fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+            /* A row without its file: drop it and start the page afresh. */
+            if (remove_page(pc, f->file_id, pb->idx, f->fhash, r.len))
+                pc->stats.corrupt++;
+            found = 0;
+        }
+    }
+    pthread_mutex_unlock(&pc->lock);
+
+    if (!found) {
+        uint32_t flags = 0;
+        uint64_t stored = 0;
+        rc = write_new_file(pc, pb, have, tmp, sizeof(tmp), &flags, &stored);
+        pthread_mutex_lock(&pc->lock);
+        if (rc < 0)
+            write_failed(pc, rc);
+        else
+            commit_new(pc, f, pb->idx, plen, have, sums, flags, stored, tmp);
+        pthread_mutex_unlock(&pc->lock);
+        return;
+    }
+
+    /* Fill the holes of the existing file, then record the blocks. */
+    uint32_t add = have & ~r.blocks;
+    for (uint32_t m = add; m && rc == 0;) {
+        unsigned a = mask_lo(m), b = a;
+        while (b + 1 < CACHE_MAX_BLOCKS && (m & (1u << (b + 1))))
+            b++;
+        size_t off = (size_t)a * pc->block_size;
+        size_t end = (size_t)(b + 1) * pc->block_size;
+        if (end > plen)
+            end = plen;
+        rc = pwrite_full(fd, pb->data + (off - pb->off), end - off, (off_t)off);
+        m &= ~span_mask(a, b);
+    }
+    if (close(fd) < 0 && rc == 0)
+        rc = -errno;
+    pthread_mutex_lock(&pc->lock);
+    if (rc < 0) {
+        write_failed(pc, rc);
+        goto out_unlock;
+    }
+    unsigned char blob[CACHE_MAX_BLOCKS * 8];
+    unsigned nb = page_blocks(pc, plen);
+    for (unsigned i = 0; i < nb; i++)
+        if (add & (1u << i))
+            r.sums[i] = sums[i];
+    sums_encode(r.sums, nb, blob);
+    uint64_t added = mask_bytes(pc, plen, add);
+    sqlite3_stmt *s = stmt(pc, ST_PAGE_UPD);
+    sqlite3_bind_int64(s, 1, (int64_t)(r.len + added));
+    sqlite3_bind_blob(s, 2, blob, (int)(nb * 8), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, (int64_t)(r.blocks | add));
+    sqlite3_bind_int64(s, 4, f->file_id);
+    sqlite3_bind_int64(s, 5, (int64_t)pb->idx);
+    sqlite3_bind_int64(s, 6, (int64_t)r.blocks);
+    int sql_rc = exec_stmt(s);
+    vm_forget(pc, f->file_id, pb->idx);
+    if (sql_rc != SQLITE_DONE) {
+        pc->stats.write_errors++;
+    } else if (sqlite3_changes(pc->db) > 0) {
+        pc->stats.bytes_resident += added;
+        maybe_evict(pc);
+    }
+out_unlock:
+    pthread_mutex_unlock(&pc->lock);
+}
+
+/* Stores every block pb holds (see store_span). */
+static void store_page(struct page_cache *pc, struct pc_file *f, const struct pbuf *pb)
+{
+    store_span(pc, f, pb, (unsigned)(pb->off / pc->block_size),
+               (unsigned)((pb->off + pb->len - 1) / pc->block_size));
 }
 
 static struct inflight *inflight_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
@@ -613,61 +1076,70 @@ static void inflight_free(struct inflight *in)
     free(in);
 }
 
-/* Called with the lock held and no row and no inflight entry for the page: fetches it,
- * stores it, and publishes the result to waiters. Returns with the lock held. */
-static int fetch_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t plen,
-                      struct pbuf **out)
+/* Under the lock, for a finished fetch: publishes it to its waiters (pb may be NULL on
+ * success when the fetch has no one buffer to share: waiters then look again). */
+static void inflight_publish(struct page_cache *pc, struct inflight *in, int err,
+                             struct pbuf *pb)
+{
+    in->done = 1;
+    in->err = err;
+    in->pb = err == 0 && pb ? pbuf_ref(pb) : NULL;
+    inflight_unlink(pc, in);
+    pthread_cond_broadcast(&pc->fetch_done);
+    if (in->waiters == 0)
+        inflight_free(in);
+}
+
+/* Called with the lock held and no inflight entry for the page: fetches the blocks of span m
+ * with one read_range, stores them, and publishes the result to waiters. Returns with the
+ * lock held. */
+static int fetch_blocks(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t plen,
+                        uint32_t m, struct pbuf **out)
 {
     struct inflight *in = calloc(1, sizeof(*in));
     struct pbuf *pb = NULL;
-    char tmp[4096];
-    int rc = 0, wrote = -1;
-    uint64_t csum = 0;
+    int rc = 0;
 
     if (!in)
         return -ENOMEM;
     in->file_id = f->file_id;
     in->idx = idx;
+    in->mask = m;
     in->next = pc->inflight;
     pc->inflight = in;
     pc->stats.misses++;
+    if (m != full_mask(pc, plen))
+        pc->stats.partial_fetches++;
     pthread_mutex_unlock(&pc->lock);
 
-    pb = pbuf_new(f->file_id, idx, plen);
+    size_t off = (size_t)mask_lo(m) * pc->block_size;
+    size_t end = (size_t)(mask_hi(m) + 1) * pc->block_size;
+    if (end > plen)
+        end = plen;
+    pb = pbuf_new(f->file_id, idx, plen, off, end - off);
     if (!pb) {
         rc = -ENOMEM;
         goto out_lock;
     }
-    ssize_t n = pc->be->ops->read_range(pc->be, f->key, f->version, idx * pc->page_size, plen,
-                                        pb->data);
+    ssize_t n = pc->be->ops->read_range(pc->be, f->key, f->version,
+                                        idx * pc->page_size + off, end - off, pb->data);
     if (n < 0) {
         rc = (int)n;
         goto out_lock;
     }
-    if ((size_t)n != plen) {
+    if ((size_t)n != end - off) {
         rc = -EIO; /* the object is shorter than its recorded size: never cache that */
         goto out_lock;
     }
-    csum = XXH3_64bits(pb->data, plen);
-    wrote = write_tmp(pc, pb, tmp, sizeof(tmp));
+    store_page(pc, f, pb);
 
 out_lock:
     pthread_mutex_lock(&pc->lock);
     if (rc == 0) {
-        pc->stats.bytes_fetched += plen;
-        if (wrote == 0)
-            commit_page(pc, f, pb, csum, tmp);
-        else
-            pc->stats.write_errors++;
-        hot_insert(pc, pb); /* the new row already has the newest seq: no touch */
+        pc->stats.bytes_fetched += end - off;
+        hot_insert(pc, pb); /* whole pages only; the row has the newest seq: no touch */
     }
-    in->done = 1;
-    in->err = rc;
-    in->pb = rc == 0 ? pbuf_ref(pb) : NULL;
-    inflight_unlink(pc, in);
-    pthread_cond_broadcast(&pc->fetch_done);
-    if (in->waiters == 0)
-        inflight_free(in);
+    inflight_publish(pc, in, rc, pb);
     if (rc < 0) {
         pbuf_unref(pb);
         pb = NULL;
@@ -676,54 +1148,60 @@ out_lock:
     return rc;
 }
 
-/* The verified bytes of page idx of f (one reference, caller unrefs). `use` is the number
- * of bytes the caller will take from the page (counted in bytes_hit on a hit). */
-static int get_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t use,
-                    struct pbuf **out)
+/* Verified bytes [in_page, in_page + n) of page idx of f, in a pbuf that covers them (one
+ * reference, caller unrefs). */
+static int get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t in_page,
+                     size_t n, unsigned flags, struct pbuf **out)
 {
-    uint64_t page_off = idx * pc->page_size;
-    size_t plen = (size_t)(f->size - page_off < pc->page_size ? f->size - page_off
-                                                               : pc->page_size);
+    size_t plen = page_len(pc, f, idx);
+    uint32_t need = range_mask(pc, in_page, in_page + n);
+    uint32_t full = full_mask(pc, plen);
+    int random = (flags & PC_READ_RANDOM) != 0;
     int rc = 0, retries = 0;
+    struct pbuf *pb;
     *out = NULL;
 
     pthread_mutex_lock(&pc->lock);
-retry:;
-    struct pbuf *pb = hot_find(pc, f->file_id, idx);
+retry:
+    pb = hot_find(pc, f->file_id, idx);
     if (pb)
         goto out_hit;
 
-    sqlite3_stmt *s = stmt(pc, ST_PAGE_GET);
-    sqlite3_bind_int64(s, 1, f->file_id);
-    sqlite3_bind_int64(s, 2, (int64_t)idx);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        uint64_t len = (uint64_t)sqlite3_column_int64(s, 0);
-        uint64_t csum = (uint64_t)sqlite3_column_int64(s, 1);
-        sqlite3_reset(s);
-        char path[4096];
-        page_path(pc, f->fhash, idx, path, sizeof(path), 0);
-        /* Opened under the lock: eviction may unlink it later, our descriptor stays good. */
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        pthread_mutex_unlock(&pc->lock);
-        rc = -EBADMSG;
-        if (fd >= 0) {
-            if (len == plen)
-                rc = read_page_file(fd, f->file_id, idx, plen, csum, &pb);
-            close(fd);
+    struct prow r;
+    uint32_t have = 0;
+    if (row_get(pc, f, idx, &r)) {
+        have = r.blocks;
+        if ((have & need) == need) {
+            int whole = (r.flags & CACHE_PAGE_ZSTD) || (have == full && !random);
+            unsigned lo = whole ? 0 : mask_lo(need), hi = whole ? mask_hi(full) : mask_hi(need);
+            int mark = whole && !(r.flags & CACHE_PAGE_ZSTD);
+            uint64_t token = mark ? vm_begin(pc, f->file_id, idx) : 0;
+            char path[4096];
+            page_path(pc, f->fhash, idx, path, sizeof(path), 0);
+            /* Opened under the lock: eviction may unlink it later, our descriptor stays good. */
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            pthread_mutex_unlock(&pc->lock);
+            rc = -EBADMSG;
+            if (fd >= 0) {
+                rc = load_page(pc, fd, f->file_id, idx, plen, &r, lo, hi, &pb);
+                close(fd);
+            }
+            pthread_mutex_lock(&pc->lock);
+            if (rc == 0) {
+                if (mark)
+                    vm_end(pc, f->file_id, idx, token); /* read and verified whole */
+                if (!random)
+                    hot_insert(pc, pb);
+                goto out_hit;
+            }
+            if (rc != -EBADMSG)
+                goto out_unlock;
+            /* Damaged or missing: drop it (if it was not dropped meanwhile) and refetch. */
+            rc = 0;
+            if (remove_page(pc, f->file_id, idx, f->fhash, r.len))
+                pc->stats.corrupt++;
+            have = 0;
         }
-        pthread_mutex_lock(&pc->lock);
-        if (rc == 0) {
-            hot_insert(pc, pb);
-            goto out_hit;
-        }
-        if (rc != -EBADMSG)
-            goto out_unlock;
-        /* Damaged or missing: drop it (if it was not dropped meanwhile) and refetch. */
-        rc = 0;
-        if (remove_page(pc, f->file_id, idx, f->fhash, len))
-            pc->stats.corrupt++;
-    } else {
-        sqlite3_reset(s); /* no row, or an index error: either way, fetch */
     }
 
     struct inflight *in = inflight_find(pc, f->file_id, idx);
@@ -736,10 +1214,13 @@ retry:;
         while (!in->done)
             pthread_cond_wait(&pc->fetch_done, &pc->lock);
         rc = in->err;
-        if (rc == 0)
+        int covers = rc == 0 && in->pb && pbuf_covers(in->pb, in_page, n);
+        if (covers)
             *out = pbuf_ref(in->pb);
         if (--in->waiters == 0)
             inflight_free(in);
+        if (rc == 0 && !covers)
+            goto retry; /* it fetched other blocks of the page: look again */
         /* A failed read-ahead is not the reader's failure: look again (another fetch may
          * have started meanwhile), and fetch it ourselves if nobody does. */
         if (rc < 0 && was_prefetch && retries++ < 3) {
@@ -748,12 +1229,32 @@ retry:;
         }
         goto out_unlock;
     }
-    rc = fetch_page(pc, f, idx, plen, out);
+    /* Random: the span of the blocks this read lacks (one GET). Otherwise: the whole run of
+     * missing blocks around the first one this read lacks (the rest of the page's holes,
+     * never a block the page has); if the read needs more runs, look again. */
+    uint32_t want = need & ~have, m;
+    if (random) {
+        m = span_mask(mask_lo(want), mask_hi(want));
+    } else {
+        unsigned a = mask_lo(want), b = a;
+        uint32_t missing = full & ~have;
+        while (a > 0 && (missing & (1u << (a - 1))))
+            a--;
+        while (b + 1 < CACHE_MAX_BLOCKS && (missing & (1u << (b + 1))))
+            b++;
+        m = span_mask(a, b);
+    }
+    rc = fetch_blocks(pc, f, idx, plen, m, out);
+    if (rc == 0 && !pbuf_covers(*out, in_page, n)) {
+        pbuf_unref(*out);
+        *out = NULL;
+        goto retry;
+    }
     goto out_unlock;
 
 out_hit:
     pc->stats.hits++;
-    pc->stats.bytes_hit += use;
+    pc->stats.bytes_hit += n;
     touch(pc, f->file_id, idx);
     *out = pb;
 out_unlock:
@@ -763,38 +1264,89 @@ out_unlock:
 
 /* ---- read-ahead ---- */
 
-/* Under the lock: whether page idx of f is resident, in the hot set or being fetched. */
-static int page_known(struct page_cache *pc, const struct pc_file *f, uint64_t idx)
+/* Under the lock: 1 if page idx of f is resident whole, in the hot set or being fetched;
+ * -1 if it is partial (*have = its blocks); 0 if it has no row. */
+static int page_known(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                      uint32_t *have)
 {
     if (inflight_find(pc, f->file_id, idx))
         return 1;
     for (size_t i = 0; i < pc->nhot; i++)
         if (pc->hot[i]->file_id == f->file_id && pc->hot[i]->idx == idx)
             return 1;
-    sqlite3_stmt *s = stmt(pc, ST_PAGE_GET);
-    sqlite3_bind_int64(s, 1, f->file_id);
-    sqlite3_bind_int64(s, 2, (int64_t)idx);
-    int row = sqlite3_step(s) == SQLITE_ROW;
-    sqlite3_reset(s);
-    return row;
+    struct prow r;
+    if (!row_get(pc, f, idx, &r))
+        return 0;
+    *have = r.blocks;
+    return r.blocks == full_mask(pc, page_len(pc, f, idx)) ? 1 : -1;
 }
 
-/* Under the lock, with a free slot `in` for a finished fetch: publishes it to its waiters. */
-static void inflight_publish(struct page_cache *pc, struct inflight *in, int err,
-                             struct pbuf *pb)
+/* Called with the lock held for a partial page with no inflight entry: fetches each run of
+ * the blocks it lacks (one read_range per run, so no present byte is fetched again), stores
+ * them and publishes. Returns with the lock held: 0 or -errno. */
+static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx, uint32_t have)
 {
-    in->done = 1;
-    in->err = err;
-    in->pb = err == 0 ? pbuf_ref(pb) : NULL;
-    inflight_unlink(pc, in);
-    pthread_cond_broadcast(&pc->fetch_done);
-    if (in->waiters == 0)
-        inflight_free(in);
+    size_t plen = page_len(pc, f, idx);
+    uint32_t missing = full_mask(pc, plen) & ~have;
+    struct inflight *in = calloc(1, sizeof(*in));
+    struct pbuf *pb = NULL;
+    uint64_t fetched = 0;
+    int rc = 0;
+
+    if (!in)
+        return -ENOMEM;
+    in->file_id = f->file_id;
+    in->idx = idx;
+    in->mask = missing;
+    in->prefetch = 1;
+    in->next = pc->inflight;
+    pc->inflight = in;
+    pc->stats.misses++;
+    pc->stats.partial_fetches++;
+    pthread_mutex_unlock(&pc->lock);
+
+    pb = pbuf_new(f->file_id, idx, plen, 0, plen); /* only the fetched runs are valid */
+    if (!pb) {
+        rc = -ENOMEM;
+        goto out_lock;
+    }
+    for (uint32_t m = missing; m && rc == 0;) {
+        unsigned a = mask_lo(m), b = a;
+        while (b + 1 < CACHE_MAX_BLOCKS && (m & (1u << (b + 1))))
+            b++;
+        m &= ~span_mask(a, b);
+        size_t off = (size_t)a * pc->block_size;
+        size_t end = (size_t)(b + 1) * pc->block_size;
+        if (end > plen)
+            end = plen;
+        ssize_t got = pc->be->ops->read_range(pc->be, f->key, f->version,
+                                              idx * pc->page_size + off, end - off,
+                                              pb->data + off);
+        if (got < 0)
+            rc = (int)got;
+        else if ((size_t)got != end - off)
+            rc = -EIO;
+        if (rc == 0) {
+            store_span(pc, f, pb, a, b);
+            fetched += end - off;
+        }
+    }
+
+out_lock:
+    pthread_mutex_lock(&pc->lock);
+    pc->stats.bytes_fetched += fetched;
+    if (rc == 0)
+        pc->stats.prefetch_fetched++;
+    /* pb is not a verified cover of any range a reader could ask for: publish none. */
+    inflight_publish(pc, in, rc, NULL);
+    pbuf_unref(pb);
+    return rc;
 }
 
-/* Called with the lock held; pages [idx, idx + n) exist in f and have no row and no inflight
- * entry. Registers them as in flight, fetches them with one read_range, then stores and
- * publishes them one by one. Returns with the lock held: 0 or -errno. */
+/* Called with the lock held; pages [idx, idx + n) exist in f, are not whole and have no
+ * inflight entry. Registers them as in flight, fetches them with one read_range, then stores
+ * (filling in what partial pages lack) and publishes them one by one. Returns with the lock
+ * held: 0 or -errno. */
 static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t n)
 {
     uint64_t off = idx * pc->page_size;
@@ -818,6 +1370,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         }
         in->file_id = f->file_id;
         in->idx = idx + registered;
+        in->mask = full_mask(pc, page_len(pc, f, idx + registered));
         in->prefetch = 1;
         in->next = pc->inflight;
         pc->inflight = in;
@@ -827,7 +1380,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     pthread_mutex_unlock(&pc->lock);
 
     if (n == 1)
-        one = pbuf_new(f->file_id, idx, total);
+        one = pbuf_new(f->file_id, idx, total, 0, total);
     else
         buf = malloc(total ? total : 1);
     if (!one && !buf) {
@@ -846,30 +1399,22 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     for (size_t i = 0; i < n; i++) {
         size_t poff = i * (size_t)pc->page_size;
         size_t plen = total - poff < pc->page_size ? total - poff : pc->page_size;
-        char tmp[4096];
-        int err = 0, wrote = -1;
-        uint64_t csum = 0;
+        int err = 0;
         struct pbuf *pb = one;
         one = NULL;
         if (!pb) {
-            pb = pbuf_new(f->file_id, idx + i, plen);
+            pb = pbuf_new(f->file_id, idx + i, plen, 0, plen);
             if (pb)
                 memcpy(pb->data, buf + poff, plen);
         }
-        if (pb) {
-            csum = XXH3_64bits(pb->data, plen);
-            wrote = write_tmp(pc, pb, tmp, sizeof(tmp));
-        } else {
+        if (pb)
+            store_page(pc, f, pb);
+        else
             err = -ENOMEM;
-        }
         pthread_mutex_lock(&pc->lock);
         if (err == 0) {
             pc->stats.bytes_fetched += plen;
             pc->stats.prefetch_fetched++;
-            if (wrote == 0)
-                commit_page(pc, f, pb, csum, tmp);
-            else
-                pc->stats.write_errors++;
         } else if (rc == 0) {
             rc = err;
         }
@@ -905,12 +1450,22 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     pthread_mutex_lock(&pc->lock);
     uint64_t i = idx;
     while (i < last) {
-        if (page_known(pc, f, i)) {
+        uint32_t have = 0;
+        int known = page_known(pc, f, i, &have);
+        if (known > 0) {
+            i++;
+            continue;
+        }
+        if (known < 0) {
+            rc = prefetch_fill(pc, f, i, have);
+            if (rc < 0)
+                break;
+            fetched++;
             i++;
             continue;
         }
         uint64_t j = i + 1;
-        while (j < last && !page_known(pc, f, j))
+        while (j < last && page_known(pc, f, j, &have) == 0)
             j++;
         rc = prefetch_run(pc, f, i, (size_t)(j - i));
         if (rc < 0)
@@ -924,10 +1479,10 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
 
 /* ---- public API ---- */
 
-ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
-                        void *buf)
+ssize_t page_cache_read_ex(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                           void *buf, unsigned flags)
 {
-    if (!pc || !f || (!buf && len))
+    if (!pc || !f || (!buf && len) || (flags & ~PC_READ_RANDOM))
         return -EINVAL;
     if (off >= f->size || len == 0)
         return 0;
@@ -946,18 +1501,128 @@ ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, 
         if (n > len - done)
             n = len - done;
         struct pbuf *pb;
-        int rc = get_page(pc, f, idx, n, &pb);
+        int rc = get_range(pc, f, idx, in_page, n, flags, &pb);
         if (rc < 0)
             return rc;
-        if (in_page + n > pb->len) { /* cannot happen: pages have their exact length */
+        if (!pbuf_covers(pb, in_page, n)) { /* cannot happen: get_range returns a cover */
             pbuf_unref(pb);
             return -EIO;
         }
-        memcpy((char *)buf + done, pb->data + in_page, n);
+        memcpy((char *)buf + done, pb->data + (in_page - pb->off), n);
         pbuf_unref(pb);
         done += n;
     }
     return (ssize_t)done;
+}
+
+ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                        void *buf)
+{
+    return page_cache_read_ex(pc, f, off, len, buf, 0);
+}
+
+int page_cache_map(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                   struct pc_extent *ext, size_t max_ext)
+{
+    struct prow rows_stack[MAP_VERIFY_STACK];
+    uint64_t tokens_stack[MAP_VERIFY_STACK];
+    struct prow *rows = rows_stack;
+    uint64_t *tokens = tokens_stack;
+    char path[4096];
+    size_t n = 0, npages;
+    int rc = 0;
+
+    if (!pc || !f || (!ext && max_ext))
+        return -EINVAL;
+    if (off >= f->size || len == 0)
+        return 0;
+    if (len > f->size - off)
+        len = (size_t)(f->size - off);
+    uint64_t first = off / pc->page_size, last = (off + len - 1) / pc->page_size;
+    npages = (size_t)(last - first + 1);
+    if (npages > max_ext)
+        return 0;
+    if (npages > MAP_VERIFY_STACK) {
+        rows = malloc(npages * sizeof(*rows));
+        tokens = malloc(npages * sizeof(*tokens));
+        if (!rows || !tokens) {
+            rc = -ENOMEM;
+            goto out_free;
+        }
+    }
+
+    pthread_mutex_lock(&pc->lock);
+    for (; n < npages; n++) {
+        uint64_t idx = first + n;
+        size_t plen = page_len(pc, f, idx);
+        if (!row_get(pc, f, idx, &rows[n]) || rows[n].flags ||
+            rows[n].blocks != full_mask(pc, plen))
+            break;
+        page_path(pc, f->fhash, idx, path, sizeof(path), 0);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+        uint64_t a = idx == first ? off : idx * pc->page_size;
+        uint64_t b = idx * pc->page_size + plen;
+        if (b > off + len)
+            b = off + len;
+        ext[n].fd = fd;
+        ext[n].pos = a - idx * pc->page_size;
+        ext[n].len = (size_t)(b - a);
+        tokens[n] = vm_verified(pc, f->file_id, idx) ? 0 : vm_begin(pc, f->file_id, idx);
+    }
+    pthread_mutex_unlock(&pc->lock);
+    if (n < npages)
+        goto out_close;
+
+    /* Verify (without the lock) the pages this cache has not verified since they changed. */
+    size_t bad = npages;
+    for (size_t i = 0; i < npages && bad == npages; i++) {
+        if (!tokens[i])
+            continue;
+        struct pbuf *pb = NULL;
+        uint64_t idx = first + i;
+        size_t plen = page_len(pc, f, idx);
+        rc = load_page(pc, ext[i].fd, f->file_id, idx, plen, &rows[i], 0,
+                       page_blocks(pc, plen) - 1, &pb);
+        pbuf_unref(pb);
+        if (rc < 0)
+            bad = i;
+    }
+    pthread_mutex_lock(&pc->lock);
+    if (bad < npages) {
+        if (rc == -EBADMSG) {
+            /* Damaged: drop it; the caller's page_cache_read refetches it. */
+            if (remove_page(pc, f->file_id, first + bad, f->fhash, rows[bad].len))
+                pc->stats.corrupt++;
+            rc = 0;
+        }
+        pthread_mutex_unlock(&pc->lock);
+        goto out_close;
+    }
+    for (size_t i = 0; i < npages; i++) {
+        if (tokens[i]) {
+            vm_end(pc, f->file_id, first + i, tokens[i]);
+            pc->stats.verified++;
+        }
+        touch(pc, f->file_id, first + i);
+    }
+    pc->stats.hits += npages;
+    pc->stats.fd_hits += npages;
+    pc->stats.bytes_hit += len;
+    pthread_mutex_unlock(&pc->lock);
+    rc = (int)npages;
+    goto out_free;
+
+out_close:
+    for (size_t i = 0; i < n; i++)
+        close(ext[i].fd);
+out_free:
+    if (rows != rows_stack)
+        free(rows);
+    if (tokens != tokens_stack)
+        free(tokens);
+    return rc;
 }
 
 /* Drops every page of file row `file_id` and the row itself (inside a transaction). */
@@ -984,6 +1649,7 @@ static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
     if (exec_stmt(s) != SQLITE_DONE)
         return -EIO;
     hot_drop_file(pc, file_id);
+    vm_forget_file(pc, file_id);
     return 0;
 }
 
@@ -1189,6 +1855,7 @@ int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages
     }
     free(idxs);
     hot_drop_file(pc, id);
+    vm_forget_file(pc, id);
     pc->stats.pages_resident -= n;
     pc->stats.bytes_resident -= b;
     pc->stats.evictions += n;
@@ -1294,6 +1961,12 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
                  ps);
         return -EINVAL;
     }
+    if (conf->compress_level &&
+        (conf->compress_level < ZSTD_minCLevel() || conf->compress_level > ZSTD_maxCLevel())) {
+        snprintf(err, errlen, "zstd level %d is out of range %d..%d", conf->compress_level,
+                 ZSTD_minCLevel(), ZSTD_maxCLevel());
+        return -EINVAL;
+    }
     unsigned high = conf->high_pct ? conf->high_pct : DEFAULT_HIGH_PCT;
     unsigned low = conf->low_pct ? conf->low_pct : DEFAULT_LOW_PCT;
     if (high > 100 || low > high) {
@@ -1309,6 +1982,8 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     }
     pc->be = be;
     pc->page_size = ps;
+    pc->block_size = cache_block_size(ps);
+    pc->zlevel = conf->compress_level;
     pc->capacity = conf->capacity ? conf->capacity : DEFAULT_CAPACITY;
     pc->min_free = conf->min_free;
     pc->high_bytes = pc->capacity / 100 * high + pc->capacity % 100 * high / 100;
@@ -1319,7 +1994,8 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     if (pc->hot_max > HOT_MAX)
         pc->hot_max = HOT_MAX;
     pc->dir = strdup(conf->dir);
-    if (!pc->dir) {
+    pc->vmarks = calloc((size_t)VM_SETS * VM_WAYS, sizeof(*pc->vmarks));
+    if (!pc->dir || !pc->vmarks) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto out_free;
@@ -1372,6 +2048,7 @@ out_stmts:
         sqlite3_finalize(pc->st[i]);
     cache_db_close(pc->db);
 out_free:
+    free(pc->vmarks);
     free(pc->dir);
     free(pc);
     return rc;
@@ -1393,6 +2070,7 @@ void page_cache_destroy(struct page_cache *pc)
     cache_db_close(pc->db);
     pthread_cond_destroy(&pc->fetch_done);
     pthread_mutex_destroy(&pc->lock);
+    free(pc->vmarks);
     free(pc->dir);
     free(pc);
 }

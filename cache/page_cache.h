@@ -5,9 +5,13 @@
  * served page by page: a resident page comes from its page file (checksum verified on every
  * read from disk), a missing one is fetched from the backend with read_range(key, version),
  * written to a temporary file, renamed into place and recorded in the sqlite index.
+ * A page is made of up to 16 blocks (64 KiB, or page_size / 16 if larger); a random reader
+ * (PC_READ_RANDOM) fetches only the blocks its read needs and the page is recorded as
+ * partial; a later whole-page reader or read-ahead fetches only the missing blocks.
  * Concurrent misses of one page share one fetch (single flight). A changed version of a key
- * drops the old version's pages. Capacity is bounded by bytes; least recently used pages are
- * evicted in batches between a high and a low watermark.
+ * drops the old version's pages. Capacity is bounded by bytes on disk; least recently used
+ * pages are evicted in batches between a high and a low watermark. Pages may be stored
+ * zstd-compressed (conf->compress_level).
  *
  * Thread safety: all functions may be called from many threads at once.
  * Ownership: page_cache_create/destroy; pc_file is ref-counted (open gives one reference,
@@ -31,6 +35,8 @@ struct page_cache_conf {
     uint64_t min_free;    /* keep at least this many bytes free on the cache filesystem */
     unsigned high_pct;    /* evict when usage exceeds high_pct% of capacity (default 95) */
     unsigned low_pct;     /* ... down to low_pct% (default 85) */
+    int compress_level;   /* zstd level for pages at rest (a page is stored compressed when
+                             that saves at least 1/8 of it); 0 = no compression */
 };
 
 struct page_cache_stats {
@@ -46,6 +52,11 @@ struct page_cache_stats {
     uint64_t singleflight_waits; /* reads that waited for another thread's fetch */
     uint64_t prefetch_fetched;   /* pages fetched by page_cache_prefetch() (also in misses) */
     uint64_t prefetch_waits;     /* reads that waited for a page_cache_prefetch() fetch */
+    uint64_t partial_fetches;    /* fetches of only some blocks of a page (also in misses) */
+    uint64_t fd_hits;            /* pages handed out as file ranges by page_cache_map() */
+    uint64_t verified;           /* pages verified whole before page_cache_map() served them */
+    uint64_t compressed;         /* pages stored compressed */
+    uint64_t compress_saved;     /* bytes those pages saved on disk when they were stored */
 };
 
 /* Opens (or creates) the cache in conf->dir. The index is reset if it is damaged or of
@@ -72,6 +83,30 @@ int64_t pc_file_id(const struct pc_file *f);
 ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
                         void *buf);
 
+/* Flags of page_cache_read_ex(). */
+#define PC_READ_RANDOM 1u /* a random reader: a miss fetches only the blocks [off, off + len)
+                             needs (one ranged GET per page), not the whole page */
+/* page_cache_read() with flags (0 = page_cache_read()). */
+ssize_t page_cache_read_ex(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                           void *buf, unsigned flags);
+
+/* One piece of a mapped read: len bytes at pos of the open file fd (the caller closes fd). */
+struct pc_extent {
+    int fd;
+    uint64_t pos;
+    size_t len;
+};
+/* Maps [off, off + len) of f (clipped to the object) to ranges of page files, for zero-copy
+ * replies, when every page it touches is resident whole, stored uncompressed and verified:
+ * a page not verified since this cache stored or opened it is read and checked whole first
+ * (once; the mark is kept in memory, bounded, and dropped when the page changes or goes).
+ * Counts as hits. Returns the number of extents filled (in order, one per page, at most
+ * max_ext), 0 when some part cannot be mapped (not resident, partial, compressed, more than
+ * max_ext pages, damaged: read it with page_cache_read instead, which refetches), or
+ * -errno. */
+int page_cache_map(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                   struct pc_extent *ext, size_t max_ext);
+
 /* Makes pages [idx, idx + count) of f resident (clipped to the object), for read-ahead.
  * Pages that are resident or being fetched are skipped; each run of contiguous missing pages
  * is fetched with ONE read_range and split into pages. Goes through the same single-flight
@@ -87,8 +122,8 @@ struct pc_residency {
     int known;          /* the index has a version of key */
     char version[128];  /* that version (truncated if longer), "" when !known */
     uint64_t size;      /* object size of that version */
-    uint64_t pages;     /* pages resident */
-    uint64_t bytes;     /* bytes resident */
+    uint64_t pages;     /* pages resident (whole or partial) */
+    uint64_t bytes;     /* bytes resident on disk (present blocks, or compressed length) */
 };
 /* Fills *out for key. 0 or -errno (-EIO: the index could not be read). */
 int page_cache_residency(struct page_cache *pc, const char *key, struct pc_residency *out);

@@ -403,10 +403,10 @@ int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stre
     return 0;
 }
 
-void prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len)
+int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len)
 {
     if (!pf || !st || len == 0)
-        return;
+        return 0;
     struct stream_decision d;
     uint64_t before;
     pthread_mutex_lock(&st->lock);
@@ -426,6 +426,7 @@ void prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t o
         pthread_mutex_unlock(&pf->lock);
     }
     enqueue(pf, st, d.first_page, d.npages, 0, off, len);
+    return d.random;
 }
 
 void prefetch_close(struct prefetch_stream *st)

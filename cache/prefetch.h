@@ -73,8 +73,11 @@ void prefetcher_destroy(struct prefetcher *pf);
  * small_object bytes, queues all its pages at once (fetched in one request). With pf NULL,
  * sets *out to NULL and returns 0. Returns 0 or -ENOMEM. */
 int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out);
-/* Reports a read of len bytes at off through the stream's handle; may queue read-ahead. */
-void prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len);
+/* Reports a read of len bytes at off through the stream's handle; may queue read-ahead.
+ * Returns 1 when the stream detector classes the read as random (not part of a sequential
+ * run: the caller should fetch only what it needs, PC_READ_RANDOM), else 0 (also with pf or
+ * st NULL). */
+int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
 void prefetch_close(struct prefetch_stream *st);
 

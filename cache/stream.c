@@ -53,12 +53,15 @@ void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decis
 {
     memset(out, 0, sizeof(*out));
     out->window = s->win;
+    out->random = s->random;
     if (len == 0 || off >= s->file_size)
         return;
     uint64_t end = len > s->file_size - off ? s->file_size : off + len;
 
     if (s->nreads++ == 0) {
         new_run(s, end);
+        s->random = off != 0;
+        out->random = s->random;
         return;
     }
     uint64_t ahead = s->win ? s->slack : 0;
@@ -68,12 +71,16 @@ void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decis
     if (!near) {
         s->jumps++;
         new_run(s, end);
+        s->random = 1;
         out->jumped = 1;
         out->window = 0;
+        out->random = 1;
         return;
     }
     s->frontier = end;
     s->seq_run++;
+    s->random = 0;
+    out->random = 0;
     if (s->seq_run < 2)
         return;
 

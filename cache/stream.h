@@ -13,6 +13,10 @@
  *     the window doubles, up to `max_window`, and the pages between the frontier and
  *     frontier + window that were not asked for yet are returned.
  * Strided access is treated as random for now (each jump resets the stream).
+ * Every decision also classifies the read: `random` when it is not part of a sequential run
+ * (the first read of a handle unless it starts at offset 0, a jump, and the reads of a run
+ * until it turns sequential; a reordered read keeps the run's class). The page cache fetches
+ * only the blocks a random read needs instead of whole pages.
  *
  * The struct is a value type embedded by its owner (the prefetcher), which serializes calls;
  * its fields are private to stream.c.
@@ -41,6 +45,7 @@ struct stream {
     uint64_t pf_next;   /* first page not yet asked for */
     uint64_t trigger;   /* page whose reaching means "consumed": grow and ask for more */
     uint64_t jumps;     /* random jumps seen (window collapses) */
+    int random;         /* the current run is not (yet) sequential */
 };
 
 /* What to do after one read. */
@@ -49,6 +54,7 @@ struct stream_decision {
     uint64_t first_page; /* prefetch pages [first_page, first_page + npages) */
     uint64_t npages;
     uint64_t window;     /* the window after this read, in pages */
+    int random;          /* the read is not part of a sequential run: fetch what it needs */
 };
 
 void stream_init(struct stream *s, const struct stream_conf *conf);

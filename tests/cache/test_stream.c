@@ -268,6 +268,34 @@ static void test_edges(void)
     run_fini(&r);
 }
 
+/* The random/sequential class of each read (what the page cache fetches on a miss). */
+static void test_random_classification(void)
+{
+    struct run r;
+    run_init(&r, 128 * MB, 32 * MB);
+    /* A reader starting at 0 is sequential from its first read. */
+    CHECK_EQ(feed(&r, 0, 128 * KB).random, 0);
+    CHECK_EQ(feed(&r, 128 * KB, 128 * KB).random, 0);
+    /* A jump is random; so is every read of a run of jumps (random 64 KiB reads). */
+    CHECK_EQ(feed(&r, 77 * MB, 64 * KB).random, 1);
+    CHECK_EQ(feed(&r, 3 * MB, 64 * KB).random, 1);
+    CHECK_EQ(feed(&r, 100 * MB + 64 * KB, 64 * KB).random, 1);
+    /* A reordered read behind the frontier keeps the class. */
+    CHECK_EQ(feed(&r, 100 * MB, 64 * KB).random, 1);
+    /* Continuing where the last read ended turns the run sequential. */
+    CHECK_EQ(feed(&r, 100 * MB + 128 * KB, 64 * KB).random, 0);
+    CHECK_EQ(feed(&r, 100 * MB + 64 * KB, 32 * KB).random, 0); /* reordered: unchanged */
+    CHECK_EQ(feed(&r, 5 * MB, 64 * KB).random, 1);
+    run_fini(&r);
+    /* A handle whose first read is not at 0 starts random; strided reads stay random. */
+    run_init(&r, 128 * MB, 32 * MB);
+    CHECK_EQ(feed(&r, 10 * MB, 64 * KB).random, 1);
+    for (uint64_t i = 1; i < 20; i++)
+        CHECK_EQ(feed(&r, 10 * MB + i * 512 * KB, 64 * KB).random, 1);
+    CHECK_EQ(r.decisions, 0);
+    run_fini(&r);
+}
+
 int main(void)
 {
     RUN(test_sequential_window_doubles);
@@ -278,5 +306,6 @@ int main(void)
     RUN(test_jump_collapses_window);
     RUN(test_reordered_and_gaps);
     RUN(test_edges);
+    RUN(test_random_classification);
     return test_finish();
 }

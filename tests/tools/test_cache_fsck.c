@@ -5,6 +5,8 @@
  * each problem, change nothing without repair, fix everything with repair, and leave a cache
  * that the page cache then serves byte-exactly, refetching only the dropped pages.
  */
+#include "cache/cache_db.h"
+#include "cache/page_cache_int.h"
 #include "fsck_env.h"
 
 #include <fcntl.h>
@@ -260,7 +262,7 @@ static void test_info(void)
                       "INSERT INTO entries VALUES('', 'a.bin', 0, 1, 1, 'v'), "
                       "('', 'd', 1, 0, 0, NULL), ('d/', 'b.bin', 0, 1, 1, 'v');");
     CHECK_EQ(cache_fsck_info(e.cache, &in, err, sizeof(err)), 0);
-    CHECK_EQ(in.schema_version, 1);
+    CHECK_EQ(in.schema_version, CACHE_DB_SCHEMA_VERSION);
     CHECK_EQ(in.page_size, FSCK_PS);
     CHECK_EQ(in.files, FSCK_NOBJ);
     CHECK_EQ(in.pages, 7);
@@ -270,6 +272,133 @@ static void test_info(void)
     fsck_env_fini(&e);
 }
 
+/* The path of page idx of key (from the index and page_file_rel_name); caller frees. */
+static char *page_path_of(const char *cache, const char *key, int idx)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    char rel[128], *path = NULL;
+    char *idx_path = fsck_join(cache, "index.sqlite");
+    CHECK_EQ(sqlite3_open(idx_path, &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_prepare_v2(db, "SELECT fhash FROM files WHERE key = ?", -1, &st, NULL),
+             SQLITE_OK);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        page_file_rel_name((const char *)sqlite3_column_text(st, 0), (uint64_t)idx, 0, rel,
+                           sizeof(rel));
+        char *pages = fsck_join(cache, "pages");
+        path = fsck_join(pages, rel);
+        free(pages);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    free(idx_path);
+    return path;
+}
+
+static void flip_at(const char *path, off_t off)
+{
+    unsigned char v = 0;
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    CHECK_EQ(pread(fd, &v, 1, off), 1);
+    v ^= 0xff;
+    CHECK_EQ(pwrite(fd, &v, 1, off), 1);
+    close(fd);
+}
+
+/* Partial pages (1 MiB pages of 64 KiB blocks, sparse files) and zstd pages: a clean cache
+ * checks clean, bytes in a hole do not matter, a flipped byte in a present block or in a
+ * compressed frame is a bad checksum, a row whose len disagrees with its blocks is a bad
+ * row; repair drops them and the cache refetches exactly those. */
+static void test_partial_and_compressed_pages(void)
+{
+    const uint32_t ps = 1u << 20, bs = 64u << 10;
+    char err[256];
+    struct backend *local = NULL, *be = NULL;
+    struct page_cache *pc = NULL;
+    struct cache_fsck_report r;
+    char *root = test_mkdtemp("fsck-pp-root"), *cache = test_mkdtemp("fsck-pp-cache");
+    CHECK_EQ(local_backend_create(root, &local, err, sizeof(err)), 0);
+    CHECK_EQ(stats_backend_create(local, &be), 0);
+    size_t rsize = 2 * ps + 100, tsize = ps;
+    unsigned char *rnd = malloc(rsize), *txt = malloc(tsize), *buf = malloc(ps);
+    test_fill_random(rnd, rsize, 3);
+    for (size_t i = 0; i < tsize; i++)
+        txt[i] = (unsigned char)"id,label,score\n0123456789abcdef"[i % 31];
+    char *p = fsck_join(root, "r.bin");
+    CHECK_EQ(test_write_file(p, rnd, rsize), 0);
+    free(p);
+    p = fsck_join(root, "t.txt");
+    CHECK_EQ(test_write_file(p, txt, tsize), 0);
+    free(p);
+
+    struct page_cache_conf conf = {.dir = cache, .page_size = ps, .compress_level = 3};
+    CHECK_EQ(page_cache_create(&conf, be, &pc, err, sizeof(err)), 0);
+    struct backend_stat st;
+    struct pc_file *f = NULL, *g = NULL;
+    CHECK_EQ(be->ops->stat(be, "r.bin", &st), 0);
+    CHECK_EQ(page_cache_open(pc, "r.bin", st.version, st.size, st.mtime_ns, &f, NULL), 0);
+    backend_stat_clear(&st);
+    CHECK_EQ(be->ops->stat(be, "t.txt", &st), 0);
+    CHECK_EQ(page_cache_open(pc, "t.txt", st.version, st.size, st.mtime_ns, &g, NULL), 0);
+    backend_stat_clear(&st);
+    CHECK_EQ(page_cache_read_ex(pc, f, bs + 5, 10, buf, PC_READ_RANDOM), 10);
+    CHECK_EQ(page_cache_read_ex(pc, f, 5 * bs, bs, buf, PC_READ_RANDOM), (ssize_t)bs);
+    CHECK_EQ(page_cache_read_ex(pc, f, 2 * ps, 100, buf, PC_READ_RANDOM), 100);
+    CHECK_EQ(page_cache_read(pc, g, 0, ps, buf), (ssize_t)ps);
+    struct page_cache_stats s;
+    page_cache_get_stats(pc, &s);
+    CHECK_EQ(s.compressed, 1);
+    pc_file_unref(f);
+    pc_file_unref(g);
+    page_cache_destroy(pc);
+    pc = NULL;
+
+    CHECK_EQ(fsck_run(cache, 0, &r), 0);
+    check_clean(&r, 3, s.bytes_resident);
+    CHECK_EQ(r.bytes_checked, 2 * bs + 100 + (tsize - s.compress_saved));
+
+    char *r0 = page_path_of(cache, "r.bin", 0), *t0 = page_path_of(cache, "t.txt", 0);
+    CHECK(r0 && t0);
+    flip_at(r0, 3 * bs + 7); /* a hole */
+    CHECK_EQ(fsck_run(cache, 0, &r), 0);
+    CHECK_EQ(cache_fsck_problems(&r), 0);
+    flip_at(r0, 5 * bs + 7); /* a present block */
+    flip_at(t0, 20);
+    exec_sql(cache, "UPDATE pages SET len = len + 1 WHERE idx = 2");
+    CHECK_EQ(fsck_run(cache, 0, &r), 0);
+    CHECK_EQ(r.bad_checksum, 2);
+    CHECK_EQ(r.bad_rows, 1);
+    CHECK_EQ(cache_fsck_problems(&r), 3);
+    CHECK_EQ(fsck_run(cache, 1, &r), 0);
+    CHECK_EQ(r.repaired, 3);
+    CHECK_EQ(fsck_run(cache, 0, &r), 0);
+    check_clean(&r, 0, 0);
+
+    /* The repaired cache serves every byte right. */
+    CHECK_EQ(page_cache_create(&conf, be, &pc, err, sizeof(err)), 0);
+    CHECK_EQ(be->ops->stat(be, "r.bin", &st), 0);
+    CHECK_EQ(page_cache_open(pc, "r.bin", st.version, st.size, st.mtime_ns, &f, NULL), 0);
+    backend_stat_clear(&st);
+    unsigned char *all = malloc(rsize);
+    CHECK_EQ(page_cache_read(pc, f, 0, rsize, all), (ssize_t)rsize);
+    CHECK(memcmp(all, rnd, rsize) == 0);
+    free(all);
+    pc_file_unref(f);
+    page_cache_destroy(pc);
+    free(r0);
+    free(t0);
+    free(rnd);
+    free(txt);
+    free(buf);
+    backend_destroy(be);
+    test_rm_rf(root);
+    test_rm_rf(cache);
+    free(root);
+    free(cache);
+}
+
 int main(void)
 {
     RUN(test_clean_cache);
@@ -277,5 +406,6 @@ int main(void)
     RUN(test_bad_rows);
     RUN(test_not_regular_pages);
     RUN(test_info);
+    RUN(test_partial_and_compressed_pages);
     return test_finish();
 }

@@ -126,7 +126,7 @@ class PagefsCacheCliTest(unittest.TestCase):
         self.assertEqual(r.stderr, "")
         v = parse_text(r.stdout)
         self.assertEqual(v["cache directory"], self.cache)
-        self.assertEqual(v["schema version"], "1")
+        self.assertEqual(v["schema version"], "2")  # cache/cache_db.h CACHE_DB_SCHEMA_VERSION
         self.assertEqual(v["page size"], str(PS))
         self.assertEqual(v["files"], str(len(SOURCES)))
         self.assertEqual(v["pages"], str(PAGES))
