@@ -2,7 +2,7 @@
  * backend.c - builds the backend stack for a source URI, and the small helpers every
  * backend shares (listing pages, stat results, error text).
  *
- * The stack, bottom to top:  implementation (s3 | local) -> [fault] -> retry -> stats.
+ * The stack, bottom to top:  implementation (s3 | http | local) -> [fault] -> retry -> stats.
  * The retry layer sits only above remote implementations; the fault layer (tests) sits
  * under retry so that injected failures exercise the retry path. The stats layer is the
  * outermost one, so its counters are the calls the cache actually made.
@@ -128,8 +128,14 @@ int backend_open(const struct backend_conf *conf, struct backend **out, char *er
     } else if (strncmp(conf->source, "s3://", 5) == 0) {
         rc = s3_backend_create(conf, &be, err, errlen);
         remote = 1;
+    } else if (strncmp(conf->source, "http://", 7) == 0 ||
+               strncmp(conf->source, "https://", 8) == 0) {
+        rc = http_backend_create(conf, &be, err, errlen);
+        remote = 1;
     } else {
-        snprintf(err, errlen, "%s: unsupported source (use s3://bucket[/prefix] or file:///dir)",
+        snprintf(err, errlen,
+                 "%s: unsupported source (use s3://bucket[/prefix], http(s)://host/path or "
+                 "file:///dir)",
                  conf->source);
         return -EINVAL;
     }

@@ -58,6 +58,19 @@ struct backend_list_page {
     char *next_token;
 };
 
+/* Request latency histogram buckets: upper bounds in microseconds (5 ms .. 10 s), then +Inf. */
+#define BACKEND_LATENCY_BOUNDS_US                                                                  \
+    {5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000}
+#define BACKEND_LATENCY_BUCKETS 12 /* the 11 bounds above + one for slower requests */
+
+/* Latency of one kind of request: buckets[i] counts requests that took at most bound i (not
+ * cumulative; the last bucket counts those above every bound), sum_us their total time. */
+struct backend_latency {
+    uint64_t buckets[BACKEND_LATENCY_BUCKETS];
+    uint64_t sum_us;
+    uint64_t count;
+};
+
 /* Counters kept by the stats layer (stats.c): requests by kind and bytes received. */
 struct backend_counters {
     uint64_t stat_calls;
@@ -66,6 +79,8 @@ struct backend_counters {
     uint64_t check_calls;
     uint64_t errors;
     uint64_t bytes_read;
+    uint64_t inflight; /* requests under way now (a gauge) */
+    struct backend_latency lat_stat, lat_list, lat_read; /* by kind (check is not timed) */
 };
 
 struct backend;
@@ -101,7 +116,7 @@ struct backend {
 
 /* Options for backend_open(). Strings are borrowed for the call only. */
 struct backend_conf {
-    const char *source;     /* s3://bucket[/prefix], file:///dir */
+    const char *source;     /* s3://bucket[/prefix], http(s)://host/path[/], file:///dir */
     const char *endpoint;   /* S3 endpoint URL, e.g. http://127.0.0.1:7480 (NULL: AWS) */
     const char *region;     /* NULL: $AWS_REGION, $AWS_DEFAULT_REGION, or us-east-1 */
     const char *profile;    /* NULL: $AWS_PROFILE or "default" */
@@ -133,6 +148,9 @@ int backend_list_page_add(struct backend_list_page *page, const char *key, int i
 int local_backend_create(const char *root, struct backend **out, char *err, size_t errlen);
 int s3_backend_create(const struct backend_conf *conf, struct backend **out, char *err,
                       size_t errlen);
+/* http(s)://host[:port]/path/ (an autoindex tree) or .../file (a one-file directory). */
+int http_backend_create(const struct backend_conf *conf, struct backend **out, char *err,
+                        size_t errlen);
 
 /* Layers: each takes ownership of `inner`, also on failure. */
 int stats_backend_create(struct backend *inner, struct backend **out);

@@ -503,8 +503,8 @@ int s3_parse_iso8601(const char *s, int64_t *ns)
     tm.tm_min = min;
     tm.tm_sec = sec;
     time_t t = timegm(&tm);
-    if (t == (time_t)-1)
-        return -EIO;
+    if (t == (time_t)-1 || t > INT64_MAX / 1000000000 - 1)
+        return -EIO; /* past 2262: nanoseconds would overflow int64 */
     *ns = (int64_t)t * 1000000000 + frac;
     return 0;
 }

@@ -193,7 +193,8 @@ int pagefs_default_cache_dir(const struct pagefs_env *env, char *buf, size_t len
     return 0;
 }
 
-/* Validates SOURCE: s3://bucket[/prefix] or file:///absolute/dir. */
+/* Validates SOURCE: s3://bucket[/prefix], http(s)://host[:port][/path] or
+ * file:///absolute/dir. */
 static int check_source(const char *src, char *err, size_t errlen)
 {
     if (!*src)
@@ -220,11 +221,41 @@ static int check_source(const char *src, char *err, size_t errlen)
             return fail(err, errlen, "%s: expected file:///absolute/path", src);
         return 0;
     }
+    if (strncmp(src, "http://", 7) == 0 || strncmp(src, "https://", 8) == 0) {
+        /* http(s)://host[:port][/path]: no credentials (they would show in mountinfo and in
+         * messages, so this message does not repeat the URL), no spaces or control bytes. */
+        const char *host = strstr(src, "://") + 3;
+        size_t alen = strcspn(host, "/?#");
+        if (memchr(host, '@', alen))
+            return fail(err, errlen, "http(s) SOURCE: credentials in the URL are not supported");
+        for (const char *c = src; *c; c++) {
+            if ((unsigned char)*c <= ' ' || *c == 0x7f)
+                return fail(err, errlen, "%s: space or control character in URL "
+                            "(percent-encode it)", src);
+        }
+        const char *port = host[0] == '[' ? memchr(host, ']', alen) : host;
+        size_t hlen = port ? strcspn(port, ":/?#") + (size_t)(port - host) : 0;
+        if (hlen == 0 || (host[0] == '[' && !port))
+            return fail(err, errlen, "%s: missing host (expected http[s]://host[:port]/path)",
+                        src);
+        if (hlen < alen) {
+            const char *p = host + hlen + 1;
+            size_t plen = alen - hlen - 1;
+            if (host[hlen] != ':' || plen == 0 || plen > 5 || strspn(p, "0123456789") < plen ||
+                atoi(p) < 1 || atoi(p) > 65535)
+                return fail(err, errlen, "%s: bad port (expected http[s]://host[:port]/path)",
+                            src);
+        }
+        return 0;
+    }
     const char *colon = strstr(src, "://");
     if (colon)
-        return fail(err, errlen, "%s: unsupported scheme '%.*s' (use s3:// or file://)", src,
+        return fail(err, errlen,
+                    "%s: unsupported scheme '%.*s' (use s3://, http(s):// or file://)", src,
                     (int)(colon - src), src);
-    return fail(err, errlen, "%s: SOURCE must be s3://bucket[/prefix] or file:///dir", src);
+    return fail(err, errlen,
+                "%s: SOURCE must be s3://bucket[/prefix], http(s)://host/path or file:///dir",
+                src);
 }
 
 static int set_str(char **dst, const char *val)
@@ -656,8 +687,9 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "       mount -t fuse.pagefs SOURCE MOUNTPOINT -o opt[,opt...]   (mount.fuse.pagefs)\n"
         "\n"
         "Mounts SOURCE read-only at MOUNTPOINT and keeps what was read in a local page cache.\n"
-        "SOURCE is s3://bucket[/prefix] or file:///dir. Without -f the command returns once the\n"
-        "mount is usable (or fails with the reason) and the daemon lives on in the background.\n"
+        "SOURCE is s3://bucket[/prefix], http(s)://host[:port]/path/ (an index listing tree, or\n"
+        "a single file) or file:///dir. Without -f the command returns once the mount is usable\n"
+        "(or fails with the reason) and the daemon lives on in the background.\n"
         "\n"
         "general:\n"
         "  -f, --foreground         stay in the foreground, log to stderr (default: background,\n"

@@ -82,6 +82,16 @@ static void test_defaults(void)
     CHECK_STR(o.source, "file:///srv/data");
     CHECK_STR(o.mountpoint, "/mnt/x");
     pagefs_options_clear(&o);
+
+    /* http(s) sources: a tree, a single file, a port, an IPv6 literal, a bare host. */
+    static const char *const http_sources[] = {
+        "http://127.0.0.1:8080/tree/", "https://example.org/data/file.bin",
+        "http://[::1]:8080/a%20b/", "https://example.org", "http://h/x?sig=1@2"};
+    for (size_t i = 0; i < sizeof(http_sources) / sizeof(*http_sources); i++) {
+        CHECK_EQ(PARSE(&o, err, http_sources[i], "/mnt/x"), 0);
+        CHECK_STR(o.source, http_sources[i]);
+        pagefs_options_clear(&o);
+    }
 }
 
 static void test_all_options(void)
@@ -335,8 +345,15 @@ static void test_einval_arguments(void)
     EXPECT_EINVAL("missing bucket", "s3://", "/m");
     EXPECT_EINVAL("missing bucket", "s3:///prefix", "/m");
     EXPECT_EINVAL("invalid character in bucket", "s3://a b", "/m");
-    EXPECT_EINVAL("unsupported scheme 'http'", "http://host/x", "/m");
+    EXPECT_EINVAL("unsupported scheme 'ftp'", "ftp://host/x", "/m");
     EXPECT_EINVAL("unsupported scheme 'gs'", "gs://b", "/m");
+    EXPECT_EINVAL("missing host", "http:///x/", "/m");
+    EXPECT_EINVAL("missing host", "https://:80/x/", "/m");
+    EXPECT_EINVAL("bad port", "http://h:0/x/", "/m");
+    EXPECT_EINVAL("bad port", "http://h:99999/", "/m");
+    EXPECT_EINVAL("bad port", "http://h:8a/", "/m");
+    EXPECT_EINVAL("space or control character", "http://h/a b/", "/m");
+    EXPECT_EINVAL("credentials in the URL are not supported", "https://u:pw@h/x/", "/m");
     EXPECT_EINVAL("SOURCE must be", "/srv/data", "/m");
     EXPECT_EINVAL("file:///absolute", "file://relative/dir", "/m");
     EXPECT_EINVAL("unknown option '-x'", "s3://b", "/m", "-x");

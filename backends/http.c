@@ -1,0 +1,1182 @@
+/*
+ * http.c - the HTTP(S) backend: a static web tree (index pages) or one file, read with Range
+ * requests over libcurl.
+ *
+ * Sources: "http(s)://host[:port]/path/" is a directory tree whose listings are the server's
+ * index pages (nginx autoindex, Apache mod_autoindex, python http.server), parsed by
+ * http_listing.c; key "a/b" is the URL base + "a/b" percent-encoded. A URL not ending in '/'
+ * is resolved once, at the first call, with a HEAD (redirects followed): an HTML reply makes it
+ * a directory (the effective URL, with a '/' added), anything else a single file, shown as a
+ * directory holding that one file under the URL's last path segment.
+ *
+ * Versions (backend_stat.version, the listing entries' version) say how reads are checked;
+ * read_range fails with -ESTALE, never mixing bytes, when the reply does not match:
+ *   "\"etag\""          a strong ETag (HEAD): GET with If-Match, the reply's ETag must equal it;
+ *   "M:<size>:<secs>"   no strong ETag, Last-Modified and size (HEAD): If-Unmodified-Since,
+ *                       the reply's Last-Modified and total size must equal them;
+ *   "S:<size>"          size only (HEAD without either): the total size must equal it;
+ *   "L:<size>:<secs>"   exact size and time (minute precision) straight from the index page:
+ *                       the total size must equal it, and the reply's Last-Modified must lie
+ *                       within LISTING_SETTLED_S of that time.
+ * A listing entry gets an "L:" version only when the page shows its exact size and its time is
+ * more than LISTING_SETTLED_S before the server's Date (older than any clock offset an index
+ * page could be printed in): a file changed since then shows a new time, so the listing's
+ * version changes with it, and reads of the old version see a Last-Modified more than
+ * LISTING_SETTLED_S after the listed time (whatever zone the page prints times in). A file
+ * rewritten with the same size and its old time set back (touch -d) is not seen as changed:
+ * the same blind spot as nginx's own ETag (size and time). Every other file of a listing (no exact
+ * size, no time, a recent time) is HEADed, up to HEAD_PARALLEL at once on one curl multi handle,
+ * and gets the HEAD's size, Last-Modified and one of the other versions. A file gone by the time of
+ * its HEAD is left out; a file without a Content-Length cannot be paged and is left out too.
+ *
+ * A server that ignores Range answers 200 with the whole body: the bytes before `off` are
+ * skipped and the transfer is cut once `len` bytes are in, so such servers (python's
+ * http.server) work, at the price of the skipped bytes.
+ *
+ * Every op is one request (a listing: one GET plus its HEADs) on an easy handle borrowed from
+ * a keep-alive pool; retries belong to the retry layer, and http_map_error() is the one place
+ * curl codes and statuses become errno. Redirects are followed (at most MAX_REDIRS, http and
+ * https only); https verifies certificates (curl's defaults, never turned off). Sources with
+ * credentials in the URL are refused (they would show in messages and mount tables).
+ *
+ * Invariants: `mode` goes from MODE_UNKNOWN to MODE_DIR or MODE_FILE once and never changes
+ * back; the fields it implies (base_url/base_path, file_url/file_name) are set before it.
+ * A read reply is accepted only when its bytes are exactly [off, off + n) of the expected
+ * version. Reply bodies are bounded (LIST_BODY_MAX, the caller's buffer for reads).
+ *
+ * Lock order: mode_lock, then pool_lock. mode_lock is held across the resolving HEAD only
+ * (callers of the first op wait for it); pool_lock is a leaf, never held across a request.
+ */
+#include "backends/backend.h"
+#include "backends/http_listing.h"
+#include "backends/s3_xml.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define POOL_MAX 64
+#define LIST_BODY_MAX (32u << 20)
+#define DEFAULT_TIMEOUT_MS 30000
+#define MAX_REDIRS 5L
+#define HEAD_PARALLEL 8
+#define LISTING_SETTLED_S (26 * 3600) /* beyond any UTC offset (+14 h / -12 h) plus slack */
+
+enum http_mode { MODE_UNKNOWN, MODE_DIR, MODE_FILE };
+
+struct http {
+    char *source;    /* the URL as given */
+    char *base_url;  /* MODE_DIR: scheme://authority/path/ (ends in '/') */
+    char *base_path; /* MODE_DIR: its path, percent-encoded, starting and ending in '/' */
+    char *file_url;  /* MODE_FILE: the file's URL (the source) */
+    char *file_name; /* MODE_FILE: the one child's name */
+    long timeout_ms, connect_timeout_ms;
+    int verbose;
+
+    pthread_mutex_t mode_lock;
+    enum http_mode mode; /* guarded by mode_lock until set, immutable after */
+
+    pthread_mutex_t pool_lock;
+    CURL *pool[POOL_MAX]; /* idle handles, guarded by pool_lock */
+    size_t pool_n;
+};
+
+/* One request and what came back. */
+struct http_req {
+    const char *url;
+    int head;
+    const char *range; /* "bytes=a-b" or NULL */
+    char cond[160];    /* a conditional header line ("If-Match: ...") or "" */
+
+    /* 2xx body: into buf (capacity cap); grow: malloc'd, up to max. A 200 reply to a ranged
+     * GET (whole body) skips its first `skip` bytes and ends once cap bytes are in. */
+    char *buf;
+    size_t len, cap, max;
+    int grow, overflow;
+    uint64_t skip, skipped;
+    int cut; /* the transfer was ended on purpose: all wanted bytes are in */
+
+    long status;
+    long os_errno;
+    char *etag;
+    char *content_type;
+    int have_range;
+    uint64_t range_start, range_end, range_total; /* total UINT64_MAX for '*' */
+    int64_t content_length;                       /* -1 if absent */
+    int64_t last_modified;                        /* seconds, -1 if absent */
+    int64_t date;                                 /* the server's Date, seconds, -1 if absent */
+    char *effective_url;                          /* after redirects */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT; /* written once, by pthread_once */
+
+static void curl_init_once(void)
+{
+    (void)curl_global_init(CURL_GLOBAL_ALL);
+}
+
+/* --- errors ------------------------------------------------------------------------- */
+
+/* The one mapping of curl codes and HTTP statuses to errno for this backend: the S3 one
+ * (404 ENOENT, 401/403 EACCES, 412 ESTALE, 416 ERANGE, 5xx/429/timeouts retryable) plus
+ * 410 Gone as ENOENT. */
+static int http_map_error(CURLcode cc, long status, long os_errno)
+{
+    if (cc == CURLE_OK && status == 410)
+        return -ENOENT;
+    return s3_map_error((int)cc, status, os_errno, NULL);
+}
+
+/* --- handle pool -------------------------------------------------------------------- */
+
+static CURL *pool_take(struct http *h)
+{
+    CURL *c = NULL;
+    pthread_mutex_lock(&h->pool_lock);
+    if (h->pool_n > 0)
+        c = h->pool[--h->pool_n];
+    pthread_mutex_unlock(&h->pool_lock);
+    if (!c)
+        c = curl_easy_init();
+    return c;
+}
+
+static void pool_return(struct http *h, CURL *c)
+{
+    pthread_mutex_lock(&h->pool_lock);
+    if (h->pool_n < POOL_MAX) {
+        h->pool[h->pool_n++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&h->pool_lock);
+    if (c)
+        curl_easy_cleanup(c);
+}
+
+/* --- callbacks ---------------------------------------------------------------------- */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct http_req *r = ud;
+    size_t n = size * nmemb;
+
+    if (r->status < 200 || r->status >= 300)
+        return n; /* error pages are not kept */
+    if (r->status == 200 && r->range) {
+        /* The server ignored Range: skip to the wanted offset, stop when the buffer is full. */
+        if (r->skipped < r->skip) {
+            uint64_t want = r->skip - r->skipped;
+            size_t drop = want < n ? (size_t)want : n;
+            r->skipped += drop;
+            data += drop;
+            n -= drop;
+            if (n == 0)
+                return size * nmemb;
+        }
+        size_t room = r->cap - r->len, take = n < room ? n : room;
+        memcpy(r->buf + r->len, data, take);
+        r->len += take;
+        if (r->len == r->cap) {
+            r->cut = 1;
+            return 0; /* ends the transfer (CURLE_WRITE_ERROR, cut set) */
+        }
+        return size * nmemb;
+    }
+    if (r->len + n > r->cap) {
+        if (!r->grow || r->len + n > r->max) {
+            r->overflow = 1;
+            return 0;
+        }
+        size_t cap = r->cap ? r->cap : 64 * 1024;
+        while (cap < r->len + n)
+            cap *= 2;
+        if (cap > r->max)
+            cap = r->max;
+        char *grown = realloc(r->buf, cap);
+        if (!grown) {
+            r->overflow = 1;
+            return 0;
+        }
+        r->buf = grown;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, data, n);
+    r->len += n;
+    return n;
+}
+
+static char *header_value(const char *line, size_t n, const char *name)
+{
+    size_t nl = strlen(name);
+    if (n <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+        return NULL;
+    const char *v = line + nl + 1, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    return strndup(v, (size_t)(end - v));
+}
+
+static int64_t http_date(const char *v)
+{
+    time_t t = curl_getdate(v, NULL);
+    return t == (time_t)-1 ? -1 : (int64_t)t;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct http_req *r = ud;
+    size_t n = size * nmemb;
+    char *v;
+
+    if (n > 5 && strncmp(data, "HTTP/", 5) == 0) {
+        /* A new reply (a redirect's target, after 100-continue): forget the last one. */
+        const char *p = memchr(data, ' ', n), *end = data + n;
+        r->status = 0;
+        for (p = p ? p + 1 : end; p < end && *p >= '0' && *p <= '9'; p++)
+            r->status = r->status * 10 + (*p - '0');
+        free(r->etag);
+        free(r->content_type);
+        r->etag = r->content_type = NULL;
+        r->have_range = 0;
+        r->content_length = r->last_modified = r->date = -1;
+        return n;
+    }
+    if ((v = header_value(data, n, "ETag"))) {
+        free(r->etag);
+        r->etag = v;
+    } else if ((v = header_value(data, n, "Content-Type"))) {
+        free(r->content_type);
+        r->content_type = v;
+    } else if ((v = header_value(data, n, "Content-Length"))) {
+        char *e = NULL;
+        unsigned long long x = strtoull(v, &e, 10);
+        r->content_length =
+            (*v >= '0' && *v <= '9' && e && !*e && x <= INT64_MAX) ? (int64_t)x : -1;
+        free(v);
+    } else if ((v = header_value(data, n, "Last-Modified"))) {
+        r->last_modified = http_date(v);
+        free(v);
+    } else if ((v = header_value(data, n, "Date"))) {
+        r->date = http_date(v);
+        free(v);
+    } else if ((v = header_value(data, n, "Content-Range"))) {
+        unsigned long long a, b, t;
+        char star;
+        if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3 && a <= b && b < t) {
+            r->have_range = 1;
+            r->range_total = t;
+        } else if (sscanf(v, "bytes %llu-%llu/%c", &a, &b, &star) == 3 && star == '*' && a <= b) {
+            r->have_range = 1;
+            r->range_total = UINT64_MAX;
+        }
+        if (r->have_range) {
+            r->range_start = a;
+            r->range_end = b;
+        }
+        free(v);
+    }
+    return n;
+}
+
+/* --- one request -------------------------------------------------------------------- */
+
+static void req_init(struct http_req *r)
+{
+    r->content_length = r->last_modified = r->date = -1;
+}
+
+static void req_clear(struct http_req *r)
+{
+    if (r->grow)
+        free(r->buf);
+    free(r->etag);
+    free(r->content_type);
+    free(r->effective_url);
+    r->buf = NULL;
+    r->etag = r->content_type = r->effective_url = NULL;
+}
+
+/* Sets every option of request r on handle c; *hdrs receives the header list to free after
+ * the transfer. Returns 0 or -ENOMEM. */
+static int req_setup(struct http *h, CURL *c, struct http_req *r, struct curl_slist **hdrs)
+{
+    char line[96];
+    struct curl_slist *tmp;
+
+    *hdrs = NULL;
+    curl_easy_reset(c);
+    if (r->range) {
+        snprintf(line, sizeof(line), "Range: %s", r->range);
+        if (!(tmp = curl_slist_append(*hdrs, line)))
+            goto out_nomem;
+        *hdrs = tmp;
+    }
+    if (r->cond[0]) {
+        if (!(tmp = curl_slist_append(*hdrs, r->cond)))
+            goto out_nomem;
+        *hdrs = tmp;
+    }
+    /* Bytes as stored: a compressed reply would not match Content-Length or ranges. */
+    if (!(tmp = curl_slist_append(*hdrs, "Accept-Encoding: identity")))
+        goto out_nomem;
+    *hdrs = tmp;
+
+    curl_easy_setopt(c, CURLOPT_URL, r->url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, MAX_REDIRS);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "pagefs/" PAGEFS_VERSION);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    if (r->head)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    if (h->verbose)
+        curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
+    return 0;
+
+out_nomem:
+    curl_slist_free_all(*hdrs);
+    *hdrs = NULL;
+    return -ENOMEM;
+}
+
+/* After a transfer: status, OS errno, effective URL. */
+static void req_finish(CURL *c, struct http_req *r, CURLcode cc)
+{
+    char *eff = NULL;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &r->os_errno);
+    if (cc == CURLE_OK && curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff)
+        r->effective_url = strdup(eff);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+}
+
+/* errno of a finished request: 0 for a usable 2xx reply. */
+static int req_errno(const struct http_req *r, CURLcode cc)
+{
+    if (cc == CURLE_WRITE_ERROR && r->cut)
+        cc = CURLE_OK;
+    if (cc == CURLE_WRITE_ERROR && r->overflow)
+        return -EIO;
+    return http_map_error(cc, r->status, r->os_errno);
+}
+
+static int perform(struct http *h, struct http_req *r)
+{
+    struct curl_slist *hdrs = NULL;
+    CURL *c = pool_take(h);
+    int ret;
+
+    if (!c)
+        return -ENOMEM;
+    ret = req_setup(h, c, r, &hdrs);
+    if (ret < 0)
+        goto out_return;
+    CURLcode cc = curl_easy_perform(c);
+    req_finish(c, r, cc);
+    ret = req_errno(r, cc);
+    curl_slist_free_all(hdrs);
+out_return:
+    pool_return(h, c);
+    return ret;
+}
+
+/* --- versions ----------------------------------------------------------------------- */
+
+static int strong_etag(const char *etag)
+{
+    size_t n = etag ? strlen(etag) : 0;
+    return n >= 2 && etag[0] == '"' && etag[n - 1] == '"';
+}
+
+/* Size, mtime and version of a HEAD (or GET) reply; -EIO without a Content-Length. */
+static int stat_from_reply(const struct http_req *r, struct backend_stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (r->content_length < 0)
+        return -EIO;
+    st->size = (uint64_t)r->content_length;
+    st->mtime_ns = r->last_modified > 0 ? r->last_modified * 1000000000 : 0;
+    int n;
+    if (strong_etag(r->etag))
+        n = asprintf(&st->version, "%s", r->etag);
+    else if (r->last_modified > 0)
+        n = asprintf(&st->version, "M:%" PRIu64 ":%" PRId64, st->size, r->last_modified);
+    else
+        n = asprintf(&st->version, "S:%" PRIu64, st->size);
+    if (n < 0) {
+        st->version = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+struct version {
+    char kind; /* 0 none, 'E' etag, 'M', 'S', 'L' */
+    const char *etag;
+    uint64_t size;
+    int64_t secs;
+};
+
+static int parse_u64(const char *s, char stop, uint64_t *v, const char **end)
+{
+    char *e = NULL;
+    if (*s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    unsigned long long x = strtoull(s, &e, 10);
+    if (errno || *e != stop)
+        return -1;
+    *v = x;
+    *end = e;
+    return 0;
+}
+
+static int parse_version(const char *v, struct version *out)
+{
+    const char *e;
+    uint64_t t;
+    memset(out, 0, sizeof(*out));
+    if (!v || !*v)
+        return 0;
+    if (v[0] == '"') {
+        out->kind = 'E';
+        out->etag = v;
+        return strong_etag(v) && strlen(v) < 120 ? 0 : -1;
+    }
+    if ((v[0] == 'M' || v[0] == 'L') && v[1] == ':') {
+        out->kind = v[0];
+        if (parse_u64(v + 2, ':', &out->size, &e) < 0 || parse_u64(e + 1, '\0', &t, &e) < 0 ||
+            t > INT64_MAX)
+            return -1;
+        out->secs = (int64_t)t;
+        return 0;
+    }
+    if (v[0] == 'S' && v[1] == ':') {
+        out->kind = 'S';
+        return parse_u64(v + 2, '\0', &out->size, &e);
+    }
+    return -1;
+}
+
+/* --- URLs and modes ----------------------------------------------------------------- */
+
+/* URL of `key` in directory mode; caller frees. */
+static char *key_url(const struct http *h, const char *key)
+{
+    char *enc = s3_uri_encode(key, 1), *url = NULL;
+    if (enc && asprintf(&url, "%s%s", h->base_url, enc) < 0)
+        url = NULL;
+    free(enc);
+    return url;
+}
+
+/* Path part of an http(s) URL (percent-encoded, no query), malloc'd; "/" when it has none. */
+static char *url_path(const char *url)
+{
+    CURLU *u = curl_url();
+    char *p = NULL, *out = NULL;
+    if (!u)
+        return NULL;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PATH, &p, 0) == CURLUE_OK)
+        out = strdup(p && *p ? p : "/");
+    curl_free(p);
+    curl_url_cleanup(u);
+    return out;
+}
+
+/* Directory mode rooted at `url` (a '/' is added when missing). Under mode_lock. */
+static int set_dir_mode(struct http *h, const char *url)
+{
+    size_t n = strlen(url);
+    char *base = NULL;
+    if (asprintf(&base, "%s%s", url, n && url[n - 1] == '/' ? "" : "/") < 0)
+        return -ENOMEM;
+    char *path = url_path(base);
+    if (!path) {
+        free(base);
+        return -ENOMEM;
+    }
+    h->base_url = base;
+    h->base_path = path;
+    h->mode = MODE_DIR;
+    return 0;
+}
+
+static int is_html(const char *content_type)
+{
+    if (!content_type)
+        return 0;
+    size_t n = strcspn(content_type, "; \t");
+    return (n == 9 && strncasecmp(content_type, "text/html", 9) == 0) ||
+           (n == 21 && strncasecmp(content_type, "application/xhtml+xml", 21) == 0);
+}
+
+/* Resolves a source URL not ending in '/': one HEAD decides directory or single file. */
+static int resolve(struct http *h)
+{
+    struct http_req r = {.url = h->source, .head = 1};
+    int ret;
+
+    req_init(&r);
+    ret = perform(h, &r);
+    if (ret < 0)
+        goto out_clear;
+    if (is_html(r.content_type)) {
+        ret = set_dir_mode(h, r.effective_url ? r.effective_url : h->source);
+        goto out_clear;
+    }
+    /* The file's name: the last segment of the source path, decoded. */
+    char *path = url_path(h->source);
+    ret = -ENOMEM;
+    if (!path)
+        goto out_clear;
+    const char *seg = strrchr(path, '/');
+    seg = seg ? seg + 1 : path;
+    char *name = http_percent_decode(seg, strlen(seg), NULL);
+    free(path);
+    if (name && (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+                 strlen(name) > 255)) {
+        free(name);
+        name = strdup("file"); /* a URL whose last segment is no usable name */
+    } else if (!name) {
+        name = strdup("file");
+    }
+    if (!name)
+        goto out_clear;
+    h->file_url = strdup(h->source);
+    if (!h->file_url) {
+        free(name);
+        goto out_clear;
+    }
+    h->file_name = name;
+    h->mode = MODE_FILE;
+    ret = 0;
+out_clear:
+    req_clear(&r);
+    return ret;
+}
+
+#ifndef NDEBUG
+#define HTTP_CHECK_INVARIANTS(h) http_check_invariants(h)
+/* Debug builds: the mode's fields are set, the pool within bounds. Under mode_lock. */
+static void http_check_invariants(struct http *h)
+{
+    int ok = 1;
+    if (h->mode == MODE_DIR)
+        ok = h->base_url && h->base_path && h->base_path[0] == '/' &&
+             h->base_url[strlen(h->base_url) - 1] == '/' &&
+             h->base_path[strlen(h->base_path) - 1] == '/';
+    else if (h->mode == MODE_FILE)
+        ok = h->file_url && h->file_name && *h->file_name && !strchr(h->file_name, '/');
+    pthread_mutex_lock(&h->pool_lock);
+    ok = ok && h->pool_n <= POOL_MAX;
+    pthread_mutex_unlock(&h->pool_lock);
+    if (!ok)
+        fprintf(stderr, "pagefs: http backend invariant broken (mode %d)\n", (int)h->mode);
+}
+#else
+#define HTTP_CHECK_INVARIANTS(h) ((void)0)
+#endif
+
+/* The mode, resolving it on first use. Returns MODE_DIR/MODE_FILE or -errno. */
+static int get_mode(struct http *h)
+{
+    int ret;
+    pthread_mutex_lock(&h->mode_lock);
+    ret = h->mode == MODE_UNKNOWN ? resolve(h) : 0;
+    HTTP_CHECK_INVARIANTS(h);
+    if (ret == 0)
+        ret = (int)h->mode;
+    pthread_mutex_unlock(&h->mode_lock);
+    return ret;
+}
+
+static int valid_key(const char *key)
+{
+    return key && *key && key[0] != '/';
+}
+
+/* URL of object `key` for the current mode (caller frees); -ENOENT/-EINVAL/-ENOMEM/-errno
+ * of the mode resolution in *err. */
+static char *object_url(struct http *h, const char *key, int *err)
+{
+    char *url;
+    int mode = get_mode(h);
+
+    *err = 0;
+    if (mode < 0) {
+        *err = mode;
+        return NULL;
+    }
+    if (!valid_key(key)) {
+        *err = -EINVAL;
+        return NULL;
+    }
+    if (mode == MODE_FILE) {
+        if (strcmp(key, h->file_name) != 0) {
+            *err = -ENOENT;
+            return NULL;
+        }
+        url = strdup(h->file_url);
+    } else {
+        url = key_url(h, key);
+    }
+    if (!url)
+        *err = -ENOMEM;
+    return url;
+}
+
+/* --- ops ---------------------------------------------------------------------------- */
+
+static int http_stat(struct backend *be, const char *key, struct backend_stat *out)
+{
+    struct http *h = be->priv;
+    struct http_req r = {.head = 1};
+    int ret;
+
+    memset(out, 0, sizeof(*out));
+    char *url = object_url(h, key, &ret);
+    if (!url)
+        return ret;
+    req_init(&r);
+    r.url = url;
+    ret = perform(h, &r);
+    if (ret == 0)
+        ret = stat_from_reply(&r, out);
+    req_clear(&r);
+    free(url);
+    return ret;
+}
+
+/* HEADs the entries idx[0..n) of pg, HEAD_PARALLEL at a time on one multi handle, and fills
+ * their size, mtime and version; an entry that is gone (or has no length) gets key freed and
+ * set to NULL. Returns 0 or the first hard error. */
+static int head_entries(struct http *h, struct backend_list_page *pg, const size_t *idx, size_t n)
+{
+    struct slot {
+        CURL *c;
+        struct curl_slist *hdrs;
+        struct http_req r;
+        char *url;
+        size_t entry;
+    } slots[HEAD_PARALLEL];
+    size_t next = 0, active = 0;
+    int ret = 0;
+    CURLM *m = curl_multi_init();
+
+    if (!m)
+        return -ENOMEM;
+    memset(slots, 0, sizeof(slots));
+    while ((next < n && ret == 0) || active > 0) {
+        /* Fill free slots. */
+        for (int s = 0; s < HEAD_PARALLEL && next < n && ret == 0; s++) {
+            struct slot *sl = &slots[s];
+            if (sl->c)
+                continue;
+            struct backend_entry *e = &pg->entries[idx[next]];
+            memset(&sl->r, 0, sizeof(sl->r));
+            req_init(&sl->r);
+            sl->r.head = 1;
+            sl->url = key_url(h, e->key);
+            sl->r.url = sl->url;
+            sl->c = sl->url ? pool_take(h) : NULL;
+            if (!sl->c || req_setup(h, sl->c, &sl->r, &sl->hdrs) < 0)
+                goto out_slot_nomem;
+            curl_easy_setopt(sl->c, CURLOPT_PRIVATE, sl);
+            if (curl_multi_add_handle(m, sl->c) != CURLM_OK)
+                goto out_slot_nomem;
+            sl->entry = idx[next++];
+            active++;
+            continue;
+        out_slot_nomem:
+            if (sl->c)
+                pool_return(h, sl->c);
+            curl_slist_free_all(sl->hdrs);
+            free(sl->url);
+            memset(sl, 0, sizeof(*sl));
+            ret = -ENOMEM;
+        }
+        if (active == 0)
+            break;
+        int running = 0;
+        if (curl_multi_perform(m, &running) != CURLM_OK) {
+            ret = ret ? ret : -EIO;
+            break;
+        }
+        CURLMsg *msg;
+        int left;
+        int finished = 0;
+        while ((msg = curl_multi_info_read(m, &left))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            struct slot *sl = NULL;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&sl);
+            CURLcode cc = msg->data.result;
+            req_finish(sl->c, &sl->r, cc);
+            int rc = req_errno(&sl->r, cc);
+            struct backend_entry *e = &pg->entries[sl->entry];
+            struct backend_stat st = {0};
+            int unpageable = 0;
+            if (rc == 0) {
+                rc = stat_from_reply(&sl->r, &st);
+                unpageable = rc == -EIO;
+            }
+            if (rc == -ENOENT || unpageable) {
+                free(e->key); /* gone since the listing, or not pageable: left out */
+                e->key = NULL;
+            } else if (rc == 0) {
+                e->size = st.size;
+                e->mtime_ns = st.mtime_ns;
+                free(e->version);
+                e->version = st.version;
+                st.version = NULL;
+            } else if (ret == 0) {
+                ret = rc;
+            }
+            backend_stat_clear(&st);
+            curl_multi_remove_handle(m, sl->c);
+            curl_slist_free_all(sl->hdrs);
+            pool_return(h, sl->c);
+            req_clear(&sl->r);
+            free(sl->url);
+            memset(sl, 0, sizeof(*sl));
+            active--;
+            finished++;
+        }
+        if (ret < 0 && active == 0)
+            break;
+        if (!finished && running > 0)
+            curl_multi_poll(m, NULL, 0, 1000, NULL);
+    }
+    /* An error above may leave transfers running: abandon them. */
+    for (int s = 0; s < HEAD_PARALLEL; s++) {
+        struct slot *sl = &slots[s];
+        if (!sl->c)
+            continue;
+        curl_multi_remove_handle(m, sl->c);
+        curl_slist_free_all(sl->hdrs);
+        curl_easy_setopt(sl->c, CURLOPT_HTTPHEADER, NULL);
+        pool_return(h, sl->c);
+        req_clear(&sl->r);
+        free(sl->url);
+    }
+    curl_multi_cleanup(m);
+    return ret;
+}
+
+/* Gives every file entry of a parsed listing its version: "L:" from the page when the page
+ * shows an exact, settled size and time, otherwise a HEAD's. `server_now` is the listing
+ * reply's Date (or our clock). */
+static int complete_entries(struct http *h, struct backend_list_page *pg, int64_t server_now)
+{
+    size_t *idx = NULL, n = 0;
+    int ret = 0;
+
+    if (pg->count == 0)
+        return 0;
+    idx = malloc(pg->count * sizeof(*idx));
+    if (!idx)
+        return -ENOMEM;
+    for (size_t i = 0; i < pg->count; i++) {
+        struct backend_entry *e = &pg->entries[i];
+        if (e->is_prefix)
+            continue;
+        int64_t secs = e->mtime_ns / 1000000000;
+        if (e->size != UINT64_MAX && e->mtime_ns > 0 && secs < server_now - LISTING_SETTLED_S) {
+            if (asprintf(&e->version, "L:%" PRIu64 ":%" PRId64, e->size, secs) < 0) {
+                e->version = NULL;
+                ret = -ENOMEM;
+                goto out_free;
+            }
+            continue;
+        }
+        idx[n++] = i;
+    }
+    ret = head_entries(h, pg, idx, n);
+    if (ret < 0)
+        goto out_free;
+    /* Drop the entries left out (key NULL), keeping the order. */
+    size_t j = 0;
+    for (size_t i = 0; i < pg->count; i++) {
+        if (pg->entries[i].key)
+            pg->entries[j++] = pg->entries[i];
+        else
+            free(pg->entries[i].version);
+    }
+    pg->count = j;
+out_free:
+    free(idx);
+    return ret;
+}
+
+/* Fetches and parses the index page of `prefix` (directory mode) into out, without HEADs;
+ * *server_now gets the reply's Date. */
+static int fetch_listing(struct http *h, const char *prefix, struct backend_list_page *out,
+                         int64_t *server_now)
+{
+    struct http_req r = {.grow = 1, .max = LIST_BODY_MAX};
+    char *url = NULL, *path = NULL;
+    int ret;
+
+    req_init(&r);
+    url = key_url(h, prefix);
+    if (!url)
+        return -ENOMEM;
+    r.url = url;
+    ret = perform(h, &r);
+    if (ret < 0)
+        goto out_free;
+    if (r.content_type && !is_html(r.content_type)) {
+        ret = -ENOTDIR; /* a file where a directory was expected */
+        goto out_free;
+    }
+    /* Absolute links are compared with the path the page was actually served at. */
+    path = url_path(r.effective_url ? r.effective_url : url);
+    if (!path) {
+        ret = -ENOMEM;
+        goto out_free;
+    }
+    size_t pl = strlen(path);
+    if (pl == 0 || path[pl - 1] != '/') {
+        ret = -EIO; /* redirected to something that is not a directory */
+        goto out_free;
+    }
+    ret = http_listing_parse(r.buf ? r.buf : "", r.len, path, prefix, out);
+    *server_now = r.date > 0 ? r.date : (int64_t)time(NULL);
+out_free:
+    free(path);
+    req_clear(&r);
+    free(url);
+    return ret;
+}
+
+static int http_list(struct backend *be, const char *prefix, const char *delim, const char *token,
+                     struct backend_list_page *out)
+{
+    struct http *h = be->priv;
+    int64_t now = 0;
+    int ret;
+
+    memset(out, 0, sizeof(*out));
+    if (!prefix)
+        prefix = "";
+    if (prefix[0] == '/' || (*prefix && prefix[strlen(prefix) - 1] != '/'))
+        return -EINVAL;
+    if (!delim || strcmp(delim, "/") != 0 || token)
+        return -EINVAL; /* index pages are one level, one page */
+    int mode = get_mode(h);
+    if (mode < 0)
+        return mode;
+    if (mode == MODE_FILE) {
+        struct backend_stat st;
+        if (*prefix)
+            return -ENOENT;
+        ret = http_stat(be, h->file_name, &st);
+        if (ret == 0)
+            ret = backend_list_page_add(out, h->file_name, 0, st.size, st.mtime_ns, st.version);
+        backend_stat_clear(&st);
+        goto out;
+    }
+    ret = fetch_listing(h, prefix, out, &now);
+    if (ret == 0)
+        ret = complete_entries(h, out, now);
+out:
+    if (ret < 0)
+        backend_list_page_clear(out);
+    return ret;
+}
+
+static ssize_t http_read_range(struct backend *be, const char *key, const char *version,
+                               uint64_t off, size_t len, void *buf)
+{
+    struct http *h = be->priv;
+    struct http_req r = {.buf = buf, .cap = len, .skip = off};
+    struct version v;
+    char range[64];
+    ssize_t ret;
+    int err;
+
+    if (!valid_key(key) || (!buf && len) || (len && off > UINT64_MAX - len) ||
+        len > (size_t)SSIZE_MAX)
+        return -EINVAL;
+    if (parse_version(version, &v) < 0)
+        return -ESTALE; /* not a version this backend hands out */
+    if (len == 0)
+        return 0;
+    char *url = object_url(h, key, &err);
+    if (!url)
+        return err;
+    req_init(&r);
+    snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+    r.url = url;
+    r.range = range;
+    if (v.kind == 'E') {
+        snprintf(r.cond, sizeof(r.cond), "If-Match: %s", v.etag);
+    } else if (v.kind == 'M') {
+        time_t t = (time_t)v.secs;
+        struct tm tm;
+        if (gmtime_r(&t, &tm))
+            strftime(r.cond, sizeof(r.cond), "If-Unmodified-Since: %a, %d %b %Y %H:%M:%S GMT", &tm);
+    }
+    ret = perform(h, &r);
+    if (ret == -ERANGE) {
+        /* 416: the range starts at or after the end; fine unless the size says otherwise. */
+        ret = (v.kind == 'M' || v.kind == 'S' || v.kind == 'L') && off < v.size ? -ESTALE : 0;
+        goto out_free;
+    }
+    if (ret < 0)
+        goto out_free;
+
+    /* The object behind the reply: its total size and validators. */
+    uint64_t total;
+    if (r.status == 206) {
+        uint64_t want_end = off + len - 1;
+        if (!r.have_range || r.range_total == UINT64_MAX) {
+            ret = -EIO;
+            goto out_free;
+        }
+        total = r.range_total;
+        if (total - 1 < want_end)
+            want_end = total - 1;
+        if (r.range_start != off || r.range_end != want_end || r.len != want_end - off + 1) {
+            ret = -EIO;
+            goto out_free;
+        }
+    } else if (r.status == 200) {
+        if (r.content_length < 0) {
+            ret = -EIO;
+            goto out_free;
+        }
+        total = (uint64_t)r.content_length;
+        uint64_t want = total > off ? total - off : 0;
+        if (want > len)
+            want = len;
+        if (r.len != want) {
+            ret = -EIO; /* cut short */
+            goto out_free;
+        }
+    } else {
+        ret = -EIO;
+        goto out_free;
+    }
+    switch (v.kind) {
+    case 'E':
+        if (!r.etag || strcmp(r.etag, v.etag) != 0)
+            ret = -ESTALE;
+        break;
+    case 'M':
+        if (total != v.size || r.last_modified != v.secs)
+            ret = -ESTALE;
+        break;
+    case 'S':
+        if (total != v.size)
+            ret = -ESTALE;
+        break;
+    case 'L':
+        /* The page's time is in an unknown zone, but a file changed after the listing was
+         * modified more than LISTING_SETTLED_S after the time the listing showed. */
+        if (total != v.size ||
+            (r.last_modified > 0 && (r.last_modified - v.secs >= LISTING_SETTLED_S ||
+                                     v.secs - r.last_modified >= LISTING_SETTLED_S)))
+            ret = -ESTALE;
+        break;
+    default:
+        break;
+    }
+    if (ret == 0)
+        ret = (ssize_t)r.len;
+out_free:
+    req_clear(&r);
+    free(url);
+    return ret;
+}
+
+static int http_check(struct backend *be)
+{
+    struct http *h = be->priv;
+    struct backend_list_page page = {0};
+    int64_t now;
+    int mode = get_mode(h);
+
+    if (mode < 0)
+        return mode;
+    if (mode == MODE_FILE)
+        return 0; /* the resolving HEAD found it */
+    int ret = fetch_listing(h, "", &page, &now);
+    backend_list_page_clear(&page);
+    return ret;
+}
+
+static void http_free(struct http *h)
+{
+    for (size_t i = 0; i < h->pool_n; i++)
+        curl_easy_cleanup(h->pool[i]);
+    pthread_mutex_destroy(&h->pool_lock);
+    pthread_mutex_destroy(&h->mode_lock);
+    free(h->source);
+    free(h->base_url);
+    free(h->base_path);
+    free(h->file_url);
+    free(h->file_name);
+    free(h);
+}
+
+static void http_destroy(struct backend *be)
+{
+    if (!be)
+        return;
+    http_free(be->priv);
+    free(be);
+}
+
+static const struct backend_ops http_ops = {
+    .name = "http",
+    .caps = BACKEND_CAP_VERSIONED | BACKEND_CAP_REMOTE,
+    .stat = http_stat,
+    .list = http_list,
+    .read_range = http_read_range,
+    .check = http_check,
+    .counters = NULL, /* the stats layer above counts */
+    .destroy = http_destroy,
+};
+
+/* --- creation ----------------------------------------------------------------------- */
+
+/* Checks the source URL: http or https, a host, no credentials, no fragment. The messages
+ * never repeat a URL that carries credentials. */
+static int check_source(const char *source, char *err, size_t errlen)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *user = NULL, *pw = NULL, *frag = NULL;
+    int ret = -EINVAL;
+
+    if (!u) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    const char *authority = strstr(source, "://");
+    if (!authority || strchr("/?#", authority[3])) {
+        /* curl would read "http:///x/" as the host "x". */
+        snprintf(err, errlen, "missing host in the http(s) URL (want http[s]://host/path)");
+        goto out_free;
+    }
+    if (curl_url_set(u, CURLUPART_URL, source, 0) != CURLUE_OK) {
+        snprintf(err, errlen, "invalid http(s) URL (want http[s]://host[:port]/path)");
+        goto out_free;
+    }
+    curl_url_get(u, CURLUPART_USER, &user, 0);
+    curl_url_get(u, CURLUPART_PASSWORD, &pw, 0);
+    if (user || pw) {
+        snprintf(err, errlen, "credentials in an http(s) URL are not supported");
+        goto out_free;
+    }
+    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
+        snprintf(err, errlen, "%s: want http[s]://host[:port]/path", source);
+        goto out_free;
+    }
+    if (curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0) == CURLUE_OK) {
+        snprintf(err, errlen, "%s: a fragment (#...) makes no sense in a source URL", source);
+        goto out_free;
+    }
+    ret = 0;
+out_free:
+    curl_free(frag);
+    curl_free(user);
+    curl_free(pw);
+    curl_free(host);
+    curl_free(scheme);
+    curl_url_cleanup(u);
+    return ret;
+}
+
+int http_backend_create(const struct backend_conf *conf, struct backend **out, char *err,
+                        size_t errlen)
+{
+    struct backend *be = NULL;
+    struct http *h = NULL;
+    int ret;
+
+    *out = NULL;
+    if (errlen)
+        err[0] = '\0';
+    if (!conf || !conf->source) {
+        snprintf(err, errlen, "no source given");
+        return -EINVAL;
+    }
+    pthread_once(&curl_once, curl_init_once);
+    ret = check_source(conf->source, err, errlen);
+    if (ret < 0)
+        return ret;
+
+    h = calloc(1, sizeof(*h));
+    if (!h)
+        goto out_nomem;
+    if (pthread_mutex_init(&h->pool_lock, NULL) != 0) {
+        free(h);
+        goto out_nomem;
+    }
+    if (pthread_mutex_init(&h->mode_lock, NULL) != 0) {
+        pthread_mutex_destroy(&h->pool_lock);
+        free(h);
+        goto out_nomem;
+    }
+    h->source = strdup(conf->source);
+    if (!h->source)
+        goto out_nomem_h;
+    size_t n = strlen(h->source);
+    if (n && h->source[n - 1] == '/' && !strchr(h->source, '?')) {
+        ret = set_dir_mode(h, h->source);
+        if (ret < 0)
+            goto out_nomem_h;
+    }
+    h->timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : DEFAULT_TIMEOUT_MS;
+    h->connect_timeout_ms = h->timeout_ms / 3 > 0 ? h->timeout_ms / 3 : 1;
+    if (h->connect_timeout_ms > 10000)
+        h->connect_timeout_ms = 10000;
+    const char *dbg = getenv("PAGEFS_HTTP_DEBUG");
+    h->verbose = dbg && *dbg && strcmp(dbg, "0") != 0;
+
+    h->pool[0] = curl_easy_init();
+    if (!h->pool[0]) {
+        snprintf(err, errlen, "libcurl initialisation failed");
+        http_free(h);
+        return -ENOMEM;
+    }
+    h->pool_n = 1;
+
+    be = calloc(1, sizeof(*be));
+    if (!be)
+        goto out_nomem_h;
+    be->ops = &http_ops;
+    be->priv = h;
+    *out = be;
+    return 0;
+
+out_nomem_h:
+    http_free(h);
+out_nomem:
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+}
