@@ -3,7 +3,9 @@
  *
  * It sits at the top of the stack (backend_open puts it there), so its counters are the
  * requests the cache really made of the store: tests use them to prove that warm reads
- * and repeated listings cost zero remote calls. Counters are relaxed atomics; a reader
+ * and repeated listings cost zero remote calls. It also keeps a gauge of requests under way
+ * and a latency histogram per kind (stat, list, read; fixed buckets, BACKEND_LATENCY_BOUNDS_US)
+ * for the Prometheus endpoint. Counters are relaxed atomics; a reader
  * may see one counter a call ahead of another, never a torn value.
  */
 #include "backends/backend.h"
@@ -12,10 +14,17 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+struct stats_latency {
+    atomic_uint_fast64_t buckets[BACKEND_LATENCY_BUCKETS], sum_us, count;
+};
 
 struct stats_priv {
     struct backend *inner;
     atomic_uint_fast64_t stat_calls, list_calls, read_calls, check_calls, errors, bytes_read;
+    atomic_uint_fast64_t inflight;
+    struct stats_latency lat_stat, lat_list, lat_read;
 };
 
 static void count(atomic_uint_fast64_t *c, uint64_t n)
@@ -23,11 +32,49 @@ static void count(atomic_uint_fast64_t *c, uint64_t n)
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Marks a request under way; returns its start time for call_end(). */
+static uint64_t call_begin(struct stats_priv *sp)
+{
+    count(&sp->inflight, 1);
+    return now_us();
+}
+
+/* Ends a request begun at start_us: drops it from the in-flight gauge, files its latency. */
+static void call_end(struct stats_priv *sp, struct stats_latency *lat, uint64_t start_us)
+{
+    static const uint64_t bounds[] = BACKEND_LATENCY_BOUNDS_US;
+    uint64_t t = now_us(), us = t > start_us ? t - start_us : 0;
+    unsigned i = 0;
+    while (i < BACKEND_LATENCY_BUCKETS - 1 && us > bounds[i])
+        i++;
+    count(&lat->buckets[i], 1);
+    count(&lat->sum_us, us);
+    count(&lat->count, 1);
+    atomic_fetch_sub_explicit(&sp->inflight, 1, memory_order_relaxed);
+}
+
+static void latency_load(struct stats_latency *lat, struct backend_latency *out)
+{
+    for (unsigned i = 0; i < BACKEND_LATENCY_BUCKETS; i++)
+        out->buckets[i] = atomic_load_explicit(&lat->buckets[i], memory_order_relaxed);
+    out->sum_us = atomic_load_explicit(&lat->sum_us, memory_order_relaxed);
+    out->count = atomic_load_explicit(&lat->count, memory_order_relaxed);
+}
+
 static int stats_stat(struct backend *be, const char *key, struct backend_stat *out)
 {
     struct stats_priv *sp = be->priv;
     count(&sp->stat_calls, 1);
+    uint64_t t0 = call_begin(sp);
     int rc = sp->inner->ops->stat(sp->inner, key, out);
+    call_end(sp, &sp->lat_stat, t0);
     if (rc < 0 && rc != -ENOENT)
         count(&sp->errors, 1);
     return rc;
@@ -38,7 +85,9 @@ static int stats_list(struct backend *be, const char *prefix, const char *delim,
 {
     struct stats_priv *sp = be->priv;
     count(&sp->list_calls, 1);
+    uint64_t t0 = call_begin(sp);
     int rc = sp->inner->ops->list(sp->inner, prefix, delim, token, out);
+    call_end(sp, &sp->lat_list, t0);
     if (rc < 0)
         count(&sp->errors, 1);
     return rc;
@@ -49,7 +98,9 @@ static ssize_t stats_read_range(struct backend *be, const char *key, const char 
 {
     struct stats_priv *sp = be->priv;
     count(&sp->read_calls, 1);
+    uint64_t t0 = call_begin(sp);
     ssize_t n = sp->inner->ops->read_range(sp->inner, key, version, off, len, buf);
+    call_end(sp, &sp->lat_read, t0);
     if (n < 0)
         count(&sp->errors, 1);
     else
@@ -76,6 +127,10 @@ static int stats_counters(struct backend *be, struct backend_counters *out)
     out->check_calls = atomic_load_explicit(&sp->check_calls, memory_order_relaxed);
     out->errors = atomic_load_explicit(&sp->errors, memory_order_relaxed);
     out->bytes_read = atomic_load_explicit(&sp->bytes_read, memory_order_relaxed);
+    out->inflight = atomic_load_explicit(&sp->inflight, memory_order_relaxed);
+    latency_load(&sp->lat_stat, &out->lat_stat);
+    latency_load(&sp->lat_list, &out->lat_list);
+    latency_load(&sp->lat_read, &out->lat_read);
     return 0;
 }
 

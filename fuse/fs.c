@@ -15,7 +15,12 @@
  *    invalidated so the next lookup sees the new version. keep_cache is set when the cache
  *    already knew the version, so the kernel page cache survives close/open.
  *  - With read-ahead on, each file handle has a prefetch stream (cache/prefetch.h): every read
- *    is reported to it before it is served; the prefetcher lives from create to destroy.
+ *    is reported to it before it is served; the prefetcher lives from create to destroy. Its
+ *    verdict (random or not) goes to the page cache: a random read's miss fetches only the
+ *    blocks it needs (PC_READ_RANDOM).
+ *  - A read of resident whole pages is answered with their page files' descriptors
+ *    (page_cache_map + fuse_reply_data, spliced: no copy through user space); anything else
+ *    is read into a buffer (page_cache_read_ex) and replied with fuse_reply_buf.
  *  - Errors inside are negative errno; reply_err() flips the sign in one place.
  *
  * Invariants: every fi->fh of a file is a struct pagefs_fh, of a directory a struct
@@ -61,11 +66,12 @@ struct pagefs_fs {
     mode_t dir_mode;
     uint32_t page_size;
     int64_t mount_time_ns; /* mtime of the root */
+    char *control_socket;  /* shown in the stats text; NULL: none */
     pthread_mutex_t handles_lock;
     struct pagefs_handle *handles; /* open file and directory handles (list head sentinel) */
     /* Request counters for the stats text. */
     atomic_uint_fast64_t n_lookup, n_negative, n_getattr, n_readdir, n_open, n_read, n_read_bytes,
-        n_read_errors, n_estale;
+        n_read_errors, n_estale, n_read_zero_copy;
 };
 
 /* The part common to file and directory handles: membership of fs->handles. */
@@ -234,14 +240,22 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     fs->mount_time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    if (conf->control_socket) {
+        rc = -ENOMEM;
+        fs->control_socket = strdup(conf->control_socket);
+        if (!fs->control_socket)
+            goto out_destroy_inodes;
+    }
     if (conf->prefetch) {
         rc = prefetcher_create(conf->prefetch, conf->pc, &fs->pf);
         if (rc < 0)
-            goto out_destroy_inodes;
+            goto out_free_control_socket;
     }
     *out = fs;
     return 0;
 
+out_free_control_socket:
+    free(fs->control_socket);
 out_destroy_inodes:
     inode_table_destroy(fs->inodes);
 out_destroy_lock:
@@ -271,7 +285,26 @@ void pagefs_fs_destroy(struct pagefs_fs *fs)
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs->handles);
     inode_table_destroy(fs->inodes);
+    free(fs->control_socket);
     free(fs);
+}
+
+void pagefs_fs_get_counters(struct pagefs_fs *fs, struct pagefs_fs_counters *out)
+{
+    out->lookups = atomic_load(&fs->n_lookup);
+    out->negative_lookups = atomic_load(&fs->n_negative);
+    out->getattrs = atomic_load(&fs->n_getattr);
+    out->readdirs = atomic_load(&fs->n_readdir);
+    out->opens = atomic_load(&fs->n_open);
+    out->reads = atomic_load(&fs->n_read);
+    out->read_bytes = atomic_load(&fs->n_read_bytes);
+    out->read_errors = atomic_load(&fs->n_read_errors);
+    out->estale = atomic_load(&fs->n_estale);
+}
+
+struct prefetcher *pagefs_fs_prefetcher(struct pagefs_fs *fs)
+{
+    return fs->pf;
 }
 
 size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
@@ -314,6 +347,11 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
     KV("singleflight_waits", ps.singleflight_waits);
     KV("prefetch_fetched", ps.prefetch_fetched);
     KV("prefetch_waits", ps.prefetch_waits);
+    KV("partial_fetches", ps.partial_fetches);
+    KV("fd_hits", ps.fd_hits);
+    KV("verified", ps.verified);
+    KV("compressed", ps.compressed);
+    KV("compress_saved", ps.compress_saved);
     KV("lookups", ms.lookups);
     KV("listings_fetched", ms.listings_fetched);
     KV("stale_served", ms.stale_served);
@@ -327,6 +365,7 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
     KV("fuse_read_bytes", atomic_load(&fs->n_read_bytes));
     KV("fuse_read_errors", atomic_load(&fs->n_read_errors));
     KV("fuse_estale", atomic_load(&fs->n_estale));
+    KV("fuse_zero_copy_reads", atomic_load(&fs->n_read_zero_copy));
     if (fs->pf) {
         struct prefetch_stats pfs;
         prefetcher_get_stats(fs->pf, &pfs);
@@ -341,6 +380,8 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
         KV("prefetch_inflight", pfs.inflight);
         KV("prefetch_pending", pfs.pending);
     }
+    if (fs->control_socket)
+        fprintf(m, "control_socket=%s\n", fs->control_socket);
 #undef KV
     fclose(m);
     if (len) {
@@ -366,11 +407,18 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     /* The kernel must drop cached pages when a file's size or mtime changes. */
     if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
         conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
-    /* Replies are built in memory (fuse_reply_buf), and requests carry no payload: splicing
-     * /dev/fuse would only cost a pipe per worker thread. */
-    conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
-    /* Allow more readahead requests in flight (kernel default 12). libfuse already sets
-     * max_pages for 1 MiB requests (max_write = 1 MiB). */
+    /* Cache hits are replied with page file descriptors (fuse_reply_data): with SPLICE_WRITE
+     * libfuse splices them into /dev/fuse through a per-thread pipe, so the bytes never
+     * cross user space. Requests carry no payload: no SPLICE_READ. */
+    conn->want &= ~FUSE_CAP_SPLICE_READ;
+    if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+        conn->want |= FUSE_CAP_SPLICE_WRITE;
+    if (conn->capable & FUSE_CAP_SPLICE_MOVE)
+        conn->want |= FUSE_CAP_SPLICE_MOVE;
+    /* Request size: max_read stays 0 (no limit; no -o max_read is passed) and libfuse sets
+     * max_pages for 1 MiB requests from max_write (1 MiB), the kernel's cap
+     * (max_pages_limit 256); the bdi readahead is raised after the mount (main.c). Allow more
+     * readahead requests in flight (kernel default 12). */
     conn->max_background = 64;
     conn->congestion_threshold = 48;
     conn->time_gran = 1;
@@ -503,6 +551,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     }
     /* Any other failure (store unreachable, ...): the attributes we have are still the best
      * answer. */
+    /* Asked through an open file (the kernel checks a read against the size this way): the
+     * size of the version the handle reads, so a replaced object never cuts it short. */
+    if (fi && fi->fh && !info.is_dir)
+        info.size = pc_file_size(((struct pagefs_fh *)(uintptr_t)fi->fh)->f);
     fill_stat(fs, &st, info.ino, info.is_dir, info.size, info.mtime_ns);
     inode_info_clear(&info);
     fuse_reply_attr(req, &st, fs->ttl);
@@ -716,6 +768,41 @@ out_reply:
     reply_err(req, rc);
 }
 
+/* Pages one read may map: a 1 MiB request over 64 KiB pages touches 17. */
+#define READ_MAX_EXTENTS 20
+
+/* Replies with n page file ranges (fuse_reply_data splices them when the session may) and
+ * closes their descriptors. */
+static void reply_extents(struct pagefs_fs *fs, fuse_req_t req, struct pc_extent *ext,
+                          size_t n)
+{
+    struct fuse_bufvec *bv = malloc(sizeof(*bv) + (n - 1) * sizeof(bv->buf[0]));
+    size_t total = 0;
+    if (!bv) {
+        reply_err(req, -ENOMEM);
+        goto out_close;
+    }
+    bv->count = n;
+    bv->idx = 0;
+    bv->off = 0;
+    for (size_t i = 0; i < n; i++) {
+        bv->buf[i] = (struct fuse_buf){
+            .size = ext[i].len,
+            .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK,
+            .fd = ext[i].fd,
+            .pos = (off_t)ext[i].pos,
+        };
+        total += ext[i].len;
+    }
+    count(&fs->n_read_bytes, total);
+    count(&fs->n_read_zero_copy, 1);
+    fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
+    free(bv);
+out_close:
+    for (size_t i = 0; i < n; i++)
+        close(ext[i].fd);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -728,15 +815,23 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         reply_err(req, -EINVAL);
         return;
     }
+    int random = prefetch_read(fs->pf, h->ps, (uint64_t)off, size);
+    /* Warm path: resident whole pages go to the kernel as page file ranges (spliced). */
+    struct pc_extent ext[READ_MAX_EXTENTS];
+    int next = page_cache_map(fs->pc, h->f, (uint64_t)off, size, ext, READ_MAX_EXTENTS);
+    if (next > 0) {
+        reply_extents(fs, req, ext, (size_t)next);
+        return;
+    }
     char *buf = malloc(size ? size : 1);
     if (!buf) {
         reply_err(req, -ENOMEM);
         return;
     }
-    prefetch_read(fs->pf, h->ps, (uint64_t)off, size);
     /* A short reply means end of file to the kernel: read until full, EOF, or error. */
     while (got < size) {
-        rc = page_cache_read(fs->pc, h->f, (uint64_t)off + got, size - got, buf + got);
+        rc = page_cache_read_ex(fs->pc, h->f, (uint64_t)off + got, size - got, buf + got,
+                                random ? PC_READ_RANDOM : 0);
         if (rc <= 0)
             break;
         got += (size_t)rc;
@@ -753,6 +848,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             fuse_log(FUSE_LOG_WARNING, "pagefs: read %s at %lld: %s\n", h->key, (long long)off,
                      strerror((int)-rc));
         }
+        /* A store still unreachable after the retries is an I/O error to the reader. */
+        if (rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -EAGAIN ||
+            rc == -EHOSTUNREACH || rc == -ENETUNREACH)
+            rc = -EIO;
         reply_err(req, (int)rc);
     } else {
         count(&fs->n_read_bytes, got);

@@ -22,6 +22,7 @@ struct meta_cache;
 struct pagefs_fs;
 struct fuse_lowlevel_ops;
 struct prefetch_conf;
+struct prefetcher;
 
 #define PAGEFS_STATS_XATTR "user.pagefs.stats"
 
@@ -34,6 +35,14 @@ struct pagefs_fs_conf {
     gid_t gid;
     mode_t umask;          /* bits taken from 0444 (files) / 0555 (dirs); 0 keeps them */
     const struct prefetch_conf *prefetch; /* read-ahead settings; NULL: no read-ahead */
+    const char *control_socket; /* the daemon's control socket path, shown in the stats text
+                                   (copied); NULL: none */
+};
+
+/* The daemon's request counters (monotonic). */
+struct pagefs_fs_counters {
+    uint64_t lookups, negative_lookups, getattrs, readdirs, opens, reads, read_bytes,
+        read_errors, estale;
 };
 
 int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out);
@@ -49,10 +58,16 @@ const struct fuse_lowlevel_ops *pagefs_fs_ops(void);
  * lookups, listings_fetched, stale_served), inodes, and the daemon's request counters
  * (fuse_lookups, fuse_reads, fuse_read_bytes, ...), and with read-ahead on, the fields of
  * struct prefetch_stats but `fetched` (the page cache's prefetch_fetched) prefixed "prefetch_"
- * (prefetch_queued, prefetch_used, ...). All values
- * but backend are integers.
+ * (prefetch_queued, prefetch_used, ...), and with a control socket, "control_socket=<path>".
+ * All values but backend and control_socket are integers.
  * buf is NUL-terminated if len > 0. Returns the length of the whole text, which may exceed
  * len - 1 (as with snprintf). */
 size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len);
+
+/* The request counters, for the control plane. */
+void pagefs_fs_get_counters(struct pagefs_fs *fs, struct pagefs_fs_counters *out);
+/* The file system's prefetcher (owned by it; lives until pagefs_fs_destroy), NULL when
+ * read-ahead is off. */
+struct prefetcher *pagefs_fs_prefetcher(struct pagefs_fs *fs);
 
 #endif

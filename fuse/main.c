@@ -4,7 +4,8 @@
  * Start-up order, each step undone in reverse on the way out (goto ladder in run()):
  *   parse options -> [detach: fork, the parent waits for a status byte] -> backend_open ->
  *   backend check (missing bucket / bad credentials / unreachable store end here, before
- *   anything is mounted) -> page cache + metadata cache -> file system -> FUSE session,
+ *   anything is mounted) -> page cache + metadata cache -> file system -> control-plane server
+ *   (fuse/rest.h: control socket, -o rest= listener; a bind failure ends here) -> FUSE session,
  *   signal handlers -> clean a stale mount point -> mount -> [tell the parent: ok; stdio to
  *   /dev/null, log to syslog] -> multithreaded loop until unmount / SIGINT / SIGTERM.
  *
@@ -44,6 +45,8 @@
 #include "fuse/fs.h"
 #include "fuse/mountpoint.h"
 #include "fuse/options.h"
+#include "fuse/rest.h"
+#include "tools/ctl.h"
 
 #define READAHEAD_KB                                                                               \
     16384u /* kernel readahead of the mount: up to 16 x 1 MiB requests in flight                   \
@@ -238,6 +241,8 @@ static int run(struct pagefs_options *o)
     struct page_cache *pc = NULL;
     struct meta_cache *mc = NULL;
     struct pagefs_fs *fs = NULL;
+    struct rest_server *rest = NULL;
+    char *control_path = NULL;
     struct fuse_session *se = NULL;
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
     pthread_t ra_thread;
@@ -284,6 +289,7 @@ static int run(struct pagefs_options *o)
         .page_size = o->page_size,
         .capacity = o->cache_size,
         .min_free = o->cache_free,
+        .compress_level = o->compress_level,
     };
     rc = page_cache_create(&pconf, be, &pc, err, sizeof(err));
     if (rc < 0) {
@@ -314,10 +320,33 @@ static int run(struct pagefs_options *o)
         .gid = o->set_gid ? o->gid : getgid(),
         .umask = o->umask,
     };
+    if (asprintf(&control_path, "%s/control.sock", cache_dir) < 0) {
+        control_path = NULL;
+        fprintf(stderr, "pagefs: out of memory\n");
+        goto out_destroy_meta_cache;
+    }
+    fconf.control_socket = control_path;
     rc = pagefs_fs_create(&fconf, &fs);
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", strerror(-rc));
         goto out_destroy_meta_cache;
+    }
+    /* The control plane: the control socket always, TCP with -o rest=. */
+    struct rest_conf rconf = {
+        .listen = o->rest,
+        .control_path = control_path,
+        .source = o->source,
+        .mountpoint = mp,
+        .be = be,
+        .pc = pc,
+        .mc = mc,
+        .fs = fs,
+        .cache_capacity = o->cache_size,
+    };
+    rc = rest_start(&rconf, &rest, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
+        goto out_free_args;
     }
 
     if (build_fuse_args(o, &args) < 0) {
@@ -347,6 +376,10 @@ static int run(struct pagefs_options *o)
         notify_fd = -1;
     }
     fuse_log(FUSE_LOG_INFO, "pagefs: %s mounted on %s\n", o->source, mp);
+    if (o->rest)
+        fuse_log(FUSE_LOG_INFO, "pagefs: REST API, metrics and dashboard on http://%s/\n",
+                 o->rest);
+    fuse_log(FUSE_LOG_DEBUG, "pagefs: control socket %s\n", control_path);
     fuse_log(FUSE_LOG_DEBUG,
              "pagefs: cache_dir=%s page_size=%u cache_size=%llu meta_ttl=%u uid=%u gid=%u "
              "umask=%03o log_level=%s\n",
@@ -390,6 +423,7 @@ out_destroy_session:
     fuse_session_destroy(se);
 out_free_args:
     fuse_opt_free_args(&args);
+    rest_stop(rest); /* before the layers it serves from (NULL if it never started) */
     pagefs_fs_destroy(fs);
 out_destroy_meta_cache:
     meta_cache_destroy(mc);
@@ -403,11 +437,15 @@ out_free_paths:
         close(notify_fd); /* the parent sees EOF and reports our exit status */
     free(mp);
     free(cache_dir);
+    free(control_path);
     return exit_code;
 }
 
 int main(int argc, char *argv[])
 {
+    /* Operator commands (load, stats, evict, cache, fsck: tools/ctl.h). */
+    if (argc > 1 && pagefs_ctl_is_command(argv[1]))
+        return pagefs_ctl_main(argc, argv);
     /* Read replies are built in buffers of up to 1 MiB, one per request. Keep freed buffers in
      * the heap (no mmap/munmap and fresh zeroed pages per request). */
     mallopt(M_MMAP_THRESHOLD, 64 << 20);

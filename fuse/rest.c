@@ -1,0 +1,1535 @@
+/*
+ * rest.c - the control-plane HTTP server (see rest.h): libmicrohttpd on a TCP listener and on
+ * the unix control socket, JSON through json-c, request parsing in rest_parse.c, Prometheus
+ * text in metrics.c, load jobs in rest_load.c.
+ *
+ * Design:
+ *  - Both sockets are created here (so the TCP one binds exactly the address given and a bind
+ *    failure is a one-line error) and handed to two libmicrohttpd daemons with
+ *    MHD_OPTION_LISTEN_SOCKET; each daemon runs a thread per connection, with every signal
+ *    blocked (signals belong to the FUSE main thread). A `struct listener` per daemon tells
+ *    the handlers which socket a request came through.
+ *  - The raw request URI is captured by the URI log callback, before libmicrohttpd decodes
+ *    anything, into a per-request context freed by the completion callback. The handler
+ *    splits it at the first '?' and calls rest_parse_request(): all decoding and validation
+ *    is the parser's, the code the fuzzer runs.
+ *  - Requests without a body are answered at the first handler call; POST bodies are
+ *    collected (at most REST_MAX_BODY bytes, else 413) and answered at the last call.
+ *  - Alluxio file ids are SHA-256 of SOURCE "/" key. The id map (id -> key) is filled from
+ *    every listing or status the server produces and from ufsFullPath when it hashes to the
+ *    id; it holds at most ID_MAP_MAX entries and is emptied when full (the next listings fill
+ *    it again).
+ *  - Page and chunk bytes come from the page cache (open the listed version, read), so a miss
+ *    is fetched and cached like a FUSE read.
+ *
+ * Invariants: every request gets exactly one response (ctx->answered); no response carries a
+ * credential or the endpoint; error bodies are JSON {"error": text, "status": code}.
+ *
+ * Lock order: id_map.lock is a leaf lock, never held across a cache call. The load engine has
+ * its own locks (rest_load.c) and is never called with id_map.lock held.
+ */
+#include "fuse/rest.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_log.h>
+#include <json-c/json.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "cache/meta_cache.h"
+#include "cache/page_cache.h"
+#include "cache/prefetch.h"
+#include "fuse/fs.h"
+#include "fuse/metrics.h"
+#include "fuse/rest_load.h"
+#include "fuse/rest_parse.h"
+
+#if defined(__has_include)
+#if __has_include("fuse/dashboard.h")
+#include "fuse/dashboard.h"
+#define HAVE_DASHBOARD 1
+#endif
+#endif
+
+#define ID_MAP_BUCKETS 65536u
+#define ID_MAP_MAX (1u << 20)
+#define CHUNK_BLOCK (256u << 10) /* bytes per chunk stream callback */
+#define MAX_CONNECTIONS 64
+#define CONNECTION_TIMEOUT_S 120
+
+struct id_entry {
+    struct id_entry *next;
+    unsigned char id[32];
+    char key[]; /* mount-relative */
+};
+
+struct id_map {
+    pthread_mutex_t lock;
+    struct id_entry **buckets; /* ID_MAP_BUCKETS chains */
+    size_t count;
+};
+
+struct rest_server;
+
+struct listener {
+    struct rest_server *rs;
+    struct MHD_Daemon *daemon;
+    int is_control; /* the unix control socket */
+};
+
+struct rest_server {
+    char *source_base; /* SOURCE without trailing '/' (but with its "scheme://") */
+    char *source;
+    char *mountpoint;
+    char *control_path;
+    char *host; /* for /v1/node */
+    unsigned port;
+    struct backend *be;
+    struct page_cache *pc;
+    struct meta_cache *mc;
+    struct prefetcher *pf;
+    struct pagefs_fs *fs;
+    uint64_t capacity;
+    uint64_t start_ms; /* CLOCK_MONOTONIC */
+    struct id_map ids;
+    struct load_engine *loads;
+    struct listener tcp, ctl;
+};
+
+/* Per-request state, created by the URI log callback, freed when the request completes. */
+struct req_ctx {
+    char *uri; /* raw request URI with its query */
+    int parsed;
+    int answered;
+    struct rest_request req;
+    char *body;
+    size_t body_len;
+    int body_too_big;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int sha256(const char *s, unsigned char out[32])
+{
+    unsigned int n = 0;
+    if (EVP_Digest(s, strlen(s), out, &n, EVP_sha256(), NULL) != 1 || n != 32)
+        return -EIO;
+    return 0;
+}
+
+static int unhex32(const char *hex, unsigned char out[32])
+{
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -EINVAL;
+        out[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+/* The URI of a mount-relative key: SOURCE "/" key (SOURCE itself for the root). Caller
+ * frees; NULL if out of memory. */
+static char *uri_of(const struct rest_server *rs, const char *key)
+{
+    char *u = NULL;
+    if (!*key)
+        return strdup(rs->source_base);
+    if (asprintf(&u, "%s/%s", rs->source_base, key) < 0)
+        return NULL;
+    return u;
+}
+
+/* ---- id map ---------------------------------------------------------------------------- */
+
+static size_t id_bucket(const unsigned char id[32])
+{
+    return ((size_t)id[0] << 8 | id[1]) % ID_MAP_BUCKETS;
+}
+
+static void id_map_clear_locked(struct id_map *m)
+{
+    for (size_t b = 0; b < ID_MAP_BUCKETS; b++) {
+        struct id_entry *e = m->buckets[b];
+        while (e) {
+            struct id_entry *next = e->next;
+            free(e);
+            e = next;
+        }
+        m->buckets[b] = NULL;
+    }
+    m->count = 0;
+}
+
+static void id_map_put(struct id_map *m, const unsigned char id[32], const char *key)
+{
+    size_t kl = strlen(key);
+    pthread_mutex_lock(&m->lock);
+    size_t b = id_bucket(id);
+    for (struct id_entry *e = m->buckets[b]; e; e = e->next)
+        if (memcmp(e->id, id, 32) == 0)
+            goto out_unlock; /* one URI, one key */
+    if (m->count >= ID_MAP_MAX)
+        id_map_clear_locked(m);
+    struct id_entry *e = malloc(sizeof(*e) + kl + 1);
+    if (!e)
+        goto out_unlock; /* only a lookup by id alone will miss */
+    memcpy(e->id, id, 32);
+    memcpy(e->key, key, kl + 1);
+    e->next = m->buckets[b];
+    m->buckets[b] = e;
+    m->count++;
+out_unlock:
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* The key of id, or NULL. Caller frees. */
+static char *id_map_get(struct id_map *m, const unsigned char id[32])
+{
+    char *key = NULL;
+    pthread_mutex_lock(&m->lock);
+    for (struct id_entry *e = m->buckets[id_bucket(id)]; e; e = e->next) {
+        if (memcmp(e->id, id, 32) == 0) {
+            key = strdup(e->key);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return key;
+}
+
+/* Remembers the file id of a mount-relative key. */
+static void learn_key(struct rest_server *rs, const char *key)
+{
+    unsigned char id[32];
+    char *uri = uri_of(rs, key);
+    if (uri && sha256(uri, id) == 0)
+        id_map_put(&rs->ids, id, key);
+    free(uri);
+}
+
+static void on_load_file(void *cls, const char *key)
+{
+    learn_key(cls, key);
+}
+
+/* ---- responses ------------------------------------------------------------------------- */
+
+static enum MHD_Result queue(struct MHD_Connection *c, struct req_ctx *ctx, unsigned status,
+                             struct MHD_Response *r, const char *ctype)
+{
+    if (!r)
+        return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
+    if (ctype)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    ctx->answered = 1;
+    return ret;
+}
+
+static enum MHD_Result reply_copy(struct MHD_Connection *c, struct req_ctx *ctx, unsigned status,
+                                  const char *ctype, const void *data, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    return queue(c, ctx, status, r, ctype);
+}
+
+/* Sends obj (consumed) as JSON. */
+static enum MHD_Result reply_json(struct MHD_Connection *c, struct req_ctx *ctx, unsigned status,
+                                  struct json_object *obj)
+{
+    if (!obj)
+        return MHD_NO;
+    size_t len = 0;
+    const char *s = json_object_to_json_string_length(
+        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    enum MHD_Result ret = s ? reply_copy(c, ctx, status, "application/json", s, len) : MHD_NO;
+    json_object_put(obj);
+    return ret;
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, struct req_ctx *ctx, unsigned status,
+                                   const char *msg)
+{
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return MHD_NO;
+    json_object_object_add(o, "error", json_object_new_string(msg));
+    json_object_object_add(o, "status", json_object_new_int((int)status));
+    return reply_json(c, ctx, status, o);
+}
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 400:
+        return "bad request";
+    case 403:
+        return "only on the control socket";
+    case 404:
+        return "not found";
+    case 405:
+        return "method not allowed (the server is read-only)";
+    case 413:
+        return "request body too large";
+    case 414:
+        return "URI too long";
+    default:
+        return "internal error";
+    }
+}
+
+/* An errno from the caches to an HTTP status and reply. */
+static enum MHD_Result reply_errno(struct MHD_Connection *c, struct req_ctx *ctx, int err,
+                                   const char *what)
+{
+    char msg[512];
+    unsigned status;
+    switch (err) {
+    case -ENOENT:
+    case -ENOTDIR:
+        status = 404;
+        break;
+    case -EISDIR:
+    case -EINVAL:
+        status = 400;
+        break;
+    case -ESTALE:
+    case -EBUSY:
+        status = 503;
+        break;
+    case -ENOMEM:
+        status = 500;
+        break;
+    default:
+        status = 502; /* the store failed */
+        break;
+    }
+    snprintf(msg, sizeof(msg), "%s: %s", what, backend_strerror(-err));
+    return reply_error(c, ctx, status, msg);
+}
+
+static void add_u64(struct json_object *o, const char *k, uint64_t v)
+{
+    json_object_object_add(o, k, json_object_new_int64((int64_t)v));
+}
+
+/* ---- tree helpers ---------------------------------------------------------------------- */
+
+/* Splits a mount-relative path into its directory prefix and name. Caller frees *dir. */
+static int split_path(const char *path, char **dir, const char **name)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+    *dir = strndup(path, dl);
+    *name = path + dl;
+    return *dir ? 0 : -ENOMEM;
+}
+
+/* The status of a mount-relative path; the root is a directory. Caller clears *me. */
+static int lookup_path(struct rest_server *rs, const char *path, struct meta_entry *me)
+{
+    if (!*path) {
+        memset(me, 0, sizeof(*me));
+        me->name = strdup("");
+        me->is_dir = 1;
+        return me->name ? 0 : -ENOMEM;
+    }
+    char *dir;
+    const char *name;
+    int rc = split_path(path, &dir, &name);
+    if (rc < 0)
+        return rc;
+    rc = meta_cache_lookup(rs->mc, dir, name, me);
+    free(dir);
+    return rc;
+}
+
+/* The directory prefix of a mount-relative directory path: "" or "a/b/". Caller frees. */
+static char *dir_prefix(const char *path)
+{
+    char *p = NULL;
+    if (!*path)
+        return strdup("");
+    if (asprintf(&p, "%s/", path) < 0)
+        return NULL;
+    return p;
+}
+
+/* Joins a directory path and a child name. Caller frees. */
+static char *child_path(const char *dir, const char *name)
+{
+    char *p = NULL;
+    if (asprintf(&p, "%s%s%s", dir, *dir ? "/" : "", name) < 0)
+        return NULL;
+    return p;
+}
+
+/* "77.54KB" and the like, as Alluxio's mHumanReadableFileSize. */
+static void human_size(uint64_t n, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    double v = (double)n;
+    unsigned u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%lluB", (unsigned long long)n);
+    else
+        snprintf(buf, len, "%.2f%s", v, units[u]);
+}
+
+/* The Alluxio status object of a mount-relative path. Learns its file id. */
+static struct json_object *status_json(struct rest_server *rs, const char *path,
+                                       const struct meta_entry *me)
+{
+    struct json_object *o = json_object_new_object();
+    char *uri = uri_of(rs, path);
+    char *mpath = NULL;
+    char hs[32];
+    if (!o || !uri || asprintf(&mpath, "/%s", path) < 0) {
+        json_object_put(o);
+        free(uri);
+        return NULL;
+    }
+    uint64_t len = me->is_dir ? 0 : me->size;
+    human_size(len, hs, sizeof(hs));
+    const char *slash = strrchr(path, '/');
+    json_object_object_add(o, "mType", json_object_new_string(me->is_dir ? "directory" : "file"));
+    json_object_object_add(o, "mName", json_object_new_string(slash ? slash + 1 : path));
+    json_object_object_add(o, "mPath", json_object_new_string(mpath));
+    json_object_object_add(o, "mUfsPath", json_object_new_string(uri));
+    add_u64(o, "mLength", len);
+    json_object_object_add(o, "mLastModificationTimeMs",
+                           json_object_new_int64(me->mtime_ns / 1000000));
+    json_object_object_add(o, "mHumanReadableFileSize", json_object_new_string(hs));
+    json_object_object_add(o, "mFolder", json_object_new_boolean(me->is_dir));
+    if (!me->is_dir) {
+        unsigned char id[32];
+        if (sha256(uri, id) == 0)
+            id_map_put(&rs->ids, id, path);
+    }
+    free(mpath);
+    free(uri);
+    return o;
+}
+
+/* The mount path named by a request's path argument (a URI or a mount path). Returns 0 with
+ * *out (caller frees), or an HTTP status. */
+static int request_path(struct rest_server *rs, const char *arg, int is_uri, char **out)
+{
+    if (is_uri)
+        return rest_path_from_uri(rs->source, arg, out);
+    *out = strdup(arg);
+    return *out ? 0 : 500;
+}
+
+/* ---- handlers: Alluxio API ------------------------------------------------------------- */
+
+static enum MHD_Result h_v1_node(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return MHD_NO;
+    json_object_object_add(o, "Host", json_object_new_string(rs->host));
+    json_object_object_add(o, "HttpServerPort", json_object_new_int((int)rs->port));
+    return reply_json(c, ctx, 200, o);
+}
+
+static enum MHD_Result h_v1_files_info(struct rest_server *rs, struct MHD_Connection *c,
+                                       struct req_ctx *ctx, int listing)
+{
+    const struct rest_request *req = &ctx->req;
+    char *path = NULL;
+    struct meta_entry me;
+    struct meta_dir list = {0};
+    enum MHD_Result ret;
+    int st = request_path(rs, req->path, req->path_is_uri, &path);
+    if (st)
+        return reply_error(c, ctx, (unsigned)st, status_text(st));
+    int rc = lookup_path(rs, path, &me);
+    if (rc < 0) {
+        ret = reply_errno(c, ctx, rc, *path ? path : "/");
+        goto out_free_path;
+    }
+    struct json_object *arr = json_object_new_array();
+    if (!arr) {
+        ret = MHD_NO;
+        goto out_clear_entry;
+    }
+    if (!listing || !me.is_dir) {
+        json_object_array_add(arr, status_json(rs, path, &me));
+        ret = reply_json(c, ctx, 200, arr);
+        goto out_clear_entry;
+    }
+    char *prefix = dir_prefix(path);
+    rc = prefix ? meta_cache_list(rs->mc, prefix, &list) : -ENOMEM;
+    free(prefix);
+    if (rc == -ENOENT && *path)
+        rc = 0; /* an empty directory */
+    if (rc < 0) {
+        json_object_put(arr);
+        ret = reply_errno(c, ctx, rc, *path ? path : "/");
+        goto out_clear_entry;
+    }
+    for (size_t i = 0; i < list.count; i++) {
+        char *cp = child_path(path, list.entries[i].name);
+        if (!cp)
+            continue;
+        json_object_array_add(arr, status_json(rs, cp, &list.entries[i]));
+        free(cp);
+    }
+    meta_dir_clear(&list);
+    ret = reply_json(c, ctx, 200, arr);
+out_clear_entry:
+    meta_entry_clear(&me);
+out_free_path:
+    free(path);
+    return ret;
+}
+
+static enum MHD_Result h_v1_info_daemon(struct rest_server *rs, struct MHD_Connection *c,
+                                        struct req_ctx *ctx)
+{
+    struct page_cache_stats ps;
+    page_cache_get_stats(rs->pc, &ps);
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return MHD_NO;
+    json_object_object_add(o, "version", json_object_new_string(PAGEFS_VERSION));
+    json_object_object_add(o, "source", json_object_new_string(rs->source));
+    json_object_object_add(o, "mountpoint", json_object_new_string(rs->mountpoint));
+    add_u64(o, "pageSize", page_cache_page_size(rs->pc));
+    add_u64(o, "cacheCapacityBytes", rs->capacity);
+    add_u64(o, "cacheUsedBytes", ps.bytes_resident);
+    add_u64(o, "cachePages", ps.pages_resident);
+    return reply_json(c, ctx, 200, o);
+}
+
+/* The key of the file a page/chunk request names: ufsFullPath when it hashes to the id (the
+ * raw forms too, for clients that do not escape it), else the id map. Returns 0 with *key
+ * (caller frees) or an HTTP status. */
+static int resolve_id(struct rest_server *rs, const struct rest_request *req, char **key)
+{
+    unsigned char id[32], h[32];
+    const char *cands[] = {req->ufs_full_path, req->ufs_full_path_raw, req->ufs_full_path_tail};
+    *key = NULL;
+    if (unhex32(req->file_id, id) < 0)
+        return 400;
+    for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
+        if (!cands[i] || sha256(cands[i], h) < 0 || memcmp(h, id, 32) != 0)
+            continue;
+        int st = rest_path_from_uri(rs->source, cands[i], key);
+        if (st)
+            return st; /* the right URI, but not of this mount (or malformed) */
+        id_map_put(&rs->ids, id, *key);
+        return 0;
+    }
+    *key = id_map_get(&rs->ids, id);
+    return *key ? 0 : 404;
+}
+
+/* Opens the listed version of file `key`. Returns 0 with *f, or -errno. */
+static int open_file(struct rest_server *rs, const char *key, struct pc_file **f)
+{
+    struct meta_entry me;
+    int rc = lookup_path(rs, key, &me);
+    if (rc < 0)
+        return rc;
+    if (me.is_dir)
+        rc = -EISDIR;
+    else
+        rc = page_cache_open(rs->pc, key, me.version ? me.version : "", me.size, me.mtime_ns, f,
+                             NULL);
+    meta_entry_clear(&me);
+    return rc;
+}
+
+/* After -ESTALE: forget the parent listing so the next request sees the new version. */
+static void invalidate_parent(struct rest_server *rs, const char *key)
+{
+    char *dir;
+    const char *name;
+    if (split_path(key, &dir, &name) == 0) {
+        meta_cache_invalidate(rs->mc, dir);
+        free(dir);
+    }
+}
+
+static enum MHD_Result h_v1_page(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    const struct rest_request *req = &ctx->req;
+    char *key = NULL;
+    struct pc_file *f = NULL;
+    enum MHD_Result ret;
+    int st = resolve_id(rs, req, &key);
+    if (st)
+        return reply_error(c, ctx, (unsigned)st,
+                           st == 404 ? "unknown file id (list its directory first, or pass "
+                                       "ufsFullPath)"
+                                     : status_text(st));
+    int rc = open_file(rs, key, &f);
+    if (rc < 0) {
+        ret = reply_errno(c, ctx, rc, key);
+        goto out_free_key;
+    }
+    uint64_t psz = page_cache_page_size(rs->pc), size = pc_file_size(f);
+    if (req->page > UINT64_MAX / psz - 1) {
+        ret = reply_error(c, ctx, 404, "page past the end of the file");
+        goto out_unref;
+    }
+    uint64_t start = req->page * psz;
+    if (start >= size && !(req->page == 0 && size == 0)) {
+        ret = reply_error(c, ctx, 404, "page past the end of the file");
+        goto out_unref;
+    }
+    uint64_t plen = size - start < psz ? size - start : psz;
+    uint64_t off = req->has_offset ? req->offset : 0;
+    if (off > plen) {
+        ret = reply_error(c, ctx, 400, "offset past the end of the page");
+        goto out_unref;
+    }
+    uint64_t len = plen - off;
+    if (req->has_length && req->length < len)
+        len = req->length;
+    char *buf = malloc(len ? len : 1);
+    if (!buf) {
+        ret = reply_error(c, ctx, 500, "out of memory");
+        goto out_unref;
+    }
+    size_t got = 0;
+    ssize_t n = 0;
+    while (got < len) {
+        n = page_cache_read(rs->pc, f, start + off + got, len - got, buf + got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (n < 0 || got < len) {
+        free(buf);
+        if (n == -ESTALE)
+            invalidate_parent(rs, key);
+        ret = reply_errno(c, ctx, n < 0 ? (int)n : -EIO, key);
+        goto out_unref;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(got, buf, MHD_RESPMEM_MUST_FREE);
+    if (!r)
+        free(buf);
+    ret = queue(c, ctx, 200, r, "application/octet-stream");
+out_unref:
+    pc_file_unref(f);
+out_free_key:
+    free(key);
+    return ret;
+}
+
+struct chunk_stream {
+    struct rest_server *rs;
+    struct pc_file *f;
+    char *key;
+    uint64_t size;
+};
+
+static ssize_t chunk_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct chunk_stream *cs = cls;
+    if (pos >= cs->size)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    ssize_t n = page_cache_read(cs->rs->pc, cs->f, pos, max, buf);
+    if (n <= 0) {
+        if (n == -ESTALE)
+            invalidate_parent(cs->rs, cs->key);
+        fuse_log(FUSE_LOG_WARNING, "pagefs: rest: chunk of %s at %llu: %s\n", cs->key,
+                 (unsigned long long)pos, n < 0 ? strerror((int)-n) : "short object");
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    return n;
+}
+
+static void chunk_free(void *cls)
+{
+    struct chunk_stream *cs = cls;
+    pc_file_unref(cs->f);
+    free(cs->key);
+    free(cs);
+}
+
+static enum MHD_Result h_v1_chunk(struct rest_server *rs, struct MHD_Connection *c,
+                                  struct req_ctx *ctx)
+{
+    char *key = NULL;
+    struct pc_file *f = NULL;
+    int st = resolve_id(rs, &ctx->req, &key);
+    if (st)
+        return reply_error(c, ctx, (unsigned)st, st == 404 ? "unknown file id" : status_text(st));
+    int rc = open_file(rs, key, &f);
+    if (rc < 0) {
+        enum MHD_Result ret = reply_errno(c, ctx, rc, key);
+        free(key);
+        return ret;
+    }
+    struct chunk_stream *cs = calloc(1, sizeof(*cs));
+    if (!cs) {
+        pc_file_unref(f);
+        free(key);
+        return reply_error(c, ctx, 500, "out of memory");
+    }
+    cs->rs = rs;
+    cs->f = f;
+    cs->key = key;
+    cs->size = pc_file_size(f);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(cs->size, CHUNK_BLOCK, chunk_read, cs, chunk_free);
+    if (!r)
+        chunk_free(cs);
+    return queue(c, ctx, 200, r, "application/octet-stream");
+}
+
+static struct json_object *job_json(const struct load_job_status *js)
+{
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return NULL;
+    json_object_object_add(o, "id", json_object_new_string(js->id));
+    json_object_object_add(o, "state", json_object_new_string(load_state_name(js->state)));
+    add_u64(o, "files_total", js->files_total);
+    add_u64(o, "files_done", js->files_done);
+    add_u64(o, "files_failed", js->files_failed);
+    add_u64(o, "bytes_total", js->bytes_total);
+    add_u64(o, "bytes_done", js->bytes_done);
+    add_u64(o, "elapsed_ms", js->elapsed_ms);
+    struct json_object *errs = json_object_new_array();
+    for (size_t i = 0; errs && i < js->nerrors; i++)
+        json_object_array_add(errs, json_object_new_string(js->errors[i]));
+    json_object_object_add(o, "errors", errs);
+    return o;
+}
+
+/* Starts a load job over mount paths after checking that each exists. */
+static enum MHD_Result start_job(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx, char *const *paths, size_t n, int threads,
+                                 const char *tag, int alluxio)
+{
+    char id[LOAD_JOB_ID_LEN + 1];
+    for (size_t i = 0; i < n; i++) {
+        struct meta_entry me;
+        int rc = lookup_path(rs, paths[i], &me);
+        if (rc < 0)
+            return reply_errno(c, ctx, rc, *paths[i] ? paths[i] : "/");
+        meta_entry_clear(&me);
+    }
+    int rc = load_job_submit(rs->loads, paths, n, threads, tag, id);
+    if (rc < 0)
+        return reply_errno(c, ctx, rc, "load");
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return MHD_NO;
+    json_object_object_add(o, "id", json_object_new_string(id));
+    if (alluxio) {
+        json_object_object_add(o, "success", json_object_new_boolean(1));
+        json_object_object_add(o, "jobId", json_object_new_string(id));
+    }
+    return reply_json(c, ctx, alluxio ? 200 : 202, o);
+}
+
+static enum MHD_Result h_v1_load(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    const struct rest_request *req = &ctx->req;
+    char *path = NULL;
+    char id[LOAD_JOB_ID_LEN + 1];
+    struct load_job_status js;
+    enum MHD_Result ret;
+    int st = request_path(rs, req->path, req->path_is_uri, &path);
+    if (st)
+        return reply_error(c, ctx, (unsigned)st, status_text(st));
+    if (req->op == REST_LOAD_SUBMIT) {
+        ret = start_job(rs, c, ctx, &path, 1, REST_DEFAULT_THREADS, path, 1);
+        goto out_free_path;
+    }
+    if (load_job_find(rs->loads, path, id) < 0 || load_job_get_status(rs->loads, id, &js) < 0) {
+        ret = reply_error(c, ctx, 404, "no load job for this path");
+        goto out_free_path;
+    }
+    if (req->op == REST_LOAD_STOP) {
+        load_job_stop(rs->loads, id);
+        load_job_get_status(rs->loads, id, &js);
+    }
+    struct json_object *o = job_json(&js);
+    if (!o) {
+        ret = MHD_NO;
+        goto out_free_path;
+    }
+    json_object_object_add(o, "success", json_object_new_boolean(1));
+    json_object_object_add(o, "jobState", json_object_new_string(load_state_name(js.state)));
+    json_object_object_add(o, "jobId", json_object_new_string(js.id));
+    ret = reply_json(c, ctx, 200, o);
+out_free_path:
+    free(path);
+    return ret;
+}
+
+/* ---- handlers: pagefs API -------------------------------------------------------------- */
+
+static void fill_metrics_input(struct rest_server *rs, struct metrics_input *in)
+{
+    memset(in, 0, sizeof(*in));
+    in->uptime_s = (double)(mono_ms() - rs->start_ms) / 1000.0;
+    in->page_size = page_cache_page_size(rs->pc);
+    in->capacity_bytes = rs->capacity;
+    in->have_backend = rs->be->ops->counters && rs->be->ops->counters(rs->be, &in->be) == 0;
+    page_cache_get_stats(rs->pc, &in->pc);
+    meta_cache_get_stats(rs->mc, &in->mc);
+    struct prefetcher *pf = rs->pf ? rs->pf : rs->fs ? pagefs_fs_prefetcher(rs->fs) : NULL;
+    if (pf) {
+        in->have_prefetch = 1;
+        prefetcher_get_stats(pf, &in->pf);
+    }
+    if (rs->fs) {
+        in->have_fs = 1;
+        pagefs_fs_get_counters(rs->fs, &in->fs);
+    }
+    in->load_jobs_running = load_engine_running(rs->loads);
+}
+
+static enum MHD_Result h_metrics(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    struct metrics_input in;
+    char *text;
+    size_t len;
+    fill_metrics_input(rs, &in);
+    if (metrics_render(&in, &text, &len) < 0)
+        return reply_error(c, ctx, 500, "out of memory");
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r)
+        free(text);
+    return queue(c, ctx, 200, r, METRICS_CONTENT_TYPE);
+}
+
+static enum MHD_Result h_stats(struct rest_server *rs, struct MHD_Connection *c,
+                               struct req_ctx *ctx)
+{
+    struct metrics_input in;
+    struct timespec now;
+    fill_metrics_input(rs, &in);
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct json_object *o = json_object_new_object();
+    struct json_object *cache = json_object_new_object();
+    struct json_object *remote = json_object_new_object();
+    struct json_object *pre = json_object_new_object();
+    struct json_object *fuse = json_object_new_object();
+    if (!o || !cache || !remote || !pre || !fuse) {
+        json_object_put(o);
+        json_object_put(cache);
+        json_object_put(remote);
+        json_object_put(pre);
+        json_object_put(fuse);
+        return MHD_NO;
+    }
+    json_object_object_add(o, "version", json_object_new_string(PAGEFS_VERSION));
+    json_object_object_add(o, "source", json_object_new_string(rs->source));
+    json_object_object_add(o, "mountpoint", json_object_new_string(rs->mountpoint));
+    json_object_object_add(o, "uptime_s", json_object_new_double(in.uptime_s));
+    add_u64(o, "page_size", in.page_size);
+    add_u64(o, "time_ms", (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u);
+
+    add_u64(cache, "capacity_bytes", in.capacity_bytes);
+    add_u64(cache, "resident_bytes", in.pc.bytes_resident);
+    add_u64(cache, "resident_pages", in.pc.pages_resident);
+    add_u64(cache, "hit_pages", in.pc.hits);
+    add_u64(cache, "miss_pages", in.pc.misses);
+    add_u64(cache, "hit_bytes", in.pc.bytes_hit);
+    add_u64(cache, "fetched_bytes", in.pc.bytes_fetched);
+    add_u64(cache, "evicted_pages", in.pc.evictions);
+    add_u64(cache, "corrupt_pages", in.pc.corrupt);
+    add_u64(cache, "write_errors", in.pc.write_errors);
+    json_object_object_add(o, "cache", cache);
+
+    const struct backend_counters *b = &in.be; /* zeroed when the stack keeps none */
+    add_u64(remote, "requests", b->stat_calls + b->list_calls + b->read_calls + b->check_calls);
+    add_u64(remote, "stat", b->stat_calls);
+    add_u64(remote, "list", b->list_calls);
+    add_u64(remote, "read", b->read_calls);
+    add_u64(remote, "bytes", b->bytes_read);
+    add_u64(remote, "errors", b->errors);
+    add_u64(remote, "inflight", b->inflight);
+    json_object_object_add(o, "remote", remote);
+
+    add_u64(pre, "fetched_pages", in.pf.fetched);
+    add_u64(pre, "used_pages", in.pf.used);
+    add_u64(pre, "inflight", in.pf.inflight);
+    add_u64(pre, "pending", in.pf.pending);
+    json_object_object_add(o, "prefetch", pre);
+
+    add_u64(fuse, "reads", in.fs.reads);
+    add_u64(fuse, "read_bytes", in.fs.read_bytes);
+    add_u64(fuse, "opens", in.fs.opens);
+    add_u64(fuse, "lookups", in.fs.lookups);
+    json_object_object_add(o, "fuse", fuse);
+    return reply_json(c, ctx, 200, o);
+}
+
+/* The mount paths of a parsed body (URIs converted). 0 or an HTTP status. */
+static int body_paths(struct rest_server *rs, struct rest_body *b)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        if (!b->is_uri[i])
+            continue;
+        char *p;
+        int st = rest_path_from_uri(rs->source, b->paths[i], &p);
+        if (st)
+            return st;
+        free(b->paths[i]);
+        b->paths[i] = p;
+        b->is_uri[i] = 0;
+    }
+    return 0;
+}
+
+static enum MHD_Result h_load_submit(struct rest_server *rs, struct MHD_Connection *c,
+                                     struct req_ctx *ctx)
+{
+    struct rest_body b;
+    int st = rest_parse_body(ctx->body ? ctx->body : "", ctx->body_len, &b);
+    if (!st)
+        st = body_paths(rs, &b);
+    if (st) {
+        rest_body_clear(&b);
+        return reply_error(c, ctx, (unsigned)st,
+                           st == 400 ? "expected {\"paths\": [...], "
+                                       "\"threads\": N}"
+                                     : status_text(st));
+    }
+    enum MHD_Result ret = start_job(rs, c, ctx, b.paths, b.count, b.threads, NULL, 0);
+    rest_body_clear(&b);
+    return ret;
+}
+
+static enum MHD_Result h_load_status(struct rest_server *rs, struct MHD_Connection *c,
+                                     struct req_ctx *ctx, int stop)
+{
+    struct load_job_status js;
+    if (stop && load_job_stop(rs->loads, ctx->req.job_id) < 0)
+        return reply_error(c, ctx, 404, "no such load job");
+    if (load_job_get_status(rs->loads, ctx->req.job_id, &js) < 0)
+        return reply_error(c, ctx, 404, "no such load job");
+    return reply_json(c, ctx, 200, job_json(&js));
+}
+
+struct evict_sum {
+    uint64_t files, pages, bytes;
+};
+
+/* Evicts the pages of a file, or of every file below a directory. 0 or -errno. */
+static int evict_path(struct rest_server *rs, const char *path, struct evict_sum *sum)
+{
+    struct meta_entry me;
+    int rc = lookup_path(rs, path, &me);
+    if (rc < 0)
+        return rc;
+    int is_dir = me.is_dir;
+    meta_entry_clear(&me);
+    if (!is_dir) {
+        uint64_t pages = 0, bytes = 0;
+        rc = page_cache_evict_key(rs->pc, path, &pages, &bytes);
+        if (rc == 0) {
+            sum->files++;
+            sum->pages += pages;
+            sum->bytes += bytes;
+        }
+        return rc;
+    }
+    /* A directory: breadth-first over its tree, one listing at a time. */
+    size_t cap = 16, head = 0, count = 0;
+    char **q = malloc(cap * sizeof(*q));
+    if (!q)
+        return -ENOMEM;
+    q[count] = strdup(path);
+    if (!q[count]) {
+        free(q);
+        return -ENOMEM;
+    }
+    count++;
+    while (head < count && rc == 0) {
+        char *d = q[head++];
+        struct meta_dir list = {0};
+        char *prefix = dir_prefix(d);
+        rc = prefix ? meta_cache_list(rs->mc, prefix, &list) : -ENOMEM;
+        free(prefix);
+        if (rc == -ENOENT && *d) {
+            rc = 0;
+            free(d);
+            continue;
+        }
+        for (size_t i = 0; rc == 0 && i < list.count; i++) {
+            char *cp = child_path(d, list.entries[i].name);
+            if (!cp) {
+                rc = -ENOMEM;
+                break;
+            }
+            if (list.entries[i].is_dir) {
+                if (count == cap) {
+                    char **nq = realloc(q, 2 * cap * sizeof(*q));
+                    if (!nq) {
+                        free(cp);
+                        rc = -ENOMEM;
+                        break;
+                    }
+                    q = nq;
+                    cap *= 2;
+                }
+                q[count++] = cp;
+                continue;
+            }
+            uint64_t pages = 0, bytes = 0;
+            rc = page_cache_evict_key(rs->pc, cp, &pages, &bytes);
+            if (rc == 0) {
+                sum->files++;
+                sum->pages += pages;
+                sum->bytes += bytes;
+            }
+            free(cp);
+        }
+        meta_dir_clear(&list);
+        free(d);
+    }
+    while (head < count)
+        free(q[head++]);
+    free(q);
+    return rc;
+}
+
+static enum MHD_Result h_evict(struct rest_server *rs, struct MHD_Connection *c,
+                               struct req_ctx *ctx)
+{
+    struct rest_body b;
+    struct evict_sum sum = {0};
+    int st = rest_parse_body(ctx->body ? ctx->body : "", ctx->body_len, &b);
+    if (!st)
+        st = body_paths(rs, &b);
+    if (st) {
+        rest_body_clear(&b);
+        return reply_error(c, ctx, (unsigned)st,
+                           st == 400 ? "expected {\"paths\": [...]}" : status_text(st));
+    }
+    for (size_t i = 0; i < b.count; i++) {
+        int rc = evict_path(rs, b.paths[i], &sum);
+        if (rc < 0) {
+            enum MHD_Result ret = reply_errno(c, ctx, rc, *b.paths[i] ? b.paths[i] : "/");
+            rest_body_clear(&b);
+            return ret;
+        }
+    }
+    rest_body_clear(&b);
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return MHD_NO;
+    add_u64(o, "files", sum.files);
+    add_u64(o, "pages", sum.pages);
+    add_u64(o, "bytes", sum.bytes);
+    return reply_json(c, ctx, 200, o);
+}
+
+/* One file of GET /api/v1/cache. */
+static struct json_object *residency_json(struct rest_server *rs, const char *path,
+                                          const struct meta_entry *me)
+{
+    struct pc_residency res;
+    uint64_t psz = page_cache_page_size(rs->pc);
+    if (page_cache_residency(rs->pc, path, &res) < 0)
+        memset(&res, 0, sizeof(res));
+    /* Pages of another version than the listed one will not be served: not cached. */
+    if (!res.known || !me->version || strncmp(res.version, me->version, sizeof(res.version) - 1))
+        res.pages = res.bytes = 0;
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return NULL;
+    json_object_object_add(o, "path", json_object_new_string(path));
+    add_u64(o, "size", me->size);
+    add_u64(o, "pages_total", (me->size + psz - 1) / psz);
+    add_u64(o, "pages_cached", res.pages);
+    add_u64(o, "bytes_cached", res.bytes);
+    learn_key(rs, path);
+    return o;
+}
+
+static enum MHD_Result h_cache(struct rest_server *rs, struct MHD_Connection *c,
+                               struct req_ctx *ctx)
+{
+    char *path = NULL;
+    struct meta_entry me;
+    enum MHD_Result ret = MHD_NO;
+    int st = request_path(rs, ctx->req.path, ctx->req.path_is_uri, &path);
+    if (st)
+        return reply_error(c, ctx, (unsigned)st, status_text(st));
+    int rc = lookup_path(rs, path, &me);
+    if (rc < 0) {
+        ret = reply_errno(c, ctx, rc, *path ? path : "/");
+        goto out_free_path;
+    }
+    struct json_object *o = json_object_new_object();
+    struct json_object *files = json_object_new_array();
+    if (!o || !files) {
+        json_object_put(o);
+        json_object_put(files);
+        goto out_clear_entry;
+    }
+    json_object_object_add(o, "path", json_object_new_string(path));
+    json_object_object_add(o, "files", files);
+    if (!me.is_dir) {
+        json_object_array_add(files, residency_json(rs, path, &me));
+    } else {
+        struct meta_dir list = {0};
+        char *prefix = dir_prefix(path);
+        rc = prefix ? meta_cache_list(rs->mc, prefix, &list) : -ENOMEM;
+        free(prefix);
+        if (rc < 0 && !(rc == -ENOENT && *path)) {
+            json_object_put(o);
+            ret = reply_errno(c, ctx, rc, *path ? path : "/");
+            goto out_clear_entry;
+        }
+        for (size_t i = 0; i < list.count; i++) {
+            if (list.entries[i].is_dir)
+                continue;
+            char *cp = child_path(path, list.entries[i].name);
+            if (cp)
+                json_object_array_add(files, residency_json(rs, cp, &list.entries[i]));
+            free(cp);
+        }
+        meta_dir_clear(&list);
+    }
+    ret = reply_json(c, ctx, 200, o);
+out_clear_entry:
+    meta_entry_clear(&me);
+out_free_path:
+    free(path);
+    return ret;
+}
+
+static enum MHD_Result h_dashboard(struct rest_server *rs, struct MHD_Connection *c,
+                                   struct req_ctx *ctx)
+{
+#ifdef HAVE_DASHBOARD
+    return reply_copy(c, ctx, 200, "text/html; charset=utf-8", pagefs_dashboard_html,
+                      (size_t)pagefs_dashboard_html_len);
+#else
+    static const char page[] = "pagefs: no dashboard in this build; see /metrics and "
+                               "/api/v1/stats\n";
+    return reply_copy(c, ctx, 200, "text/plain; charset=utf-8", page, sizeof(page) - 1);
+#endif
+}
+
+/* ---- request plumbing ------------------------------------------------------------------ */
+
+static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *c, struct req_ctx *ctx)
+{
+    struct rest_server *rs = l->rs;
+    switch (ctx->req.route) {
+    case REST_ROUTE_DASHBOARD:
+        return h_dashboard(rs, c, ctx);
+    case REST_ROUTE_METRICS:
+        return h_metrics(rs, c, ctx);
+    case REST_ROUTE_API_STATS:
+        return h_stats(rs, c, ctx);
+    case REST_ROUTE_API_LOAD_SUBMIT:
+        return h_load_submit(rs, c, ctx);
+    case REST_ROUTE_API_LOAD_STATUS:
+        return h_load_status(rs, c, ctx, 0);
+    case REST_ROUTE_API_LOAD_STOP:
+        return h_load_status(rs, c, ctx, 1);
+    case REST_ROUTE_API_EVICT:
+        return h_evict(rs, c, ctx);
+    case REST_ROUTE_API_CACHE:
+        return h_cache(rs, c, ctx);
+    case REST_ROUTE_V1_NODE:
+        return h_v1_node(rs, c, ctx);
+    case REST_ROUTE_V1_FILES:
+        return h_v1_files_info(rs, c, ctx, 1);
+    case REST_ROUTE_V1_INFO:
+        if (!ctx->req.path)
+            return h_v1_info_daemon(rs, c, ctx);
+        return h_v1_files_info(rs, c, ctx, 0);
+    case REST_ROUTE_V1_PAGE:
+        return h_v1_page(rs, c, ctx);
+    case REST_ROUTE_V1_CHUNK:
+        return h_v1_chunk(rs, c, ctx);
+    case REST_ROUTE_V1_LOAD:
+        return h_v1_load(rs, c, ctx);
+    case REST_ROUTE_V1_UFSINFO:
+        /* Alluxio hands out the store's credentials here; this server never does. */
+        return reply_json(c, ctx, 200, json_object_new_object());
+    case REST_ROUTE_NONE:
+        break;
+    }
+    return reply_error(c, ctx, 404, "not found");
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    struct req_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return NULL;
+    ctx->uri = strdup(uri);
+    if (!ctx->uri) {
+        free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct req_ctx *ctx = *con_cls;
+    if (!ctx)
+        return;
+    rest_request_clear(&ctx->req);
+    free(ctx->body);
+    free(ctx->uri);
+    free(ctx);
+    *con_cls = NULL;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct listener *l = cls;
+    struct req_ctx *ctx = *con_cls;
+    if (!ctx)
+        return MHD_NO; /* out of memory in on_uri: drop the connection */
+    if (ctx->answered) {
+        *upload_data_size = 0; /* answered early: discard the rest of the body */
+        return MHD_YES;
+    }
+    if (!ctx->parsed) {
+        ctx->parsed = 1;
+        char *q = strchr(ctx->uri, '?');
+        if (q)
+            *q++ = '\0';
+        int st = rest_parse_request(method, ctx->uri, q, &ctx->req);
+        if (st)
+            return reply_error(c, ctx, (unsigned)st, status_text(st));
+        if (ctx->req.control_only && !l->is_control)
+            return reply_error(c, ctx, 403, status_text(403));
+        if (!ctx->req.takes_body)
+            return dispatch(l, c, ctx);
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > REST_MAX_BODY)
+            return reply_error(c, ctx, 413, status_text(413));
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (ctx->body_too_big || ctx->body_len + n > REST_MAX_BODY) {
+            ctx->body_too_big = 1;
+            return MHD_YES;
+        }
+        char *nb = realloc(ctx->body, ctx->body_len + n + 1);
+        if (!nb)
+            return MHD_NO;
+        memcpy(nb + ctx->body_len, upload_data, n);
+        ctx->body = nb;
+        ctx->body_len += n;
+        ctx->body[ctx->body_len] = '\0';
+        return MHD_YES;
+    }
+    if (ctx->body_too_big)
+        return reply_error(c, ctx, 413, status_text(413));
+    return dispatch(l, c, ctx);
+}
+
+/* libmicrohttpd's own messages; fmt comes from the library, not from a request. */
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
+                                                             va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = '\0';
+    fuse_log(FUSE_LOG_DEBUG, "pagefs: rest: %s\n", msg);
+}
+
+/* ---- sockets --------------------------------------------------------------------------- */
+
+/* A listening TCP socket on exactly "HOST:PORT" ("[v6]:PORT" too). Fills rs->host/port. */
+static int listen_tcp(struct rest_server *rs, const char *addr, int *fd_out, char *err,
+                      size_t errlen)
+{
+    int rc, fd = -1;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr) {
+        snprintf(err, errlen, "invalid rest address '%s' (HOST:PORT)", addr);
+        return -EINVAL;
+    }
+    char *host = strndup(addr, (size_t)(colon - addr));
+    if (!host)
+        return -ENOMEM;
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, colon + 1, &hints, &res);
+    if (gai != 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", addr, gai_strerror(gai));
+        rc = -EINVAL;
+        goto out_free_host;
+    }
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(-rc));
+        goto out_free_res;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (res->ai_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(-rc));
+        close(fd);
+        goto out_free_res;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    rs->port = 0;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        rs->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                  : ((struct sockaddr_in *)&ss)->sin_port);
+    free(rs->host);
+    rs->host = host;
+    host = NULL;
+    *fd_out = fd;
+    rc = 0;
+out_free_res:
+    freeaddrinfo(res);
+out_free_host:
+    free(host);
+    return rc;
+}
+
+/* The control socket at path, mode 0600. A stale socket file is replaced; anything else at
+ * that path is an error. */
+static int listen_unix(const char *path, int *fd_out, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st;
+    int rc, dirfd = -1;
+    if (strlen(path) < sizeof(sa.sun_path)) {
+        strcpy(sa.sun_path, path);
+    } else {
+        /* Longer than a socket address holds: bind through the directory's descriptor. */
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : NULL;
+        dirfd = dir ? open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+        free(dir);
+        if (dirfd < 0 || (size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s",
+                                          dirfd, slash + 1) >= sizeof(sa.sun_path)) {
+            if (dirfd >= 0)
+                close(dirfd);
+            snprintf(err, errlen, "control socket path too long: %s", path);
+            return -ENAMETOOLONG;
+        }
+    }
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            snprintf(err, errlen, "%s exists and is not a socket", path);
+            rc = -EEXIST;
+            goto out_close_dir;
+        }
+        unlink(path);
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rc = -errno;
+        goto out_msg;
+    }
+    /* The cache directory is 0700, so nobody else can connect in the moment before chmod. */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        rc = -errno;
+        goto out_close;
+    }
+    if (chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+        rc = -errno;
+        unlink(path);
+        goto out_close;
+    }
+    *fd_out = fd;
+    rc = 0;
+    goto out_close_dir;
+out_close:
+    close(fd);
+out_msg:
+    snprintf(err, errlen, "cannot create the control socket %s: %s", path, strerror(-rc));
+out_close_dir:
+    if (dirfd >= 0)
+        close(dirfd);
+    return rc;
+}
+
+static struct MHD_Daemon *start_daemon(struct listener *l, int fd)
+{
+    return MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, 0,
+        NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_URI_LOG_CALLBACK, on_uri, l,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(REST_MAX_URL * 4), MHD_OPTION_END);
+}
+
+/* ---- lifetime -------------------------------------------------------------------------- */
+
+static void server_free(struct rest_server *rs)
+{
+    free(rs->source_base);
+    free(rs->source);
+    free(rs->mountpoint);
+    free(rs->control_path);
+    free(rs->host);
+    free(rs->ids.buckets);
+    free(rs);
+}
+
+int rest_start(const struct rest_conf *conf, struct rest_server **out, char *err, size_t errlen)
+{
+    int rc = -EINVAL, tcp_fd = -1, ctl_fd = -1;
+    snprintf(err, errlen, "invalid REST server configuration");
+    if (!conf->control_path || !conf->source || !conf->be || !conf->pc || !conf->mc)
+        return rc;
+    rc = -ENOMEM;
+    snprintf(err, errlen, "out of memory");
+    struct rest_server *rs = calloc(1, sizeof(*rs));
+    if (!rs)
+        goto out;
+    rs->source = strdup(conf->source);
+    rs->mountpoint = strdup(conf->mountpoint ? conf->mountpoint : "");
+    rs->control_path = strdup(conf->control_path);
+    rs->host = strdup("localhost");
+    rs->ids.buckets = calloc(ID_MAP_BUCKETS, sizeof(*rs->ids.buckets));
+    if (!rs->source || !rs->mountpoint || !rs->control_path || !rs->host || !rs->ids.buckets)
+        goto out_free_server;
+    /* SOURCE without trailing '/', but never shorter than its "scheme://". */
+    size_t sl = strlen(conf->source);
+    const char *sep = strstr(conf->source, "://");
+    size_t min = sep ? (size_t)(sep - conf->source) + 3 : 0;
+    while (sl > min && conf->source[sl - 1] == '/')
+        sl--;
+    rs->source_base = strndup(conf->source, sl);
+    if (!rs->source_base)
+        goto out_free_server;
+    rs->be = conf->be;
+    rs->pc = conf->pc;
+    rs->mc = conf->mc;
+    rs->pf = conf->pf;
+    rs->fs = conf->fs;
+    rs->capacity = conf->cache_capacity;
+    rs->start_ms = mono_ms();
+    rc = -pthread_mutex_init(&rs->ids.lock, NULL);
+    if (rc < 0)
+        goto out_free_server;
+    struct load_engine_conf lconf = {
+        .pc = conf->pc, .mc = conf->mc, .on_file = on_load_file, .cls = rs};
+    rc = load_engine_create(&lconf, &rs->loads);
+    if (rc < 0)
+        goto out_destroy_lock;
+
+    if (conf->listen) {
+        rc = listen_tcp(rs, conf->listen, &tcp_fd, err, errlen);
+        if (rc < 0)
+            goto out_destroy_loads;
+    }
+    rc = listen_unix(conf->control_path, &ctl_fd, err, errlen);
+    if (rc < 0)
+        goto out_close_tcp;
+
+    /* Server threads must not take the signals meant for the FUSE main thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rs->ctl = (struct listener){.rs = rs, .is_control = 1};
+    rs->tcp = (struct listener){.rs = rs, .is_control = 0};
+    rs->ctl.daemon = start_daemon(&rs->ctl, ctl_fd);
+    if (rs->ctl.daemon && tcp_fd >= 0)
+        rs->tcp.daemon = start_daemon(&rs->tcp, tcp_fd);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!rs->ctl.daemon || (tcp_fd >= 0 && !rs->tcp.daemon)) {
+        snprintf(err, errlen, "cannot start the REST server");
+        rc = -EIO;
+        goto out_stop_daemons;
+    }
+    *out = rs;
+    return 0;
+
+out_stop_daemons:
+    /* A started daemon owns (and closes) its socket. Whether a failed start closed its socket
+     * depends on where it failed: leak it rather than risk closing a reused descriptor. */
+    if (rs->ctl.daemon)
+        MHD_stop_daemon(rs->ctl.daemon);
+    unlink(conf->control_path);
+    goto out_destroy_loads;
+out_close_tcp:
+    if (tcp_fd >= 0)
+        close(tcp_fd);
+out_destroy_loads:
+    load_engine_destroy(rs->loads);
+out_destroy_lock:
+    pthread_mutex_destroy(&rs->ids.lock);
+out_free_server:
+    server_free(rs);
+out:
+    return rc;
+}
+
+void rest_stop(struct rest_server *rs)
+{
+    if (!rs)
+        return;
+    if (rs->tcp.daemon)
+        MHD_stop_daemon(rs->tcp.daemon);
+    MHD_stop_daemon(rs->ctl.daemon);
+    unlink(rs->control_path);
+    load_engine_destroy(rs->loads);
+    pthread_mutex_lock(&rs->ids.lock);
+    id_map_clear_locked(&rs->ids);
+    pthread_mutex_unlock(&rs->ids.lock);
+    pthread_mutex_destroy(&rs->ids.lock);
+    server_free(rs);
+}

@@ -1,0 +1,48 @@
+/*
+ * rest.h - the daemon's control-plane HTTP server: the Alluxio-compatible worker REST API
+ * (/v1/...), Prometheus metrics (/metrics), the JSON API of the dashboard and the CLI
+ * (/api/v1/...), and the dashboard page (/).
+ *
+ * Two listeners share the handlers: a TCP one (only with -o rest=HOST:PORT; it binds exactly
+ * that address) and the control socket, a unix socket at conf->control_path created 0600.
+ * Everything is read-only except the control endpoints (POST /api/v1/evict), which answer 403
+ * on TCP. Load jobs (rest_load.h) run in the server and are stopped at rest_stop().
+ *
+ * Ownership: rest_start/rest_stop. The backend, caches, prefetcher and file system are
+ * borrowed: start the server after they exist and stop it before any of them is destroyed.
+ * Strings in conf are copied.
+ */
+#ifndef PAGEFS_REST_H
+#define PAGEFS_REST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct backend;
+struct page_cache;
+struct meta_cache;
+struct prefetcher;
+struct pagefs_fs;
+struct rest_server;
+
+struct rest_conf {
+    const char *listen;       /* "HOST:PORT" from -o rest=; NULL: no TCP listener */
+    const char *control_path; /* unix socket path (<cache_dir>/control.sock), required */
+    const char *source;       /* the mount's SOURCE as given: file ids hash SOURCE "/" key */
+    const char *mountpoint;
+    struct backend *be;
+    struct page_cache *pc;
+    struct meta_cache *mc;
+    struct prefetcher *pf; /* may be NULL: then the file system's, if any */
+    struct pagefs_fs *fs;  /* may be NULL (no FUSE counters) */
+    uint64_t cache_capacity;
+};
+
+/* Binds both listeners and starts serving. On failure returns -errno with a one-line message
+ * in err (e.g. "cannot listen on 127.0.0.1:28080: Address already in use"). */
+int rest_start(const struct rest_conf *conf, struct rest_server **out, char *err, size_t errlen);
+/* Stops the listeners, waits for requests under way, stops and joins every load job, removes
+ * the control socket. NULL is accepted. */
+void rest_stop(struct rest_server *rs);
+
+#endif

@@ -1,0 +1,646 @@
+/*
+ * rest_load.c - load (warm-up) jobs: walk trees through the metadata cache and make every page
+ * of every file resident (see rest_load.h).
+ *
+ * Design: each job has one coordinator thread and `threads` worker threads. The coordinator
+ * starts the workers, then walks the job's paths breadth-first (meta_cache_list; a directory
+ * listing is cached, so a re-run costs no LIST within the TTL) and appends each file to the
+ * job's queue; workers take files off the queue as soon as they appear, so fetching overlaps
+ * the walk. A worker pins the listed version of a file (page_cache_open) and asks for its
+ * pages with page_cache_prefetch() a run at a time: resident pages are skipped, each run of
+ * missing pages is one ranged GET, and the run's bytes are counted as done when it returns.
+ * A queued file's strings are handed to the worker that takes it, so memory is bounded by the
+ * files not yet taken. Stopping sets a flag checked between runs and wakes waiting workers.
+ *
+ * Invariants: a job's counters only grow; state leaves RUNNING exactly once, when the
+ * coordinator has joined its workers (`finished` is then set and the job may be freed by the
+ * engine, which joins the coordinator first). files_done + files_failed <= files_total.
+ *
+ * Lock order: engine->lock, then job->lock. Job threads take only their job's lock, never the
+ * engine's, and hold no lock across a cache call.
+ */
+#include "fuse/rest_load.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "cache/meta_cache.h"
+#include "cache/page_cache.h"
+
+#define RUN_BYTES (8u << 20) /* bytes of pages asked for per page_cache_prefetch() */
+
+struct load_file {
+    char *key;
+    char *version;
+    uint64_t size;
+    int64_t mtime_ns;
+};
+
+struct load_job {
+    struct load_job *next; /* engine list, newest first; under engine->lock */
+    struct load_engine *le;
+    char id[LOAD_JOB_ID_LEN + 1];
+    char *tag;
+    char **paths;
+    size_t npaths;
+    int threads;
+    pthread_t coordinator;
+    atomic_bool stop;
+    atomic_bool finished; /* the coordinator is done; state is final */
+    atomic_uint_fast64_t files_total, files_done, files_failed, bytes_total, bytes_done;
+    uint64_t start_ms;
+    atomic_uint_fast64_t end_ms;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;     /* a file was queued, the walk ended, or stop */
+    struct load_file *files; /* queue; [next_file, nfiles) not taken yet */
+    size_t nfiles, cap, next_file;
+    bool walk_done;
+    enum load_state state;
+    size_t nerrors;
+    char errors[LOAD_MAX_ERRORS][256];
+    uint64_t nerrors_total;
+};
+
+struct load_engine {
+    struct page_cache *pc;
+    struct meta_cache *mc;
+    void (*on_file)(void *cls, const char *key);
+    void *cls;
+    pthread_mutex_t lock;
+    struct load_job *jobs;
+};
+
+const char *load_state_name(enum load_state s)
+{
+    switch (s) {
+    case LOAD_RUNNING:
+        return "RUNNING";
+    case LOAD_SUCCEEDED:
+        return "SUCCEEDED";
+    case LOAD_FAILED:
+        return "FAILED";
+    case LOAD_STOPPED:
+        return "STOPPED";
+    }
+    return "FAILED";
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void add(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static uint64_t get(atomic_uint_fast64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+#ifndef NDEBUG
+/* Debug-only (vanishes under NDEBUG): the queue and counter invariants of a job, checked by
+ * its own threads, never on a request path. Under j->lock. */
+static void load_job_check_invariants(struct load_job *j)
+{
+    if (j->next_file > j->nfiles || j->nfiles > j->cap ||
+        get(&j->files_done) + get(&j->files_failed) > get(&j->files_total) ||
+        j->nerrors > LOAD_MAX_ERRORS || j->nerrors > j->nerrors_total)
+        abort();
+}
+#define LOAD_JOB_CHECK(j) load_job_check_invariants(j)
+#else
+#define LOAD_JOB_CHECK(j) ((void)0)
+#endif
+
+static void job_error(struct load_job *j, const char *path, int err)
+{
+    pthread_mutex_lock(&j->lock);
+    j->nerrors_total++;
+    if (j->nerrors < LOAD_MAX_ERRORS) {
+        snprintf(j->errors[j->nerrors], sizeof(j->errors[0]), "%s: %s", *path ? path : "/",
+                 strerror(err));
+        j->nerrors++;
+    }
+    pthread_mutex_unlock(&j->lock);
+}
+
+static void file_clear(struct load_file *f)
+{
+    free(f->key);
+    free(f->version);
+    memset(f, 0, sizeof(*f));
+}
+
+/* ---- workers -------------------------------------------------------------------------- */
+
+/* Makes every page of one file resident. 0, or -errno of the first failed run. */
+static int load_one(struct load_job *j, const struct load_file *lf)
+{
+    struct page_cache *pc = j->le->pc;
+    struct pc_file *f;
+    int rc = page_cache_open(pc, lf->key, lf->version ? lf->version : "", lf->size, lf->mtime_ns,
+                             &f, NULL);
+    if (rc < 0)
+        return rc;
+    uint64_t psz = page_cache_page_size(pc);
+    uint64_t npages = (lf->size + psz - 1) / psz;
+    uint64_t run = RUN_BYTES / psz ? RUN_BYTES / psz : 1;
+    for (uint64_t idx = 0; idx < npages; idx += run) {
+        if (atomic_load(&j->stop)) {
+            rc = -ECANCELED;
+            break;
+        }
+        uint64_t cnt = npages - idx < run ? npages - idx : run;
+        rc = page_cache_prefetch(pc, f, idx, (size_t)cnt);
+        if (rc < 0)
+            break;
+        rc = 0;
+        uint64_t end = (idx + cnt) * psz;
+        add(&j->bytes_done, (end < lf->size ? end : lf->size) - idx * psz);
+    }
+    pc_file_unref(f);
+    return rc;
+}
+
+static void *worker_main(void *arg)
+{
+    struct load_job *j = arg;
+    for (;;) {
+        struct load_file lf;
+        pthread_mutex_lock(&j->lock);
+        while (j->next_file == j->nfiles && !j->walk_done && !atomic_load(&j->stop))
+            pthread_cond_wait(&j->cond, &j->lock);
+        if (atomic_load(&j->stop) || j->next_file == j->nfiles) {
+            pthread_mutex_unlock(&j->lock);
+            break;
+        }
+        lf = j->files[j->next_file]; /* the strings are handed over */
+        memset(&j->files[j->next_file], 0, sizeof(lf));
+        j->next_file++;
+        LOAD_JOB_CHECK(j);
+        pthread_mutex_unlock(&j->lock);
+
+        int rc = load_one(j, &lf);
+        if (rc == -ECANCELED) {
+            /* stopped: neither done nor failed */
+        } else if (rc < 0) {
+            add(&j->files_failed, 1);
+            job_error(j, lf.key, -rc);
+        } else {
+            add(&j->files_done, 1);
+        }
+        file_clear(&lf);
+    }
+    return NULL;
+}
+
+/* ---- the walk ------------------------------------------------------------------------- */
+
+/* Queues one file; its strings are copied. 0 or -ENOMEM. */
+static int queue_file(struct load_job *j, const char *key, const struct meta_entry *me)
+{
+    struct load_file lf = {.size = me->size, .mtime_ns = me->mtime_ns};
+    lf.key = strdup(key);
+    lf.version = me->version ? strdup(me->version) : NULL;
+    if (!lf.key || (me->version && !lf.version)) {
+        file_clear(&lf);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&j->lock);
+    if (j->nfiles == j->cap) {
+        /* Reclaim the taken slots at the front before growing. */
+        if (j->next_file > 0) {
+            memmove(j->files, j->files + j->next_file,
+                    (j->nfiles - j->next_file) * sizeof(*j->files));
+            j->nfiles -= j->next_file;
+            j->next_file = 0;
+        }
+        if (j->nfiles == j->cap) {
+            size_t cap = j->cap ? j->cap * 2 : 256;
+            struct load_file *nf = realloc(j->files, cap * sizeof(*nf));
+            if (!nf) {
+                pthread_mutex_unlock(&j->lock);
+                file_clear(&lf);
+                return -ENOMEM;
+            }
+            j->files = nf;
+            j->cap = cap;
+        }
+    }
+    j->files[j->nfiles++] = lf;
+    add(&j->files_total, 1);
+    add(&j->bytes_total, me->size);
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    if (j->le->on_file)
+        j->le->on_file(j->le->cls, key);
+    return 0;
+}
+
+/* A growable list of directory prefixes still to walk. */
+struct dir_queue {
+    char **dirs;
+    size_t head, count, cap;
+};
+
+static int dirq_push(struct dir_queue *q, const char *prefix)
+{
+    if (q->count == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64;
+        char **nd = realloc(q->dirs, cap * sizeof(*nd));
+        if (!nd)
+            return -ENOMEM;
+        q->dirs = nd;
+        q->cap = cap;
+    }
+    q->dirs[q->count] = strdup(prefix);
+    if (!q->dirs[q->count])
+        return -ENOMEM;
+    q->count++;
+    return 0;
+}
+
+static void dirq_clear(struct dir_queue *q)
+{
+    for (size_t i = q->head; i < q->count; i++)
+        free(q->dirs[i]);
+    free(q->dirs);
+    memset(q, 0, sizeof(*q));
+}
+
+/* Walks the tree below the directory prefix `dir` ("" or ending in '/'). */
+static void walk_dir(struct load_job *j, const char *dir)
+{
+    struct dir_queue q = {0};
+    char *key = NULL;
+    if (dirq_push(&q, dir) < 0) {
+        job_error(j, dir, ENOMEM);
+        goto out;
+    }
+    while (q.head < q.count && !atomic_load(&j->stop)) {
+        char *d = q.dirs[q.head++];
+        struct meta_dir list;
+        int rc = meta_cache_list(j->le->mc, d, &list);
+        if (rc == -ENOENT && *d) {
+            /* an empty directory */
+        } else if (rc < 0) {
+            job_error(j, d, -rc); /* counted in nerrors_total: the job cannot succeed */
+        } else {
+            size_t dl = strlen(d);
+            for (size_t i = 0; i < list.count && rc == 0; i++) {
+                const struct meta_entry *me = &list.entries[i];
+                size_t nl = strlen(me->name);
+                free(key);
+                key = malloc(dl + nl + 2);
+                if (!key) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                memcpy(key, d, dl);
+                memcpy(key + dl, me->name, nl + 1);
+                if (me->is_dir) {
+                    key[dl + nl] = '/';
+                    key[dl + nl + 1] = '\0';
+                    rc = dirq_push(&q, key);
+                } else {
+                    rc = queue_file(j, key, me);
+                }
+            }
+            if (rc < 0)
+                job_error(j, d, -rc);
+            meta_dir_clear(&list);
+        }
+        free(d);
+    }
+out:
+    free(key);
+    dirq_clear(&q);
+}
+
+/* Walks one mount-relative path: a file is queued, a directory walked. */
+static void walk_path(struct load_job *j, const char *path)
+{
+    if (!*path) {
+        walk_dir(j, "");
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+    char *dir = strndup(path, dl);
+    struct meta_entry me;
+    if (!dir) {
+        job_error(j, path, ENOMEM);
+        return;
+    }
+    int rc = meta_cache_lookup(j->le->mc, dir, path + dl, &me);
+    if (rc < 0) {
+        job_error(j, path, -rc);
+        goto out_free_dir;
+    }
+    if (me.is_dir) {
+        char *prefix = NULL;
+        if (asprintf(&prefix, "%s/", path) < 0) {
+            job_error(j, path, ENOMEM);
+        } else {
+            walk_dir(j, prefix);
+            free(prefix);
+        }
+    } else {
+        rc = queue_file(j, path, &me);
+        if (rc < 0)
+            job_error(j, path, -rc);
+    }
+    meta_entry_clear(&me);
+out_free_dir:
+    free(dir);
+}
+
+static void *coordinator_main(void *arg)
+{
+    struct load_job *j = arg;
+    pthread_t *workers = calloc((size_t)j->threads, sizeof(*workers));
+    int started = 0;
+    if (workers) {
+        for (; started < j->threads; started++)
+            if (pthread_create(&workers[started], NULL, worker_main, j) != 0)
+                break;
+    }
+    if (started == 0) {
+        job_error(j, "load", ENOMEM);
+        atomic_store(&j->stop, true); /* nobody would take the files */
+    }
+    for (size_t i = 0; i < j->npaths && !atomic_load(&j->stop); i++)
+        walk_path(j, j->paths[i]);
+
+    pthread_mutex_lock(&j->lock);
+    j->walk_done = true;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    for (int i = 0; i < started; i++)
+        pthread_join(workers[i], NULL);
+    free(workers);
+
+    pthread_mutex_lock(&j->lock);
+    if (atomic_load(&j->stop) && started > 0)
+        j->state = LOAD_STOPPED;
+    else if (started == 0 || get(&j->files_failed) > 0 || j->nerrors_total > 0)
+        j->state = LOAD_FAILED;
+    else
+        j->state = LOAD_SUCCEEDED;
+    LOAD_JOB_CHECK(j);
+    pthread_mutex_unlock(&j->lock);
+    atomic_store(&j->end_ms, now_ms());
+    atomic_store(&j->finished, true);
+    return NULL;
+}
+
+/* ---- the engine ----------------------------------------------------------------------- */
+
+static void job_free(struct load_job *j)
+{
+    for (size_t i = j->next_file; i < j->nfiles; i++)
+        file_clear(&j->files[i]);
+    free(j->files);
+    for (size_t i = 0; i < j->npaths; i++)
+        free(j->paths[i]);
+    free(j->paths);
+    free(j->tag);
+    pthread_cond_destroy(&j->cond);
+    pthread_mutex_destroy(&j->lock);
+    free(j);
+}
+
+int load_engine_create(const struct load_engine_conf *conf, struct load_engine **out)
+{
+    if (!conf->pc || !conf->mc)
+        return -EINVAL;
+    struct load_engine *le = calloc(1, sizeof(*le));
+    if (!le)
+        return -ENOMEM;
+    int rc = -pthread_mutex_init(&le->lock, NULL);
+    if (rc < 0) {
+        free(le);
+        return rc;
+    }
+    le->pc = conf->pc;
+    le->mc = conf->mc;
+    le->on_file = conf->on_file;
+    le->cls = conf->cls;
+    *out = le;
+    return 0;
+}
+
+void load_engine_destroy(struct load_engine *le)
+{
+    if (!le)
+        return;
+    pthread_mutex_lock(&le->lock);
+    for (struct load_job *j = le->jobs; j; j = j->next) {
+        atomic_store(&j->stop, true);
+        pthread_mutex_lock(&j->lock);
+        pthread_cond_broadcast(&j->cond);
+        pthread_mutex_unlock(&j->lock);
+    }
+    struct load_job *j = le->jobs;
+    le->jobs = NULL;
+    pthread_mutex_unlock(&le->lock);
+    while (j) {
+        struct load_job *next = j->next;
+        pthread_join(j->coordinator, NULL);
+        job_free(j);
+        j = next;
+    }
+    pthread_mutex_destroy(&le->lock);
+    free(le);
+}
+
+/* Frees finished jobs beyond the newest LOAD_KEEP_FINISHED. Under le->lock. */
+static void reap_locked(struct load_engine *le)
+{
+    size_t kept = 0;
+    struct load_job **pp = &le->jobs;
+    while (*pp) {
+        struct load_job *j = *pp;
+        if (atomic_load(&j->finished) && ++kept > LOAD_KEEP_FINISHED) {
+            *pp = j->next;
+            pthread_join(j->coordinator, NULL); /* finished: returns at once */
+            job_free(j);
+            continue;
+        }
+        pp = &j->next;
+    }
+}
+
+static void new_id(char id[LOAD_JOB_ID_LEN + 1])
+{
+    unsigned char b[LOAD_JOB_ID_LEN / 2];
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+        /* No entropy source: a clock-based id is unique enough for jobs of one daemon. */
+        uint64_t t = now_ms() ^ ((uint64_t)clock() << 32);
+        memcpy(b, &t, sizeof(b) < sizeof(t) ? sizeof(b) : sizeof(t));
+    }
+    for (size_t i = 0; i < sizeof(b); i++)
+        snprintf(id + 2 * i, 3, "%02x", b[i]);
+}
+
+/* The job with `id`. Under le->lock. */
+static struct load_job *find_locked(struct load_engine *le, const char *id)
+{
+    for (struct load_job *j = le->jobs; j; j = j->next)
+        if (strcmp(j->id, id) == 0)
+            return j;
+    return NULL;
+}
+
+int load_job_submit(struct load_engine *le, char *const *paths, size_t npaths, int threads,
+                    const char *tag, char id[LOAD_JOB_ID_LEN + 1])
+{
+    if (npaths == 0 || threads < 1 || threads > 64)
+        return -EINVAL;
+    int rc = -ENOMEM;
+    struct load_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        goto out;
+    j->le = le;
+    j->threads = threads;
+    j->state = LOAD_RUNNING;
+    j->start_ms = now_ms();
+    rc = -pthread_mutex_init(&j->lock, NULL);
+    if (rc < 0)
+        goto out_free_job;
+    rc = -pthread_cond_init(&j->cond, NULL);
+    if (rc < 0)
+        goto out_destroy_lock;
+    rc = -ENOMEM;
+    j->paths = calloc(npaths, sizeof(*j->paths));
+    if (!j->paths)
+        goto out_destroy_cond;
+    for (; j->npaths < npaths; j->npaths++) {
+        j->paths[j->npaths] = strdup(paths[j->npaths]);
+        if (!j->paths[j->npaths])
+            goto out_free_paths;
+    }
+    if (tag && !(j->tag = strdup(tag)))
+        goto out_free_paths;
+
+    pthread_mutex_lock(&le->lock);
+    reap_locked(le);
+    size_t running = 0;
+    for (struct load_job *o = le->jobs; o; o = o->next)
+        running += !atomic_load(&o->finished);
+    if (running >= LOAD_MAX_JOBS_RUNNING) {
+        rc = -EBUSY;
+        goto out_unlock;
+    }
+    do
+        new_id(j->id);
+    while (find_locked(le, j->id));
+    /* Job threads run with every signal blocked: signals belong to the main thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = -pthread_create(&j->coordinator, NULL, coordinator_main, j);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc < 0)
+        goto out_unlock;
+    j->next = le->jobs;
+    le->jobs = j;
+    memcpy(id, j->id, sizeof(j->id));
+    pthread_mutex_unlock(&le->lock);
+    return 0;
+
+out_unlock:
+    pthread_mutex_unlock(&le->lock);
+    free(j->tag);
+out_free_paths:
+    for (size_t i = 0; i < j->npaths; i++)
+        free(j->paths[i]);
+    free(j->paths);
+out_destroy_cond:
+    pthread_cond_destroy(&j->cond);
+out_destroy_lock:
+    pthread_mutex_destroy(&j->lock);
+out_free_job:
+    free(j);
+out:
+    return rc;
+}
+
+int load_job_find(struct load_engine *le, const char *tag, char id[LOAD_JOB_ID_LEN + 1])
+{
+    int rc = -ENOENT;
+    pthread_mutex_lock(&le->lock);
+    for (struct load_job *j = le->jobs; j; j = j->next) {
+        if (j->tag && strcmp(j->tag, tag) == 0) {
+            memcpy(id, j->id, sizeof(j->id));
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&le->lock);
+    return rc;
+}
+
+int load_job_get_status(struct load_engine *le, const char *id, struct load_job_status *out)
+{
+    pthread_mutex_lock(&le->lock);
+    struct load_job *j = find_locked(le, id);
+    if (!j) {
+        pthread_mutex_unlock(&le->lock);
+        return -ENOENT;
+    }
+    memset(out, 0, sizeof(*out));
+    memcpy(out->id, j->id, sizeof(j->id));
+    bool finished = atomic_load(&j->finished);
+    pthread_mutex_lock(&j->lock);
+    out->state = finished ? j->state : LOAD_RUNNING;
+    out->nerrors = j->nerrors;
+    memcpy(out->errors, j->errors, sizeof(out->errors));
+    pthread_mutex_unlock(&j->lock);
+    out->files_total = get(&j->files_total);
+    out->files_done = get(&j->files_done);
+    out->files_failed = get(&j->files_failed);
+    out->bytes_total = get(&j->bytes_total);
+    out->bytes_done = get(&j->bytes_done);
+    out->elapsed_ms = (finished ? atomic_load(&j->end_ms) : now_ms()) - j->start_ms;
+    pthread_mutex_unlock(&le->lock);
+    return 0;
+}
+
+int load_job_stop(struct load_engine *le, const char *id)
+{
+    pthread_mutex_lock(&le->lock);
+    struct load_job *j = find_locked(le, id);
+    if (j) {
+        atomic_store(&j->stop, true);
+        pthread_mutex_lock(&j->lock);
+        pthread_cond_broadcast(&j->cond);
+        pthread_mutex_unlock(&j->lock);
+    }
+    pthread_mutex_unlock(&le->lock);
+    return j ? 0 : -ENOENT;
+}
+
+uint64_t load_engine_running(struct load_engine *le)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&le->lock);
+    for (struct load_job *j = le->jobs; j; j = j->next)
+        n += !atomic_load(&j->finished);
+    pthread_mutex_unlock(&le->lock);
+    return n;
+}

@@ -1,0 +1,246 @@
+/*
+ * test_rest_load.c - component tests of the load job engine (fuse/rest_load.c) over the page
+ * and metadata caches and the local backend with the fault and stats layers (cache_env.h):
+ * a tree made resident, idempotent re-runs, partially cached files, missing paths, failing
+ * stores, stopping a job (made slow by the fault layer's delay), destroying the engine with a
+ * job under way, and argument errors. Counts of backend calls, never timings.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "cache/meta_cache.h"
+#include "cache/page_cache.h"
+#include "cache_env.h"
+#include "fuse/rest_load.h"
+#include "testlib.h"
+
+#define PSZ (64u << 10)
+
+struct env {
+    struct cache_env ce;
+    struct meta_cache *mc;
+    struct load_engine *le;
+    int seen; /* on_file calls */
+};
+
+static void on_file(void *cls, const char *key)
+{
+    struct env *e = cls;
+    __atomic_add_fetch(&e->seen, 1, __ATOMIC_RELAXED);
+}
+
+static void env_init(struct env *e, const char *tag)
+{
+    char err[256];
+    memset(e, 0, sizeof(*e));
+    cache_env_init(&e->ce, tag, PSZ, 1ull << 30, 0, 0);
+    struct meta_cache_conf mconf = {.dir = e->ce.cache, .ttl_ms = 600000};
+    CHECK_EQ(meta_cache_create(&mconf, e->ce.be, &e->mc, err, sizeof(err)), 0);
+    struct load_engine_conf lconf = {.pc = e->ce.pc, .mc = e->mc, .on_file = on_file, .cls = e};
+    CHECK_EQ(load_engine_create(&lconf, &e->le), 0);
+}
+
+static void env_fini(struct env *e)
+{
+    load_engine_destroy(e->le);
+    meta_cache_destroy(e->mc);
+    cache_env_fini(&e->ce);
+}
+
+/* Waits (bounded) until the job leaves RUNNING; returns its final status. */
+static struct load_job_status wait_job(struct env *e, const char *id)
+{
+    struct load_job_status st;
+    memset(&st, 0, sizeof(st));
+    for (int i = 0; i < 6000; i++) {
+        CHECK_EQ(load_job_get_status(e->le, id, &st), 0);
+        if (st.state != LOAD_RUNNING)
+            break;
+        usleep(10000);
+    }
+    CHECK(st.state != LOAD_RUNNING);
+    return st;
+}
+
+static uint64_t resident_pages(struct env *e, const char *key)
+{
+    struct pc_residency r;
+    CHECK_EQ(page_cache_residency(e->ce.pc, key, &r), 0);
+    return r.pages;
+}
+
+static void test_tree_resident_and_idempotent(void)
+{
+    struct env e;
+    env_init(&e, "load-tree");
+    free(cache_env_make_source(&e.ce, "t/a.bin", 3 * PSZ + 5, 1));
+    free(cache_env_make_source(&e.ce, "t/s/b.bin", PSZ, 2));
+    free(cache_env_make_source(&e.ce, "t/s/deep/c.bin", 10, 3));
+    free(cache_env_make_source(&e.ce, "t/s/empty", 0, 4));
+    free(cache_env_make_source(&e.ce, "other.bin", PSZ, 5));
+    char *paths[] = {"t"};
+    char id[LOAD_JOB_ID_LEN + 1];
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 3, "tag-t", id), 0);
+    CHECK_EQ(strlen(id), LOAD_JOB_ID_LEN);
+    struct load_job_status st = wait_job(&e, id);
+    CHECK_EQ(st.state, LOAD_SUCCEEDED);
+    CHECK_EQ(st.files_total, 4);
+    CHECK_EQ(st.files_done, 4);
+    CHECK_EQ(st.files_failed, 0);
+    CHECK_EQ(st.bytes_total, 4 * PSZ + 15);
+    CHECK_EQ(st.bytes_done, st.bytes_total);
+    CHECK_EQ(st.nerrors, 0);
+    CHECK_EQ(e.seen, 4);
+    CHECK_EQ(resident_pages(&e, "t/a.bin"), 4);
+    CHECK_EQ(resident_pages(&e, "t/s/b.bin"), 1);
+    CHECK_EQ(resident_pages(&e, "t/s/deep/c.bin"), 1);
+    CHECK_EQ(resident_pages(&e, "other.bin"), 0); /* outside the job's paths */
+    /* One GET per run of missing pages: a.bin is one run (4 pages < RUN_BYTES). */
+    uint64_t reads = cache_env_read_calls(&e.ce);
+    CHECK_EQ(reads, 3);
+
+    char found[LOAD_JOB_ID_LEN + 1];
+    CHECK_EQ(load_job_find(e.le, "tag-t", found), 0);
+    CHECK_STR(found, id);
+    CHECK_EQ(load_job_find(e.le, "tag-none", found), -ENOENT);
+
+    /* Re-running costs no GET; a single file path works too. */
+    char *again[] = {"t", "t/a.bin"};
+    CHECK_EQ(load_job_submit(e.le, again, 2, 1, NULL, id), 0);
+    st = wait_job(&e, id);
+    CHECK_EQ(st.state, LOAD_SUCCEEDED);
+    CHECK_EQ(st.files_total, 5);
+    CHECK_EQ(st.bytes_done, st.bytes_total);
+    CHECK_EQ(cache_env_read_calls(&e.ce), reads);
+    /* Stopping a finished job changes nothing. */
+    CHECK_EQ(load_job_stop(e.le, id), 0);
+    CHECK_EQ(load_job_get_status(e.le, id, &st), 0);
+    CHECK_EQ(st.state, LOAD_SUCCEEDED);
+    CHECK_EQ(load_engine_running(e.le), 0);
+    env_fini(&e);
+}
+
+static void test_partial_and_root(void)
+{
+    struct env e;
+    env_init(&e, "load-partial");
+    unsigned char *src = cache_env_make_source(&e.ce, "f.bin", 5 * PSZ, 7);
+    /* Page 2 is already cached: the job fetches pages 0-1 and 3-4, two runs. */
+    struct pc_file *f = cache_env_open_key(&e.ce, "f.bin", NULL);
+    unsigned char *buf = malloc(PSZ);
+    CHECK_EQ(page_cache_read(e.ce.pc, f, 2 * PSZ, PSZ, buf), PSZ);
+    CHECK(memcmp(buf, src + 2 * PSZ, PSZ) == 0);
+    pc_file_unref(f);
+    uint64_t reads = cache_env_read_calls(&e.ce);
+    char *paths[] = {""}; /* the root */
+    char id[LOAD_JOB_ID_LEN + 1];
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 2, NULL, id), 0);
+    struct load_job_status st = wait_job(&e, id);
+    CHECK_EQ(st.state, LOAD_SUCCEEDED);
+    CHECK_EQ(st.files_done, 1);
+    CHECK_EQ(cache_env_read_calls(&e.ce) - reads, 2);
+    CHECK_EQ(resident_pages(&e, "f.bin"), 5);
+    free(buf);
+    free(src);
+    env_fini(&e);
+}
+
+static void test_missing_path_and_failing_store(void)
+{
+    struct env e;
+    env_init(&e, "load-fail");
+    free(cache_env_make_source(&e.ce, "d/x.bin", 2 * PSZ, 8));
+    free(cache_env_make_source(&e.ce, "d/y.bin", PSZ, 9));
+    char *missing[] = {"d/x.bin", "nope/z"};
+    char id[LOAD_JOB_ID_LEN + 1];
+    CHECK_EQ(load_job_submit(e.le, missing, 2, 2, NULL, id), 0);
+    struct load_job_status st = wait_job(&e, id);
+    CHECK_EQ(st.state, LOAD_FAILED);
+    CHECK_EQ(st.files_done, 1); /* what exists is still loaded */
+    CHECK_EQ(st.nerrors, 1);
+    CHECK(strstr(st.errors[0], "nope/z") != NULL);
+
+    /* The listings are cached; now every store call fails. */
+    struct meta_dir list;
+    CHECK_EQ(meta_cache_list(e.mc, "", &list), 0);
+    meta_dir_clear(&list);
+    fault_backend_set(e.ce.fault, 0, EIO, 0);
+    char *d[] = {"d"};
+    CHECK_EQ(load_job_submit(e.le, d, 1, 2, NULL, id), 0);
+    st = wait_job(&e, id);
+    CHECK_EQ(st.state, LOAD_FAILED);
+    CHECK_EQ(st.files_total, 2);
+    CHECK_EQ(st.files_done, 1);   /* x.bin was resident already */
+    CHECK_EQ(st.files_failed, 1); /* y.bin could not be fetched */
+    CHECK(st.nerrors >= 1 && strstr(st.errors[0], "d/y.bin") != NULL);
+    fault_backend_set(e.ce.fault, 0, 0, 0);
+    env_fini(&e);
+}
+
+static void test_stop_and_destroy_while_running(void)
+{
+    struct env e;
+    env_init(&e, "load-stop");
+    char name[64];
+    for (int i = 0; i < 30; i++) {
+        snprintf(name, sizeof(name), "s/f%02d.bin", i);
+        free(cache_env_make_source(&e.ce, name, PSZ, 100 + (uint64_t)i));
+    }
+    char *paths[] = {"s"};
+    char id[LOAD_JOB_ID_LEN + 1];
+    /* Listing first (fast), then every call takes 50 ms: the job cannot finish before the
+     * stop below unless the stop is ignored. */
+    struct meta_dir list;
+    CHECK_EQ(meta_cache_list(e.mc, "s/", &list), 0);
+    meta_dir_clear(&list);
+    fault_backend_set(e.ce.fault, 1 << 30, 0, 50000);
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 1, NULL, id), 0);
+    CHECK_EQ(load_engine_running(e.le), 1);
+    CHECK_EQ(load_job_stop(e.le, id), 0);
+    struct load_job_status st = wait_job(&e, id);
+    CHECK_EQ(st.state, LOAD_STOPPED);
+    CHECK(st.files_done < 30);
+    CHECK(st.bytes_done < 30ull * PSZ);
+
+    /* A job under way when the engine is destroyed is stopped and joined. */
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 4, NULL, id), 0);
+    load_engine_destroy(e.le);
+    e.le = NULL;
+    fault_backend_set(e.ce.fault, 0, 0, 0);
+    env_fini(&e);
+}
+
+static void test_arguments(void)
+{
+    struct env e;
+    env_init(&e, "load-args");
+    char *paths[] = {"x"};
+    char id[LOAD_JOB_ID_LEN + 1];
+    struct load_job_status st;
+    CHECK_EQ(load_job_submit(e.le, paths, 0, 1, NULL, id), -EINVAL);
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 0, NULL, id), -EINVAL);
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 65, NULL, id), -EINVAL);
+    CHECK_EQ(load_job_get_status(e.le, "0123456789abcdef", &st), -ENOENT);
+    CHECK_EQ(load_job_stop(e.le, "0123456789abcdef"), -ENOENT);
+    CHECK_STR(load_state_name(LOAD_RUNNING), "RUNNING");
+    CHECK_STR(load_state_name(LOAD_SUCCEEDED), "SUCCEEDED");
+    CHECK_STR(load_state_name(LOAD_FAILED), "FAILED");
+    CHECK_STR(load_state_name(LOAD_STOPPED), "STOPPED");
+    struct load_engine *le;
+    struct load_engine_conf bad = {0};
+    CHECK_EQ(load_engine_create(&bad, &le), -EINVAL);
+    env_fini(&e);
+}
+
+int main(void)
+{
+    RUN(test_tree_resident_and_idempotent);
+    RUN(test_partial_and_root);
+    RUN(test_missing_path_and_failing_store);
+    RUN(test_stop_and_destroy_while_running);
+    RUN(test_arguments);
+    return test_finish();
+}
