@@ -1,0 +1,244 @@
+/*
+ * test_ctl_unit.c - unit tests of the pagefs_ctl helpers that need no daemon: mount-root walk,
+ * mount-relative paths, key=value lookup, number formatting, JSON access, the refusals of
+ * ctl_target_find outside a pagefs mount, the HTTP client against a socket nobody serves, the
+ * "cache in use" probe, and the exit codes of bad command lines.
+ */
+#include "testlib.h"
+#include "tools/ctl.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static void test_relative_path(void)
+{
+    char *rel = NULL;
+    CHECK_EQ(ctl_relative_path("/mnt/x", "/mnt/x", &rel), 0);
+    CHECK_STR(rel, "");
+    free(rel);
+    CHECK_EQ(ctl_relative_path("/mnt/x", "/mnt/x/a/b.jpg", &rel), 0);
+    CHECK_STR(rel, "a/b.jpg");
+    free(rel);
+    CHECK_EQ(ctl_relative_path("/", "/a/b", &rel), 0);
+    CHECK_STR(rel, "a/b");
+    free(rel);
+    CHECK_EQ(ctl_relative_path("/", "/", &rel), 0);
+    CHECK_STR(rel, "");
+    free(rel);
+    /* not at a component boundary, or outside */
+    CHECK_EQ(ctl_relative_path("/mnt/x", "/mnt/xy/a", &rel), -EINVAL);
+    CHECK_EQ(ctl_relative_path("/mnt/x", "/other", &rel), -EINVAL);
+}
+
+static void test_kv_get(void)
+{
+    const char *text = "backend=stats\nread_calls=12\ncontrol_socket=/var/cache/p/control.sock\n"
+                       "read_calls_x=5\nlast=1";
+    char *v = NULL;
+    CHECK_EQ(ctl_kv_get(text, "read_calls", &v), 0);
+    CHECK_STR(v, "12");
+    free(v);
+    CHECK_EQ(ctl_kv_get(text, "control_socket", &v), 0);
+    CHECK_STR(v, "/var/cache/p/control.sock");
+    free(v);
+    CHECK_EQ(ctl_kv_get(text, "last", &v), 0);
+    CHECK_STR(v, "1");
+    free(v);
+    CHECK_EQ(ctl_kv_get(text, "read", &v), -ENOENT);
+    CHECK_EQ(ctl_kv_get(text, "calls", &v), -ENOENT);
+    CHECK_EQ(ctl_kv_get("", "a", &v), -ENOENT);
+}
+
+static void test_mount_root(void)
+{
+    char *dir = test_mkdtemp("ctl-root");
+    char sub[4096], *root = NULL;
+    snprintf(sub, sizeof(sub), "%s/a/b", dir);
+    CHECK_EQ(test_write_file(sub, "x", 1), 0);
+    char *abs = realpath(sub, NULL);
+    CHECK(abs != NULL);
+    CHECK_EQ(ctl_mount_root(abs, &root), 0);
+    if (root) {
+        /* root is on abs's device, its parent (unless root is "/") is not */
+        struct stat a, r, p;
+        CHECK_EQ(stat(abs, &a), 0);
+        CHECK_EQ(stat(root, &r), 0);
+        CHECK_EQ((long long)a.st_dev, (long long)r.st_dev);
+        CHECK(strncmp(abs, root, strlen(root)) == 0);
+        if (strcmp(root, "/") != 0) {
+            char *parent = strdup(root);
+            char *slash = strrchr(parent, '/');
+            if (slash == parent)
+                slash[1] = '\0';
+            else
+                *slash = '\0';
+            CHECK_EQ(stat(parent, &p), 0);
+            CHECK(p.st_dev != r.st_dev);
+            free(parent);
+        }
+    }
+    free(root);
+    CHECK_EQ(ctl_mount_root("relative/path", &root), -EINVAL);
+    snprintf(sub, sizeof(sub), "%s/missing", dir);
+    CHECK_EQ(ctl_mount_root(sub, &root), -ENOENT);
+    /* /proc is its own mount: its root is /proc */
+    CHECK_EQ(ctl_mount_root("/proc/self", &root), 0);
+    CHECK_STR(root, "/proc");
+    free(root);
+    free(abs);
+    test_rm_rf(dir);
+    free(dir);
+}
+
+static void test_format(void)
+{
+    char b[32];
+    CHECK_STR(ctl_fmt_bytes(0, b, sizeof(b)), "0 B");
+    CHECK_STR(ctl_fmt_bytes(1023, b, sizeof(b)), "1023 B");
+    CHECK_STR(ctl_fmt_bytes(1536, b, sizeof(b)), "1.50 KiB");
+    CHECK_STR(ctl_fmt_bytes(100.0 * 1048576, b, sizeof(b)), "100.0 MiB");
+    CHECK_STR(ctl_fmt_bytes(-5, b, sizeof(b)), "0 B");
+    CHECK_STR(ctl_fmt_duration(0, b, sizeof(b)), "0s");
+    CHECK_STR(ctl_fmt_duration(59.4, b, sizeof(b)), "59s");
+    CHECK_STR(ctl_fmt_duration(185, b, sizeof(b)), "3m05s");
+    CHECK_STR(ctl_fmt_duration(3720, b, sizeof(b)), "1h02m");
+    CHECK_STR(ctl_fmt_duration(90000, b, sizeof(b)), "1d01h");
+    CHECK_STR(ctl_fmt_duration(-1, b, sizeof(b)), "--");
+}
+
+static void test_json_access(void)
+{
+    struct json_object *o = json_tokener_parse(
+        "{\"a\": 5, \"s\": \"x\", \"c\": {\"hit_pages\": 12, \"neg\": -3, \"d\": 2.5},"
+        " \"big\": 18446744073709551615}");
+    CHECK(o != NULL);
+    CHECK_EQ(ctl_json_u64(o, "a"), 5);
+    CHECK_EQ(ctl_json_u64(o, "c.hit_pages"), 12);
+    CHECK_EQ(ctl_json_u64(o, "c.neg"), 0);
+    CHECK_EQ(ctl_json_u64(o, "c.d"), 2);
+    CHECK(ctl_json_u64(o, "big") == UINT64_MAX);
+    CHECK_EQ(ctl_json_u64(o, "c.missing"), 0);
+    CHECK_EQ(ctl_json_u64(o, "s"), 0);
+    CHECK_EQ(ctl_json_u64(o, "a.b"), 0);
+    CHECK_STR(ctl_json_str(o, "s"), "x");
+    CHECK_STR(ctl_json_str(o, "a"), "");
+    CHECK_STR(ctl_json_str(NULL, "a"), "");
+    json_object_put(o);
+}
+
+static void test_target_outside_pagefs(void)
+{
+    char *dir = test_mkdtemp("ctl-target");
+    char missing[4096], *rel = NULL;
+    struct ctl_target t;
+    /* a directory that is not in a pagefs mount */
+    CHECK_EQ(ctl_target_find(dir, &t, &rel), CTL_EXIT_UNREACHABLE);
+    CHECK_EQ(ctl_target_find("/proc/self", &t, &rel), CTL_EXIT_UNREACHABLE);
+    /* a path that cannot be accessed is a usage error */
+    snprintf(missing, sizeof(missing), "%s/missing", dir);
+    CHECK_EQ(ctl_target_find(missing, &t, &rel), CTL_EXIT_USAGE);
+    char *paths[] = {dir, missing};
+    struct json_object *arr = NULL;
+    CHECK_EQ(ctl_target_find_paths(paths, 2, &t, &arr), CTL_EXIT_UNREACHABLE);
+    CHECK(arr == NULL);
+    test_rm_rf(dir);
+    free(dir);
+}
+
+static void test_http_nobody_listening(void)
+{
+    char *dir = test_mkdtemp("ctl-http");
+    char sock[108], err[512];
+    long status = 0;
+    struct json_object *reply = NULL;
+    struct ctl_http *h = NULL;
+    CHECK(strlen(dir) + 14 < sizeof(sock));
+    snprintf(sock, sizeof(sock), "%.90s/control.sock", dir);
+    CHECK_EQ(ctl_http_create(sock, &h), 0);
+    /* no socket file at all */
+    int rc = ctl_http_request(h, "GET", "/api/v1/stats", NULL, &status, &reply, err, sizeof(err));
+    CHECK_EQ(rc, -ECONNREFUSED);
+    CHECK(reply == NULL);
+    CHECK(strstr(err, "control.sock") != NULL);
+    CHECK_EQ(ctl_call(h, "GET", "/api/v1/stats", NULL, &reply), CTL_EXIT_UNREACHABLE);
+    /* a socket file nobody listens on any more */
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, sock, sizeof(sock));
+    CHECK_EQ(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(fd);
+    CHECK_EQ(ctl_call(h, "GET", "/api/v1/stats", NULL, &reply), CTL_EXIT_UNREACHABLE);
+    CHECK_EQ(ctl_cache_in_use(dir), 0);
+    ctl_http_destroy(h);
+
+    /* a listening socket: the cache counts as in use */
+    unlink(sock);
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK_EQ(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    CHECK_EQ(listen(fd, 4), 0);
+    CHECK_EQ(ctl_cache_in_use(dir), 1);
+    close(fd);
+    CHECK_EQ(ctl_cache_in_use("/nonexistent-dir"), 0);
+    test_rm_rf(dir);
+    free(dir);
+}
+
+static void test_escape(void)
+{
+    char *e = ctl_url_escape("/a b/c&d#e%f+g");
+    CHECK_STR(e, "%2Fa%20b%2Fc%26d%23e%25f%2Bg");
+    free(e);
+}
+
+static int run_argv(int argc, const char *const *argv)
+{
+    return pagefs_ctl_main(argc, (char **)argv);
+}
+
+static void test_usage_codes(void)
+{
+    CHECK(pagefs_ctl_is_command("load"));
+    CHECK(pagefs_ctl_is_command("fsck"));
+    CHECK(!pagefs_ctl_is_command("mount"));
+    CHECK(!pagefs_ctl_is_command(NULL));
+    const char *a1[] = {"pagefs", "load"};
+    CHECK_EQ(run_argv(2, a1), CTL_EXIT_USAGE);
+    const char *a2[] = {"pagefs", "load", "--threads", "0", "/tmp"};
+    CHECK_EQ(run_argv(5, a2), CTL_EXIT_USAGE);
+    const char *a3[] = {"pagefs", "load", "--bogus", "/tmp"};
+    CHECK_EQ(run_argv(4, a3), CTL_EXIT_USAGE);
+    const char *a4[] = {"pagefs", "evict"};
+    CHECK_EQ(run_argv(2, a4), CTL_EXIT_USAGE);
+    const char *a5[] = {"pagefs", "cache", "rm", "/tmp"};
+    CHECK_EQ(run_argv(4, a5), CTL_EXIT_USAGE);
+    const char *a6[] = {"pagefs", "cache", "ls", "/tmp", "/proc"};
+    CHECK_EQ(run_argv(5, a6), CTL_EXIT_USAGE);
+    const char *a7[] = {"pagefs", "stats", "--watch=0", "/tmp"};
+    CHECK_EQ(run_argv(4, a7), CTL_EXIT_USAGE);
+    const char *a8[] = {"pagefs", "fsck"};
+    CHECK_EQ(run_argv(2, a8), CTL_EXIT_USAGE);
+    const char *a9[] = {"pagefs", "stats", "/proc"};
+    CHECK_EQ(run_argv(3, a9), CTL_EXIT_UNREACHABLE);
+    const char *a10[] = {"pagefs", "frob"};
+    CHECK_EQ(run_argv(2, a10), CTL_EXIT_USAGE);
+}
+
+int main(void)
+{
+    RUN(test_relative_path);
+    RUN(test_kv_get);
+    RUN(test_mount_root);
+    RUN(test_format);
+    RUN(test_json_access);
+    RUN(test_target_outside_pagefs);
+    RUN(test_http_nobody_listening);
+    RUN(test_escape);
+    RUN(test_usage_codes);
+    return test_finish();
+}

@@ -1,0 +1,226 @@
+/*
+ * ctl_stats.c - `pagefs stats [PATH] [--json] [--watch [SECONDS]]`: the daemon's counters.
+ *
+ * Design: one GET /api/v1/stats, printed as a table of sections (cache, remote, prefetch,
+ * fuse) with the derived figures a person wants (hit ratio, cache fill, prefetch use), or as
+ * the daemon's JSON object with --json. --watch prints the table once and then, every
+ * SECONDS (default 1), one line of rates computed from the deltas of the monotonic counters
+ * between two samples (hit ratio of the interval, MB/s from cache and from remote, remote
+ * requests/s); with --json, one compact JSON object per sample and line. A watch ends on
+ * SIGINT/SIGTERM (exit 0); the signals are blocked and taken with sigtimedwait, so there is
+ * no handler and no global flag.
+ *
+ * No state beyond locals; no locks.
+ */
+#include "tools/ctl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char stats_usage[] =
+    "Usage: pagefs stats [PATH] [--json] [--watch [SECONDS]]\n"
+    "Shows the counters of the pagefs daemon serving PATH (default: the current directory,\n"
+    "or the only pagefs mount): cache hits and misses, bytes served from the cache and\n"
+    "fetched from the remote store, cache fill, remote requests, prefetching, FUSE requests.\n"
+    "\n"
+    "Options:\n"
+    "  --json               print the daemon's JSON object (with --watch: one per line)\n"
+    "  --watch [SECONDS]    then print rates every SECONDS (default 1) until interrupted\n"
+    "  --help               print this text\n"
+    "\n"
+    "Exit status: 0 ok, 1 the daemon refused, 2 usage error or PATH not accessible,\n"
+    "3 not a pagefs mount or the daemon does not answer.\n";
+
+static double pct(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+#define U(path) ctl_json_u64(s, path)
+
+static void print_table(struct json_object *s)
+{
+    char b1[32], b2[32], d[32];
+    uint64_t hits = U("cache.hit_pages"), misses = U("cache.miss_pages");
+    printf("pagefs %s: %s on %s, up %s\n", ctl_json_str(s, "version"), ctl_json_str(s, "source"),
+           ctl_json_str(s, "mountpoint"), ctl_fmt_duration((double)U("uptime_s"), d, sizeof(d)));
+    printf("page size %s\n", ctl_fmt_bytes((double)U("page_size"), b1, sizeof(b1)));
+    printf("\ncache\n");
+    if (hits + misses)
+        printf("  %-16s %.1f %%  (pages: %" PRIu64 " hits, %" PRIu64 " misses)\n", "hit ratio",
+               pct(hits, hits + misses), hits, misses);
+    else
+        printf("  %-16s --  (no reads yet)\n", "hit ratio");
+    printf("  %-16s %s\n", "from cache", ctl_fmt_bytes((double)U("cache.hit_bytes"), b1, 32));
+    printf("  %-16s %s\n", "fetched", ctl_fmt_bytes((double)U("cache.fetched_bytes"), b1, 32));
+    printf("  %-16s %s of %s (%.1f %%), %" PRIu64 " pages\n", "resident",
+           ctl_fmt_bytes((double)U("cache.resident_bytes"), b1, sizeof(b1)),
+           ctl_fmt_bytes((double)U("cache.capacity_bytes"), b2, sizeof(b2)),
+           pct(U("cache.resident_bytes"), U("cache.capacity_bytes")), U("cache.resident_pages"));
+    printf("  %-16s %" PRIu64 "\n", "evicted pages", U("cache.evicted_pages"));
+    printf("  %-16s %" PRIu64 "\n", "corrupt pages", U("cache.corrupt_pages"));
+    printf("  %-16s %" PRIu64 "\n", "write errors", U("cache.write_errors"));
+    printf("\nremote\n");
+    printf("  %-16s %" PRIu64 "  (stat %" PRIu64 ", list %" PRIu64 ", read %" PRIu64 ")\n",
+           "requests", U("remote.requests"), U("remote.stat"), U("remote.list"), U("remote.read"));
+    printf("  %-16s %s\n", "bytes", ctl_fmt_bytes((double)U("remote.bytes"), b1, sizeof(b1)));
+    printf("  %-16s %" PRIu64 "\n", "errors", U("remote.errors"));
+    printf("  %-16s %" PRIu64 "\n", "in flight", U("remote.inflight"));
+    printf("\nprefetch\n");
+    printf("  %-16s %" PRIu64 "\n", "fetched pages", U("prefetch.fetched_pages"));
+    printf("  %-16s %" PRIu64 " (%.1f %%)\n", "used pages", U("prefetch.used_pages"),
+           pct(U("prefetch.used_pages"), U("prefetch.fetched_pages")));
+    printf("  %-16s %" PRIu64 "\n", "in flight", U("prefetch.inflight"));
+    printf("  %-16s %" PRIu64 "\n", "pending", U("prefetch.pending"));
+    printf("\nfuse\n");
+    printf("  %-16s %" PRIu64 " (%s)\n", "reads", U("fuse.reads"),
+           ctl_fmt_bytes((double)U("fuse.read_bytes"), b1, sizeof(b1)));
+    printf("  %-16s %" PRIu64 "\n", "opens", U("fuse.opens"));
+    printf("  %-16s %" PRIu64 "\n", "lookups", U("fuse.lookups"));
+}
+
+/* Difference of a counter between two samples; 0 when it went down (daemon restarted). */
+static double delta(struct json_object *s, struct json_object *p, const char *path)
+{
+    uint64_t a = ctl_json_u64(s, path), b = ctl_json_u64(p, path);
+    return a >= b ? (double)(a - b) : 0.0;
+}
+
+static void print_rate_header(void)
+{
+    printf("%-8s %7s %11s %12s %9s %12s\n", "TIME", "HIT%", "CACHE MB/s", "REMOTE MB/s", "REQ/s",
+           "RESIDENT");
+}
+
+static void print_rate_line(struct json_object *s, struct json_object *p, double dt)
+{
+    char clock[16], hit[16], b[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
+    double dh = delta(s, p, "cache.hit_pages"), dm = delta(s, p, "cache.miss_pages");
+    if (dh + dm > 0)
+        snprintf(hit, sizeof(hit), "%.1f", 100.0 * dh / (dh + dm));
+    else
+        snprintf(hit, sizeof(hit), "--");
+    printf("%-8s %7s %11.2f %12.2f %9.1f %12s\n", clock, hit,
+           delta(s, p, "cache.hit_bytes") / dt / 1e6, delta(s, p, "remote.bytes") / dt / 1e6,
+           delta(s, p, "remote.requests") / dt,
+           ctl_fmt_bytes((double)U("cache.resident_bytes"), b, sizeof(b)));
+}
+
+#undef U
+
+/* Parses a positive number of seconds; 0 on success. */
+static int parse_seconds(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0.1) || v > 86400)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int ctl_cmd_stats(int argc, char **argv)
+{
+    const char *path = NULL;
+    int json = 0, watch = 0, only_operands = 0;
+    double interval = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_operands && strcmp(a, "--") == 0) {
+            only_operands = 1;
+        } else if (!only_operands && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+            fputs(stats_usage, stdout);
+            return CTL_EXIT_OK;
+        } else if (!only_operands && strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (!only_operands && strcmp(a, "--watch") == 0) {
+            watch = 1;
+            if (i + 1 < argc && parse_seconds(argv[i + 1], &interval) == 0)
+                i++;
+        } else if (!only_operands && strncmp(a, "--watch=", 8) == 0) {
+            watch = 1;
+            if (parse_seconds(a + 8, &interval) < 0) {
+                ctl_errorf("stats: --watch takes seconds (0.1 to 86400), not '%s'", a + 8);
+                return CTL_EXIT_USAGE;
+            }
+        } else if (!only_operands && a[0] == '-' && a[1] != '\0') {
+            ctl_errorf("stats: unknown option '%s' (try --help)", a);
+            return CTL_EXIT_USAGE;
+        } else if (path) {
+            ctl_errorf("stats takes one PATH, got '%s' and '%s'", path, a);
+            return CTL_EXIT_USAGE;
+        } else {
+            path = a;
+        }
+    }
+
+    struct ctl_target t;
+    struct ctl_http *h = NULL;
+    struct json_object *s = NULL, *prev = NULL;
+    sigset_t old;
+    int code = ctl_target_find(path, &t, NULL);
+    if (code != CTL_EXIT_OK)
+        return code;
+    if (ctl_http_create(t.control_socket, &h) < 0) {
+        ctl_errorf("out of memory");
+        code = CTL_EXIT_FAILED;
+        goto out_clear;
+    }
+    code = ctl_call(h, "GET", "/api/v1/stats", NULL, &s);
+    if (code != CTL_EXIT_OK)
+        goto out_destroy;
+    if (json)
+        ctl_json_print(stdout, s, !watch);
+    else
+        print_table(s);
+    if (!watch)
+        goto out_put;
+
+    ctl_block_signals(&old);
+    double t_prev = ctl_now();
+    if (!json) {
+        printf("\n");
+        print_rate_header();
+    }
+    fflush(stdout);
+    for (int lines = 0;; lines++) {
+        if (ctl_wait(interval) != 0)
+            break;
+        json_object_put(prev);
+        prev = s;
+        s = NULL;
+        code = ctl_call(h, "GET", "/api/v1/stats", NULL, &s);
+        if (code != CTL_EXIT_OK)
+            break;
+        double t_now = ctl_now();
+        if (json) {
+            ctl_json_print(stdout, s, 0);
+        } else {
+            if (lines > 0 && lines % 20 == 0)
+                print_rate_header();
+            print_rate_line(s, prev, t_now - t_prev > 1e-3 ? t_now - t_prev : 1e-3);
+        }
+        fflush(stdout);
+        t_prev = t_now;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+out_put:
+    json_object_put(prev);
+    json_object_put(s);
+out_destroy:
+    ctl_http_destroy(h);
+out_clear:
+    ctl_target_clear(&t);
+    return code;
+}
