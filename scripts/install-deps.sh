@@ -17,14 +17,20 @@ build_pkgs=(
   libxxhash-dev                      # page checksums (XXH3)
   libssl-dev                         # libcrypto: SHA-256 for file ids and payload hashes
   libjson-c-dev                      # JSON output of the tools (never built by string pasting)
+  libmicrohttpd-dev                  # the daemon's REST API, /metrics and control socket
   libhttp-parser-dev                 # HTTP/1.1 message boundaries in the link shaper
+  libxml2-dev                        # HTML directory listings of http(s):// sources
 )
 test_pkgs=(
   ceph-mon ceph-osd radosgw ceph-common  # a real S3 server (Ceph radosgw) for the tests
   awscli python3-boto3                   # ground truth and test data uploads
   python3                                # /usr/bin/python3 drives the mount tests
+  chromium chromium-driver python3-selenium  # the dashboard test: a real headless browser
   attr procps curl coreutils             # getfattr; pgrep; curl and timeout/setsid for rgw.sh
   python3-yaml systemd util-linux groff-base  # deploy tests: manifests, unit files, setpriv, man page
+  prometheus                             # scrapes /metrics in the REST tests (format proof)
+  nginx-light openssl                    # autoindex server (+ a self-signed TLS cert) for the http(s):// tests
+  clang libclang-rt-14-dev               # libFuzzer targets (scripts/fuzz.sh, run by test.sh)
 )
 
 bench_pkgs=(

@@ -4,7 +4,9 @@
 #   scripts/test.sh                 the default suite
 #   PAGEFS_SANITIZE=asan scripts/test.sh   the same suite under ASan+UBSan (tsan: TSan)
 #   CTEST_ARGS="-L unit" scripts/test.sh   a subset, by ctest label
+# After the suite, scripts/fuzz.sh runs every libFuzzer target for 20 s (skipped for a subset).
 # The benchmark smoke test (label bench) is left out; scripts/bench.sh runs the benchmarks.
+# The long reliability runs (label soak) are left out too: CTEST_ARGS="-L soak" runs them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh" --test
@@ -20,4 +22,9 @@ cmake -S "$here" -B "$build" "${flags[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
 # shellcheck disable=SC2086
-ctest --output-on-failure -j2 -LE bench ${CTEST_ARGS:-}
+ctest --output-on-failure -j2 -LE 'bench|soak' ${CTEST_ARGS:-}
+# Then every libFuzzer target for a fixed 20 s (Clang, build-fuzz; tests/fuzz). Not for a
+# subset run (CTEST_ARGS given).
+if [ -z "${CTEST_ARGS:-}" ]; then
+  "$here/scripts/fuzz.sh" --time 20
+fi
