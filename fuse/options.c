@@ -685,6 +685,7 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "       %s SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
         "       %s --help | --version\n"
         "       mount -t fuse.pagefs SOURCE MOUNTPOINT -o opt[,opt...]   (mount.fuse.pagefs)\n"
+        "       %s load|stats|evict|cache ls|fsck ...   (a running mount; COMMAND --help)\n"
         "\n"
         "Mounts SOURCE read-only at MOUNTPOINT and keeps what was read in a local page cache.\n"
         "SOURCE is s3://bucket[/prefix], http(s)://host[:port]/path/ (an index listing tree, or\n"
@@ -755,6 +756,6 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "\n"
         "fstab words, accepted and ignored: defaults, rw, _netdev, nofail, auto, noauto, user,\n"
         "users, nouser, owner, group, comment=, x-*\n",
-        prog, prog, prog, pagefs_log_level_name(PAGEFS_DEFAULT_LOG_LEVEL), PAGEFS_DEFAULT_RETRIES,
+        prog, prog, prog, prog, pagefs_log_level_name(PAGEFS_DEFAULT_LOG_LEVEL), PAGEFS_DEFAULT_RETRIES,
         PAGEFS_DEFAULT_TIMEOUT, dir, PAGEFS_DEFAULT_META_TTL);
 }

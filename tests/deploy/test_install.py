@@ -118,7 +118,7 @@ class InstallTest(unittest.TestCase):
             if m:
                 names |= set(m.groups())
                 continue
-            m = re.match(r"^  ([a-z_]+)(?:=[A-Z]+)?(?:\s{2,}|$)", line)
+            m = re.match(r"^  ([a-z_]+)(?:=\S+)?(?:\s{2,}|$)", line)
             if m:
                 names.add(m.group(1))
             line = re.sub(r"^.*:", "", re.sub(r"\(.*?\)", "", line))
