@@ -40,6 +40,9 @@
 #endif
 
 #define MAX_LIST_PAGES 1000000
+/* How long a stale listing served because the store is unreachable is held before the store
+ * is asked again (at most one TTL). */
+#define STALE_REARM_MS 30000u
 
 enum mstmt_id {
     MS_BEGIN,
@@ -48,6 +51,7 @@ enum mstmt_id {
     MS_DIR_GET,
     MS_DIR_PUT,
     MS_DIR_DEL,
+    MS_DIR_REARM,
     MS_ENTRIES_DEL,
     MS_ENTRY_INS,
     MS_ENTRY_GET,
@@ -62,6 +66,7 @@ static const char *const mstmt_sql[MS_COUNT] = {
     [MS_DIR_GET] = "SELECT fetched_ms, found FROM dirs WHERE dir = ?1",
     [MS_DIR_PUT] = "INSERT OR REPLACE INTO dirs(dir, fetched_ms, found) VALUES(?1, ?2, ?3)",
     [MS_DIR_DEL] = "DELETE FROM dirs WHERE dir = ?1",
+    [MS_DIR_REARM] = "UPDATE dirs SET fetched_ms = ?2 WHERE dir = ?1",
     [MS_ENTRIES_DEL] = "DELETE FROM entries WHERE dir = ?1",
     [MS_ENTRY_INS] = "INSERT INTO entries(dir, name, is_dir, size, mtime_ns, version) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
@@ -381,6 +386,16 @@ static int ensure_listing(struct meta_cache *mc, const char *dir)
         if (dir_row(mc, dir, &fetched, &stale_found)) {
             mc->stats.stale_served++;
             rc = stale_found ? 0 : -ENOENT;
+            /* Re-arm: the stale listing counts as fresh for a while (one TTL, at most
+             * STALE_REARM_MS), so that lookups in it do not each pay a full round of
+             * retries while the store is down. Best effort: a failed update only means
+             * the next lookup tries the store again. */
+            uint64_t hold = mc->ttl_ms < STALE_REARM_MS ? mc->ttl_ms : STALE_REARM_MS;
+            sqlite3_stmt *s = mstmt(mc, MS_DIR_REARM);
+            sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 2, wall_ms() - (int64_t)mc->ttl_ms + (int64_t)hold);
+            sqlite3_step(s);
+            sqlite3_reset(s);
         }
     }
     meta_dir_clear(&d);
