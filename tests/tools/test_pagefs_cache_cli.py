@@ -137,7 +137,7 @@ class PagefsCacheCliTest(unittest.TestCase):
         r = run("info", "--json", self.cache)
         self.assertEqual(r.returncode, 0, r.stderr)
         j = json.loads(r.stdout)
-        self.assertEqual(j, {"cache_dir": self.cache, "schema_version": 1, "page_size": PS,
+        self.assertEqual(j, {"cache_dir": self.cache, "schema_version": 2, "page_size": PS,
                              "files": len(SOURCES), "pages": PAGES, "bytes": BYTES,
                              "listings": 2, "entries": 4})
         # Options may follow the directory.
