@@ -34,20 +34,24 @@
  * http.server) work, at the price of the skipped bytes.
  *
  * Every op is one request (a listing: one GET plus its HEADs) on an easy handle borrowed from
- * a keep-alive pool; retries belong to the retry layer, and http_map_error() is the one place
- * curl codes and statuses become errno. Redirects are followed (at most MAX_REDIRS, http and
- * https only); https verifies certificates (curl's defaults, never turned off). Sources with
- * credentials in the URL are refused (they would show in messages and mount tables).
+ * a keep-alive pool (curl_common.c, shared with s3.c, as are the body buffer, the header
+ * helpers and the common easy options); retries belong to the retry layer, and
+ * http_map_error() is the one place curl codes and statuses become errno. Redirects are
+ * followed (at most MAX_REDIRS, http and https only); https verifies certificates (curl's
+ * defaults, never turned off). Sources with credentials in the URL are refused (they would
+ * show in messages and mount tables).
  *
  * Invariants: `mode` goes from MODE_UNKNOWN to MODE_DIR or MODE_FILE once and never changes
  * back; the fields it implies (base_url/base_path, file_url/file_name) are set before it.
  * A read reply is accepted only when its bytes are exactly [off, off + n) of the expected
  * version. Reply bodies are bounded (LIST_BODY_MAX, the caller's buffer for reads).
  *
- * Lock order: mode_lock, then pool_lock. mode_lock is held across the resolving HEAD only
- * (callers of the first op wait for it); pool_lock is a leaf, never held across a request.
+ * Lock order: mode_lock, then the pool's lock (curl_common.c). mode_lock is held across the
+ * resolving HEAD only (callers of the first op wait for it); the pool's lock is a leaf,
+ * never held across a request.
  */
 #include "backends/backend.h"
+#include "backends/curl_common.h"
 #include "backends/http_listing.h"
 #include "backends/s3_xml.h"
 
@@ -76,15 +80,11 @@ struct http {
     char *base_path; /* MODE_DIR: its path, percent-encoded, starting and ending in '/' */
     char *file_url;  /* MODE_FILE: the file's URL (the source) */
     char *file_name; /* MODE_FILE: the one child's name */
-    long timeout_ms, connect_timeout_ms;
-    int verbose;
+    struct curl_common_conf cconf; /* timeouts, PAGEFS_HTTP_DEBUG */
+    struct curl_pool *pool;
 
     pthread_mutex_t mode_lock;
     enum http_mode mode; /* guarded by mode_lock until set, immutable after */
-
-    pthread_mutex_t pool_lock;
-    CURL *pool[POOL_MAX]; /* idle handles, guarded by pool_lock */
-    size_t pool_n;
 };
 
 /* One request and what came back. */
@@ -94,11 +94,9 @@ struct http_req {
     const char *range; /* "bytes=a-b" or NULL */
     char cond[160];    /* a conditional header line ("If-Match: ...") or "" */
 
-    /* 2xx body: into buf (capacity cap); grow: malloc'd, up to max. A 200 reply to a ranged
-     * GET (whole body) skips its first `skip` bytes and ends once cap bytes are in. */
-    char *buf;
-    size_t len, cap, max;
-    int grow, overflow;
+    /* 2xx body: the caller's buffer for reads, a growing one for listings. A 200 reply to a
+     * ranged GET (whole body) skips its first `skip` bytes and ends once cap bytes are in. */
+    struct curl_body body;
     uint64_t skip, skipped;
     int cut; /* the transfer was ended on purpose: all wanted bytes are in */
 
@@ -114,13 +112,6 @@ struct http_req {
     char *effective_url;                          /* after redirects */
 };
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT; /* written once, by pthread_once */
-
-static void curl_init_once(void)
-{
-    (void)curl_global_init(CURL_GLOBAL_ALL);
-}
-
 /* --- errors ------------------------------------------------------------------------- */
 
 /* The one mapping of curl codes and HTTP statuses to errno for this backend: the S3 one
@@ -131,32 +122,6 @@ static int http_map_error(CURLcode cc, long status, long os_errno)
     if (cc == CURLE_OK && status == 410)
         return -ENOENT;
     return s3_map_error((int)cc, status, os_errno, NULL);
-}
-
-/* --- handle pool -------------------------------------------------------------------- */
-
-static CURL *pool_take(struct http *h)
-{
-    CURL *c = NULL;
-    pthread_mutex_lock(&h->pool_lock);
-    if (h->pool_n > 0)
-        c = h->pool[--h->pool_n];
-    pthread_mutex_unlock(&h->pool_lock);
-    if (!c)
-        c = curl_easy_init();
-    return c;
-}
-
-static void pool_return(struct http *h, CURL *c)
-{
-    pthread_mutex_lock(&h->pool_lock);
-    if (h->pool_n < POOL_MAX) {
-        h->pool[h->pool_n++] = c;
-        c = NULL;
-    }
-    pthread_mutex_unlock(&h->pool_lock);
-    if (c)
-        curl_easy_cleanup(c);
 }
 
 /* --- callbacks ---------------------------------------------------------------------- */
@@ -179,49 +144,17 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
             if (n == 0)
                 return size * nmemb;
         }
-        size_t room = r->cap - r->len, take = n < room ? n : room;
-        memcpy(r->buf + r->len, data, take);
-        r->len += take;
-        if (r->len == r->cap) {
+        struct curl_body *b = &r->body;
+        size_t room = b->cap - b->len, take = n < room ? n : room;
+        memcpy(b->buf + b->len, data, take);
+        b->len += take;
+        if (b->len == b->cap) {
             r->cut = 1;
             return 0; /* ends the transfer (CURLE_WRITE_ERROR, cut set) */
         }
         return size * nmemb;
     }
-    if (r->len + n > r->cap) {
-        if (!r->grow || r->len + n > r->max) {
-            r->overflow = 1;
-            return 0;
-        }
-        size_t cap = r->cap ? r->cap : 64 * 1024;
-        while (cap < r->len + n)
-            cap *= 2;
-        if (cap > r->max)
-            cap = r->max;
-        char *grown = realloc(r->buf, cap);
-        if (!grown) {
-            r->overflow = 1;
-            return 0;
-        }
-        r->buf = grown;
-        r->cap = cap;
-    }
-    memcpy(r->buf + r->len, data, n);
-    r->len += n;
-    return n;
-}
-
-static char *header_value(const char *line, size_t n, const char *name)
-{
-    size_t nl = strlen(name);
-    if (n <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
-        return NULL;
-    const char *v = line + nl + 1, *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    return strndup(v, (size_t)(end - v));
+    return curl_body_append(&r->body, data, n);
 }
 
 static int64_t http_date(const char *v)
@@ -236,12 +169,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
     size_t n = size * nmemb;
     char *v;
 
-    if (n > 5 && strncmp(data, "HTTP/", 5) == 0) {
+    if (curl_status_line(data, n, &r->status)) {
         /* A new reply (a redirect's target, after 100-continue): forget the last one. */
-        const char *p = memchr(data, ' ', n), *end = data + n;
-        r->status = 0;
-        for (p = p ? p + 1 : end; p < end && *p >= '0' && *p <= '9'; p++)
-            r->status = r->status * 10 + (*p - '0');
         free(r->etag);
         free(r->content_type);
         r->etag = r->content_type = NULL;
@@ -249,38 +178,27 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
         r->content_length = r->last_modified = r->date = -1;
         return n;
     }
-    if ((v = header_value(data, n, "ETag"))) {
+    if ((v = curl_header_value(data, n, "ETag"))) {
         free(r->etag);
         r->etag = v;
-    } else if ((v = header_value(data, n, "Content-Type"))) {
+    } else if ((v = curl_header_value(data, n, "Content-Type"))) {
         free(r->content_type);
         r->content_type = v;
-    } else if ((v = header_value(data, n, "Content-Length"))) {
+    } else if ((v = curl_header_value(data, n, "Content-Length"))) {
         char *e = NULL;
         unsigned long long x = strtoull(v, &e, 10);
         r->content_length =
             (*v >= '0' && *v <= '9' && e && !*e && x <= INT64_MAX) ? (int64_t)x : -1;
         free(v);
-    } else if ((v = header_value(data, n, "Last-Modified"))) {
+    } else if ((v = curl_header_value(data, n, "Last-Modified"))) {
         r->last_modified = http_date(v);
         free(v);
-    } else if ((v = header_value(data, n, "Date"))) {
+    } else if ((v = curl_header_value(data, n, "Date"))) {
         r->date = http_date(v);
         free(v);
-    } else if ((v = header_value(data, n, "Content-Range"))) {
-        unsigned long long a, b, t;
-        char star;
-        if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3 && a <= b && b < t) {
+    } else if ((v = curl_header_value(data, n, "Content-Range"))) {
+        if (curl_content_range(v, 1, &r->range_start, &r->range_end, &r->range_total))
             r->have_range = 1;
-            r->range_total = t;
-        } else if (sscanf(v, "bytes %llu-%llu/%c", &a, &b, &star) == 3 && star == '*' && a <= b) {
-            r->have_range = 1;
-            r->range_total = UINT64_MAX;
-        }
-        if (r->have_range) {
-            r->range_start = a;
-            r->range_end = b;
-        }
         free(v);
     }
     return n;
@@ -295,12 +213,10 @@ static void req_init(struct http_req *r)
 
 static void req_clear(struct http_req *r)
 {
-    if (r->grow)
-        free(r->buf);
+    curl_body_clear(&r->body);
     free(r->etag);
     free(r->content_type);
     free(r->effective_url);
-    r->buf = NULL;
     r->etag = r->content_type = r->effective_url = NULL;
 }
 
@@ -312,7 +228,6 @@ static int req_setup(struct http *h, CURL *c, struct http_req *r, struct curl_sl
     struct curl_slist *tmp;
 
     *hdrs = NULL;
-    curl_easy_reset(c);
     if (r->range) {
         snprintf(line, sizeof(line), "Range: %s", r->range);
         if (!(tmp = curl_slist_append(*hdrs, line)))
@@ -329,27 +244,11 @@ static int req_setup(struct http *h, CURL *c, struct http_req *r, struct curl_sl
         goto out_nomem;
     *hdrs = tmp;
 
-    curl_easy_setopt(c, CURLOPT_URL, r->url);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+    curl_common_setup(c, &h->cconf, r->url, *hdrs, r->head, on_body, on_header, r);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, MAX_REDIRS);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "pagefs/" PAGEFS_VERSION);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    if (r->head)
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    if (h->verbose)
-        curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
     return 0;
 
 out_nomem:
@@ -362,11 +261,9 @@ out_nomem:
 static void req_finish(CURL *c, struct http_req *r, CURLcode cc)
 {
     char *eff = NULL;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &r->os_errno);
+    curl_common_finish(c, &r->status, &r->os_errno);
     if (cc == CURLE_OK && curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff)
         r->effective_url = strdup(eff);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 }
 
 /* errno of a finished request: 0 for a usable 2xx reply. */
@@ -374,7 +271,7 @@ static int req_errno(const struct http_req *r, CURLcode cc)
 {
     if (cc == CURLE_WRITE_ERROR && r->cut)
         cc = CURLE_OK;
-    if (cc == CURLE_WRITE_ERROR && r->overflow)
+    if (cc == CURLE_WRITE_ERROR && r->body.overflow)
         return -EIO;
     return http_map_error(cc, r->status, r->os_errno);
 }
@@ -382,7 +279,7 @@ static int req_errno(const struct http_req *r, CURLcode cc)
 static int perform(struct http *h, struct http_req *r)
 {
     struct curl_slist *hdrs = NULL;
-    CURL *c = pool_take(h);
+    CURL *c = curl_pool_take(h->pool);
     int ret;
 
     if (!c)
@@ -395,7 +292,7 @@ static int perform(struct http *h, struct http_req *r)
     ret = req_errno(r, cc);
     curl_slist_free_all(hdrs);
 out_return:
-    pool_return(h, c);
+    curl_pool_give(h->pool, c);
     return ret;
 }
 
@@ -578,7 +475,7 @@ out_clear:
 
 #ifndef NDEBUG
 #define HTTP_CHECK_INVARIANTS(h) http_check_invariants(h)
-/* Debug builds: the mode's fields are set, the pool within bounds. Under mode_lock. */
+/* Debug builds: the mode's fields are set (the pool checks its own). Under mode_lock. */
 static void http_check_invariants(struct http *h)
 {
     int ok = 1;
@@ -588,9 +485,6 @@ static void http_check_invariants(struct http *h)
              h->base_path[strlen(h->base_path) - 1] == '/';
     else if (h->mode == MODE_FILE)
         ok = h->file_url && h->file_name && *h->file_name && !strchr(h->file_name, '/');
-    pthread_mutex_lock(&h->pool_lock);
-    ok = ok && h->pool_n <= POOL_MAX;
-    pthread_mutex_unlock(&h->pool_lock);
     if (!ok)
         fprintf(stderr, "pagefs: http backend invariant broken (mode %d)\n", (int)h->mode);
 }
@@ -699,7 +593,7 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
             sl->r.head = 1;
             sl->url = key_url(h, e->key);
             sl->r.url = sl->url;
-            sl->c = sl->url ? pool_take(h) : NULL;
+            sl->c = sl->url ? curl_pool_take(h->pool) : NULL;
             if (!sl->c || req_setup(h, sl->c, &sl->r, &sl->hdrs) < 0)
                 goto out_slot_nomem;
             curl_easy_setopt(sl->c, CURLOPT_PRIVATE, sl);
@@ -710,7 +604,7 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
             continue;
         out_slot_nomem:
             if (sl->c)
-                pool_return(h, sl->c);
+                curl_pool_give(h->pool, sl->c);
             curl_slist_free_all(sl->hdrs);
             free(sl->url);
             memset(sl, 0, sizeof(*sl));
@@ -756,7 +650,7 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
             backend_stat_clear(&st);
             curl_multi_remove_handle(m, sl->c);
             curl_slist_free_all(sl->hdrs);
-            pool_return(h, sl->c);
+            curl_pool_give(h->pool, sl->c);
             req_clear(&sl->r);
             free(sl->url);
             memset(sl, 0, sizeof(*sl));
@@ -776,7 +670,7 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
         curl_multi_remove_handle(m, sl->c);
         curl_slist_free_all(sl->hdrs);
         curl_easy_setopt(sl->c, CURLOPT_HTTPHEADER, NULL);
-        pool_return(h, sl->c);
+        curl_pool_give(h->pool, sl->c);
         req_clear(&sl->r);
         free(sl->url);
     }
@@ -834,7 +728,7 @@ out_free:
 static int fetch_listing(struct http *h, const char *prefix, struct backend_list_page *out,
                          int64_t *server_now)
 {
-    struct http_req r = {.grow = 1, .max = LIST_BODY_MAX};
+    struct http_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
     char *url = NULL, *path = NULL;
     int ret;
 
@@ -861,7 +755,7 @@ static int fetch_listing(struct http *h, const char *prefix, struct backend_list
         ret = -EIO; /* redirected to something that is not a directory */
         goto out_free;
     }
-    ret = http_listing_parse(r.buf ? r.buf : "", r.len, path, prefix, out);
+    ret = http_listing_parse(r.body.buf ? r.body.buf : "", r.body.len, path, prefix, out);
     *server_now = r.date > 0 ? r.date : (int64_t)time(NULL);
 out_free:
     free(path);
@@ -910,7 +804,7 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
                                uint64_t off, size_t len, void *buf)
 {
     struct http *h = be->priv;
-    struct http_req r = {.buf = buf, .cap = len, .skip = off};
+    struct http_req r = {.body = {.buf = buf, .cap = len}, .skip = off};
     struct version v;
     char range[64];
     ssize_t ret;
@@ -958,7 +852,7 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
         total = r.range_total;
         if (total - 1 < want_end)
             want_end = total - 1;
-        if (r.range_start != off || r.range_end != want_end || r.len != want_end - off + 1) {
+        if (r.range_start != off || r.range_end != want_end || r.body.len != want_end - off + 1) {
             ret = -EIO;
             goto out_free;
         }
@@ -971,7 +865,7 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
         uint64_t want = total > off ? total - off : 0;
         if (want > len)
             want = len;
-        if (r.len != want) {
+        if (r.body.len != want) {
             ret = -EIO; /* cut short */
             goto out_free;
         }
@@ -1004,7 +898,7 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
         break;
     }
     if (ret == 0)
-        ret = (ssize_t)r.len;
+        ret = (ssize_t)r.body.len;
 out_free:
     req_clear(&r);
     free(url);
@@ -1029,9 +923,7 @@ static int http_check(struct backend *be)
 
 static void http_free(struct http *h)
 {
-    for (size_t i = 0; i < h->pool_n; i++)
-        curl_easy_cleanup(h->pool[i]);
-    pthread_mutex_destroy(&h->pool_lock);
+    curl_pool_destroy(h->pool);
     pthread_mutex_destroy(&h->mode_lock);
     free(h->source);
     free(h->base_url);
@@ -1125,7 +1017,7 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
         snprintf(err, errlen, "no source given");
         return -EINVAL;
     }
-    pthread_once(&curl_once, curl_init_once);
+    curl_common_global_init();
     ret = check_source(conf->source, err, errlen);
     if (ret < 0)
         return ret;
@@ -1133,12 +1025,7 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
     h = calloc(1, sizeof(*h));
     if (!h)
         goto out_nomem;
-    if (pthread_mutex_init(&h->pool_lock, NULL) != 0) {
-        free(h);
-        goto out_nomem;
-    }
     if (pthread_mutex_init(&h->mode_lock, NULL) != 0) {
-        pthread_mutex_destroy(&h->pool_lock);
         free(h);
         goto out_nomem;
     }
@@ -1151,20 +1038,16 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
         if (ret < 0)
             goto out_nomem_h;
     }
-    h->timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : DEFAULT_TIMEOUT_MS;
-    h->connect_timeout_ms = h->timeout_ms / 3 > 0 ? h->timeout_ms / 3 : 1;
-    if (h->connect_timeout_ms > 10000)
-        h->connect_timeout_ms = 10000;
-    const char *dbg = getenv("PAGEFS_HTTP_DEBUG");
-    h->verbose = dbg && *dbg && strcmp(dbg, "0") != 0;
+    curl_common_conf_init(&h->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, "PAGEFS_HTTP_DEBUG");
 
-    h->pool[0] = curl_easy_init();
-    if (!h->pool[0]) {
+    ret = curl_pool_create(POOL_MAX, &h->pool);
+    if (ret == -ENOMEM)
+        goto out_nomem_h;
+    if (ret < 0) {
         snprintf(err, errlen, "libcurl initialisation failed");
         http_free(h);
         return -ENOMEM;
     }
-    h->pool_n = 1;
 
     be = calloc(1, sizeof(*be));
     if (!be)

@@ -16,6 +16,7 @@
  * initialisation (pthread_once), so it is safe to call from many threads.
  */
 #include "backends/http_listing.h"
+#include "backends/urlcode.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -56,45 +57,12 @@ static void xml_init_once(void)
 
 /* ---- names -------------------------------------------------------------------------- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 char *http_percent_decode(const char *s, size_t n, int *nomem)
 {
-    char *out = malloc(n + 1), *o = out;
-    if (!out) {
-        if (nomem)
-            *nomem = 1;
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '\0')
-            goto out_invalid;
-        if (s[i] != '%') {
-            *o++ = s[i];
-            continue;
-        }
-        int hi = i + 1 < n ? hexval(s[i + 1]) : -1;
-        int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-            goto out_invalid;
-        *o++ = (char)(hi * 16 + lo);
-        i += 2;
-    }
-    *o = '\0';
+    char *out = NULL;
+    if (url_decode(s, n, &out, NULL, 0) == -ENOMEM && nomem)
+        *nomem = 1;
     return out;
-
-out_invalid:
-    free(out);
-    return NULL;
 }
 
 /* Splits an absolute path into its segments (between '/'); returns the count, or -1 when
@@ -132,6 +100,21 @@ static int segment_equal(const char *a, size_t al, const char *b, size_t bl, int
 }
 
 #define MAX_DEPTH 256
+
+/* name (a decoded child name, owned) when it is usable as one path component: not "", ".",
+ * "..", no '/', at most NAME_MAX_BYTES; otherwise name is freed and NULL returned. */
+static char *usable_name(char *name)
+{
+    if (!name)
+        return NULL;
+    size_t nl = strlen(name);
+    if (nl == 0 || nl > NAME_MAX_BYTES || strchr(name, '/') || strcmp(name, ".") == 0 ||
+        strcmp(name, "..") == 0) {
+        free(name);
+        return NULL;
+    }
+    return name;
+}
 
 /* The child name an href designates, decoded (caller frees), with *is_dir; NULL when the
  * href is not a direct child of dir_path (or on no memory: *nomem set). */
@@ -181,15 +164,7 @@ static char *href_child_name(const char *href, const char *dir_path, int *is_dir
         name = http_percent_decode(hseg[dn - 1], hlen[dn - 1], nomem);
     out_abs:
         free(copy);
-        if (!name)
-            return NULL;
-        size_t nl = strlen(name);
-        if (nl == 0 || nl > NAME_MAX_BYTES || strchr(name, '/') || strcmp(name, ".") == 0 ||
-            strcmp(name, "..") == 0) {
-            free(name);
-            return NULL;
-        }
-        return name;
+        return usable_name(name);
     }
 
     while (len >= 2 && start[0] == '.' && start[1] == '/') {
@@ -208,16 +183,7 @@ static char *href_child_name(const char *href, const char *dir_path, int *is_dir
     }
     if (rawlen == 0)
         return NULL;
-    char *name = http_percent_decode(raw, rawlen, nomem);
-    if (!name)
-        return NULL;
-    size_t nl = strlen(name);
-    if (nl == 0 || nl > NAME_MAX_BYTES || strchr(name, '/') || strcmp(name, ".") == 0 ||
-        strcmp(name, "..") == 0) {
-        free(name);
-        return NULL;
-    }
-    return name;
+    return usable_name(http_percent_decode(raw, rawlen, nomem));
 }
 
 /* ---- row text: dates and sizes ------------------------------------------------------ */

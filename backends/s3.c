@@ -1,10 +1,11 @@
 /*
  * s3.c - the S3 backend: s3://bucket[/prefix] over libcurl, signed with curl's SigV4.
  *
- * Design: every op is one HTTP request on a CURL easy handle borrowed from a small pool
- * (take / return under pool_lock), so the handle's keep-alive connection is reused by the
- * next request on any thread. Each request resets the handle and sets every option again,
- * so no option leaks from one request to the next; the connection cache survives the reset.
+ * Design: every op is one HTTP request on a CURL easy handle borrowed from a keep-alive
+ * pool (curl_common.c, which also holds the body buffer, header helpers and the options all
+ * requests share), so the handle's connection is reused by the next request on any thread.
+ * Each request resets the handle and sets every option again, so no option leaks from one
+ * request to the next; the connection cache survives the reset.
  * Signing is curl's own (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3"); the header
  * x-amz-content-sha256 (the empty payload's SHA-256) is always sent, and query parameters
  * are given sorted with values SigV4-encoded ('/' as %2F), which is what curl 7.88 needs for
@@ -24,20 +25,19 @@
  *
  * SIGPIPE: handles use CURLOPT_NOSIGNAL; the process (the FUSE daemon) ignores SIGPIPE.
  *
- * Lock order: pool_lock only, never held across a request or any other lock.
+ * Lock order: no lock of its own; the pool's lock (curl_common.c) is a leaf.
  */
 #include "backends/aws_creds.h"
 #include "backends/backend.h"
+#include "backends/curl_common.h"
 #include "backends/s3_xml.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define POOL_MAX 64                    /* idle handles kept; more are cleaned up */
@@ -53,12 +53,8 @@ struct s3 {
     char *sigv4;        /* "aws:amz:REGION:s3"; NULL for anonymous requests */
     char *userpwd;      /* "key:secret"; NULL for anonymous requests; wiped on destroy */
     char *token_header; /* "x-amz-security-token: ..." or NULL; wiped on destroy */
-    long timeout_ms, connect_timeout_ms;
-    int verbose;
-
-    pthread_mutex_t pool_lock;
-    CURL *pool[POOL_MAX]; /* idle handles, guarded by pool_lock */
-    size_t pool_n;
+    struct curl_common_conf cconf; /* timeouts, PAGEFS_S3_DEBUG */
+    struct curl_pool *pool;
 };
 
 /* One request and what came back. */
@@ -68,11 +64,8 @@ struct s3_req {
     const char *range;    /* "bytes=a-b" or NULL */
     const char *if_match; /* expected ETag or NULL */
 
-    /* Body of a 2xx reply: into buf (capacity cap). If grow, buf is malloc'd and grows up
-     * to max; otherwise it is the caller's and a longer body aborts with overflow set. */
-    char *buf;
-    size_t len, cap, max;
-    int grow, overflow;
+    /* Body of a 2xx reply: the caller's buffer for reads, a growing one for listings. */
+    struct curl_body body;
 
     /* Filled from the reply. */
     long status;
@@ -85,41 +78,6 @@ struct s3_req {
     char errbody[ERR_BODY_MAX];
     size_t errlen;
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT; /* written once, by pthread_once */
-
-static void curl_init_once(void)
-{
-    /* A failure shows up as curl_easy_init() returning NULL in s3_backend_create(). */
-    (void)curl_global_init(CURL_GLOBAL_ALL);
-}
-
-/* --- handle pool -------------------------------------------------------------------- */
-
-static CURL *pool_take(struct s3 *s3)
-{
-    CURL *h = NULL;
-
-    pthread_mutex_lock(&s3->pool_lock);
-    if (s3->pool_n > 0)
-        h = s3->pool[--s3->pool_n];
-    pthread_mutex_unlock(&s3->pool_lock);
-    if (!h)
-        h = curl_easy_init();
-    return h;
-}
-
-static void pool_return(struct s3 *s3, CURL *h)
-{
-    pthread_mutex_lock(&s3->pool_lock);
-    if (s3->pool_n < POOL_MAX) {
-        s3->pool[s3->pool_n++] = h;
-        h = NULL;
-    }
-    pthread_mutex_unlock(&s3->pool_lock);
-    if (h)
-        curl_easy_cleanup(h);
-}
 
 /* --- callbacks ---------------------------------------------------------------------- */
 
@@ -135,41 +93,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
         r->errlen += take;
         return n;
     }
-    if (r->len + n > r->cap) {
-        if (!r->grow || r->len + n > r->max) {
-            r->overflow = 1;
-            return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
-        }
-        size_t cap = r->cap ? r->cap : 64 * 1024;
-        while (cap < r->len + n)
-            cap *= 2;
-        if (cap > r->max)
-            cap = r->max;
-        char *grown = realloc(r->buf, cap);
-        if (!grown) {
-            r->overflow = 1;
-            return 0;
-        }
-        r->buf = grown;
-        r->cap = cap;
-    }
-    memcpy(r->buf + r->len, data, n);
-    r->len += n;
-    return n;
-}
-
-/* Header value of `line` if it is header `name`, trimmed, as a malloc'd copy; else NULL. */
-static char *header_value(const char *line, size_t n, const char *name)
-{
-    size_t nl = strlen(name);
-    if (n <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
-        return NULL;
-    const char *v = line + nl + 1, *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    return strndup(v, (size_t)(end - v));
+    return curl_body_append(&r->body, data, n);
 }
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
@@ -178,38 +102,23 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
     size_t n = size * nmemb;
     char *v;
 
-    if (n > 5 && strncmp(data, "HTTP/", 5) == 0) {
+    if (curl_status_line(data, n, &r->status)) {
         /* A new reply (after 100-continue, say): forget the previous one's headers. */
-        const char *p = memchr(data, ' ', n), *end = data + n;
-        r->status = 0;
-        for (p = p ? p + 1 : end; p < end && *p >= '0' && *p <= '9'; p++)
-            r->status = r->status * 10 + (*p - '0');
         free(r->etag);
         r->etag = NULL;
         r->have_range = 0;
         return n;
     }
-    v = header_value(data, n, "ETag");
+    v = curl_header_value(data, n, "ETag");
     if (v) {
         free(r->etag);
         r->etag = v;
         return n;
     }
-    v = header_value(data, n, "Content-Range");
+    v = curl_header_value(data, n, "Content-Range");
     if (v) {
-        unsigned long long a, b, t;
-        char star;
-        if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
+        if (curl_content_range(v, 0, &r->range_start, &r->range_end, &r->range_total))
             r->have_range = 1;
-            r->range_total = t;
-        } else if (sscanf(v, "bytes %llu-%llu/%c", &a, &b, &star) == 3 && star == '*') {
-            r->have_range = 1;
-            r->range_total = UINT64_MAX;
-        }
-        if (r->have_range) {
-            r->range_start = a;
-            r->range_end = b;
-        }
         free(v);
     }
     return n;
@@ -219,10 +128,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 
 static void req_clear(struct s3_req *r)
 {
-    if (r->grow)
-        free(r->buf);
+    curl_body_clear(&r->body);
     free(r->etag);
-    r->buf = NULL;
     r->etag = NULL;
 }
 
@@ -232,11 +139,10 @@ static CURLcode s3_perform(struct s3 *s3, struct s3_req *r)
     struct curl_slist *hdrs = NULL, *tmp;
     char line[1024];
     CURLcode cc = CURLE_OUT_OF_MEMORY;
-    CURL *h = pool_take(s3);
+    CURL *h = curl_pool_take(s3->pool);
 
     if (!h)
         return CURLE_OUT_OF_MEMORY;
-    curl_easy_reset(h);
 
     tmp = curl_slist_append(hdrs, "x-amz-content-sha256: " EMPTY_SHA256);
     if (!tmp)
@@ -266,33 +172,16 @@ static CURLcode s3_perform(struct s3 *s3, struct s3_req *r)
         hdrs = tmp;
     }
 
-    curl_easy_setopt(h, CURLOPT_URL, r->url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, s3->connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, s3->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* Redirects are not followed: S3 answers a wrong region with 301 (EINVAL). */
+    curl_common_setup(h, &s3->cconf, r->url, hdrs, r->head, on_body, on_header, r);
     curl_easy_setopt(h, CURLOPT_FILETIME, 1L);
-    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-    if (r->head)
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     if (s3->sigv4) {
         curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s3->sigv4);
         curl_easy_setopt(h, CURLOPT_USERPWD, s3->userpwd);
     }
-    if (s3->verbose)
-        curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
 
     cc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &r->os_errno);
+    curl_common_finish(h, &r->status, &r->os_errno);
     if (r->head && cc == CURLE_OK) {
         curl_off_t clen = -1, ftime = -1;
         curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
@@ -300,11 +189,9 @@ static CURLcode s3_perform(struct s3 *s3, struct s3_req *r)
         r->content_length = clen;
         r->filetime = ftime;
     }
-    /* Drop the header list from the handle before it is freed and the handle reused. */
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 out_free_headers:
     curl_slist_free_all(hdrs);
-    pool_return(s3, h);
+    curl_pool_give(s3->pool, h);
     return cc;
 }
 
@@ -313,7 +200,7 @@ static int req_errno(const struct s3_req *r, CURLcode cc)
 {
     char code[64] = "";
 
-    if (cc == CURLE_WRITE_ERROR && r->overflow)
+    if (cc == CURLE_WRITE_ERROR && r->body.overflow)
         return -EIO;
     if (cc == CURLE_OK && r->errlen)
         s3_xml_error_code(r->errbody, r->errlen, code, sizeof(code));
@@ -378,7 +265,7 @@ out_free:
 static int list_request(struct s3 *s3, const char *full_prefix, const char *delim,
                         const char *token, int max_keys, struct backend_list_page *out)
 {
-    struct s3_req r = {.grow = 1, .max = LIST_BODY_MAX};
+    struct s3_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
     char *url = NULL, *etok = NULL, *edelim = NULL, *epre = NULL;
     char maxk[32] = "";
     int ret = -ENOMEM;
@@ -404,7 +291,7 @@ static int list_request(struct s3 *s3, const char *full_prefix, const char *deli
     ret = req_errno(&r, cc);
     if (ret < 0)
         goto out_free;
-    ret = s3_xml_parse_list(r.buf, r.len, s3->prefix, out);
+    ret = s3_xml_parse_list(r.body.buf, r.body.len, s3->prefix, out);
 out_free:
     req_clear(&r);
     free(url);
@@ -443,7 +330,7 @@ static ssize_t s3_read_range(struct backend *be, const char *key, const char *ve
                              uint64_t off, size_t len, void *buf)
 {
     struct s3 *s3 = be->priv;
-    struct s3_req r = {.buf = buf, .cap = len};
+    struct s3_req r = {.body = {.buf = buf, .cap = len}};
     char range[64];
     ssize_t ret;
 
@@ -474,7 +361,7 @@ static ssize_t s3_read_range(struct backend *be, const char *key, const char *ve
             r.range_total - 1 < want_end)
             want_end = r.range_total - 1;
         if (!r.have_range || r.range_start != off || r.range_end != want_end ||
-            r.len != want_end - off + 1) {
+            r.body.len != want_end - off + 1) {
             ret = -EIO;
             goto out_free;
         }
@@ -488,7 +375,7 @@ static ssize_t s3_read_range(struct backend *be, const char *key, const char *ve
         ret = -EIO; /* another 2xx makes no sense for a GET */
         goto out_free;
     }
-    ret = (ssize_t)r.len;
+    ret = (ssize_t)r.body.len;
 out_free:
     req_clear(&r);
     free(url);
@@ -518,9 +405,7 @@ static void wipe_free(char *s)
 
 static void s3_free(struct s3 *s3)
 {
-    for (size_t i = 0; i < s3->pool_n; i++)
-        curl_easy_cleanup(s3->pool[i]);
-    pthread_mutex_destroy(&s3->pool_lock);
+    curl_pool_destroy(s3->pool);
     wipe_free(s3->userpwd);
     wipe_free(s3->token_header);
     free(s3->sigv4);
@@ -673,16 +558,11 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
         snprintf(err, errlen, "no configuration");
         return -EINVAL;
     }
-    pthread_once(&curl_once, curl_init_once);
+    curl_common_global_init();
 
     s3 = calloc(1, sizeof(*s3));
     if (!s3)
         goto out_nomem;
-    if (pthread_mutex_init(&s3->pool_lock, NULL) != 0) {
-        free(s3);
-        s3 = NULL;
-        goto out_nomem;
-    }
     ret = parse_source(conf->source, s3, err, errlen);
     if (ret < 0)
         goto out_free_s3;
@@ -724,21 +604,17 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
         aws_creds_clear(&creds);
     }
 
-    s3->timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : DEFAULT_TIMEOUT_MS;
-    s3->connect_timeout_ms = s3->timeout_ms / 3 > 0 ? s3->timeout_ms / 3 : 1;
-    if (s3->connect_timeout_ms > 10000)
-        s3->connect_timeout_ms = 10000;
-    const char *dbg = getenv("PAGEFS_S3_DEBUG");
-    s3->verbose = dbg && *dbg && strcmp(dbg, "0") != 0;
+    curl_common_conf_init(&s3->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, "PAGEFS_S3_DEBUG");
 
-    /* One handle up front: proves libcurl initialised, and warms the pool. */
-    s3->pool[0] = curl_easy_init();
-    if (!s3->pool[0]) {
+    /* The pool makes one handle up front: proves libcurl initialised, and warms the pool. */
+    ret = curl_pool_create(POOL_MAX, &s3->pool);
+    if (ret == -ENOMEM)
+        goto out_nomem_s3;
+    if (ret < 0) {
         snprintf(err, errlen, "libcurl initialisation failed");
         ret = -ENOMEM;
         goto out_free_s3;
     }
-    s3->pool_n = 1;
 
     be = calloc(1, sizeof(*be));
     if (!be)

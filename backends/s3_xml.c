@@ -1,6 +1,7 @@
 /*
  * s3_xml.c - ListObjectsV2 and error replies parsed with expat, plus the pure helpers of
- * the S3 backend (SigV4 key encoding, URL decoding, timestamps, errno mapping).
+ * the S3 backend (SigV4 key encoding, URL decoding on top of urlcode.c, timestamps, errno
+ * mapping).
  *
  * Design: a streaming expat parser tracks the element path (depth and the names that
  * matter) and collects the text of the leaf fields it wants into a bounded buffer. Entries
@@ -13,6 +14,7 @@
  * beyond the reply itself. No shared state, no locks.
  */
 #include "backends/s3_xml.h"
+#include "backends/urlcode.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -436,35 +438,9 @@ char *s3_uri_encode(const char *s, int keep_slash)
     return out;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int s3_url_decode(char *s)
 {
-    char *o = s;
-    for (const char *p = s; *p; p++) {
-        if (*p == '+') {
-            *o++ = ' ';
-        } else if (*p == '%') {
-            int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-                return -EIO;
-            *o++ = (char)(hi * 16 + lo);
-            p += 2;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o = '\0';
-    return 0;
+    return url_decode_to(s, strlen(s), s, URL_DECODE_PLUS_SPACE) < 0 ? -EIO : 0;
 }
 
 int s3_parse_iso8601(const char *s, int64_t *ns)

@@ -332,6 +332,19 @@ static enum MHD_Result reply_errno(struct MHD_Connection *c, struct req_ctx *ctx
     return reply_error(c, ctx, status, msg);
 }
 
+/* reply_errno() about a mount path, the root ("") shown as "/". */
+static enum MHD_Result reply_path_errno(struct MHD_Connection *c, struct req_ctx *ctx, int err,
+                                        const char *path)
+{
+    return reply_errno(c, ctx, err, *path ? path : "/");
+}
+
+/* The plain error reply of an HTTP status (status_text()). */
+static enum MHD_Result reply_status(struct MHD_Connection *c, struct req_ctx *ctx, int status)
+{
+    return reply_error(c, ctx, (unsigned)status, status_text(status));
+}
+
 static void add_u64(struct json_object *o, const char *k, uint64_t v)
 {
     json_object_object_add(o, k, json_object_new_int64((int64_t)v));
@@ -449,6 +462,56 @@ static int request_path(struct rest_server *rs, const char *arg, int is_uri, cha
     return *out ? 0 : 500;
 }
 
+/* The mount path named by the request's path argument, and its entry. Returns 0 with *path
+ * (caller frees) and *me (caller clears); otherwise the error has been answered, *ret is
+ * the handler's result and nothing is left to free. */
+static int request_entry(struct rest_server *rs, struct MHD_Connection *c, struct req_ctx *ctx,
+                         char **path, struct meta_entry *me, enum MHD_Result *ret)
+{
+    int st = request_path(rs, ctx->req.path, ctx->req.path_is_uri, path);
+    if (st) {
+        *ret = reply_status(c, ctx, st);
+        return -1;
+    }
+    int rc = lookup_path(rs, *path, me);
+    if (rc < 0) {
+        *ret = reply_path_errno(c, ctx, rc, *path);
+        free(*path);
+        *path = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The JSON of one entry (status_json(), residency_json()). */
+typedef struct json_object *(*entry_json_fn)(struct rest_server *rs, const char *path,
+                                             const struct meta_entry *me);
+
+/* Appends fn() of every child of directory `path` (only the files when files_only) to the
+ * array arr. A directory other than the root that lists no entries is empty. 0 or -errno. */
+static int add_children(struct rest_server *rs, const char *path, int files_only, entry_json_fn fn,
+                        struct json_object *arr)
+{
+    struct meta_dir list = {0};
+    char *prefix = dir_prefix(path);
+    int rc = prefix ? meta_cache_list(rs->mc, prefix, &list) : -ENOMEM;
+    free(prefix);
+    if (rc < 0 && !(rc == -ENOENT && *path)) {
+        meta_dir_clear(&list);
+        return rc;
+    }
+    for (size_t i = 0; i < list.count; i++) {
+        if (files_only && list.entries[i].is_dir)
+            continue;
+        char *cp = child_path(path, list.entries[i].name);
+        if (cp)
+            json_object_array_add(arr, fn(rs, cp, &list.entries[i]));
+        free(cp);
+    }
+    meta_dir_clear(&list);
+    return 0;
+}
+
 /* ---- handlers: Alluxio API ------------------------------------------------------------- */
 
 static enum MHD_Result h_v1_node(struct rest_server *rs, struct MHD_Connection *c,
@@ -465,19 +528,11 @@ static enum MHD_Result h_v1_node(struct rest_server *rs, struct MHD_Connection *
 static enum MHD_Result h_v1_files_info(struct rest_server *rs, struct MHD_Connection *c,
                                        struct req_ctx *ctx, int listing)
 {
-    const struct rest_request *req = &ctx->req;
     char *path = NULL;
     struct meta_entry me;
-    struct meta_dir list = {0};
     enum MHD_Result ret;
-    int st = request_path(rs, req->path, req->path_is_uri, &path);
-    if (st)
-        return reply_error(c, ctx, (unsigned)st, status_text(st));
-    int rc = lookup_path(rs, path, &me);
-    if (rc < 0) {
-        ret = reply_errno(c, ctx, rc, *path ? path : "/");
-        goto out_free_path;
-    }
+    if (request_entry(rs, c, ctx, &path, &me, &ret) < 0)
+        return ret;
     struct json_object *arr = json_object_new_array();
     if (!arr) {
         ret = MHD_NO;
@@ -488,28 +543,15 @@ static enum MHD_Result h_v1_files_info(struct rest_server *rs, struct MHD_Connec
         ret = reply_json(c, ctx, 200, arr);
         goto out_clear_entry;
     }
-    char *prefix = dir_prefix(path);
-    rc = prefix ? meta_cache_list(rs->mc, prefix, &list) : -ENOMEM;
-    free(prefix);
-    if (rc == -ENOENT && *path)
-        rc = 0; /* an empty directory */
+    int rc = add_children(rs, path, 0, status_json, arr);
     if (rc < 0) {
         json_object_put(arr);
-        ret = reply_errno(c, ctx, rc, *path ? path : "/");
+        ret = reply_path_errno(c, ctx, rc, path);
         goto out_clear_entry;
     }
-    for (size_t i = 0; i < list.count; i++) {
-        char *cp = child_path(path, list.entries[i].name);
-        if (!cp)
-            continue;
-        json_object_array_add(arr, status_json(rs, cp, &list.entries[i]));
-        free(cp);
-    }
-    meta_dir_clear(&list);
     ret = reply_json(c, ctx, 200, arr);
 out_clear_entry:
     meta_entry_clear(&me);
-out_free_path:
     free(path);
     return ret;
 }
@@ -582,6 +624,29 @@ static void invalidate_parent(struct rest_server *rs, const char *key)
     }
 }
 
+/* Opens the listed version of the file a request names by id. Returns 0 with *key (caller
+ * frees) and *f (caller unrefs); otherwise the error has been answered (unknown_id: the text
+ * of the 404 for an id not known), *ret is the handler's result and nothing is left to
+ * free. */
+static int open_request_file(struct rest_server *rs, struct MHD_Connection *c, struct req_ctx *ctx,
+                             const char *unknown_id, char **key, struct pc_file **f,
+                             enum MHD_Result *ret)
+{
+    int st = resolve_id(rs, &ctx->req, key);
+    if (st) {
+        *ret = reply_error(c, ctx, (unsigned)st, st == 404 ? unknown_id : status_text(st));
+        return -1;
+    }
+    int rc = open_file(rs, *key, f);
+    if (rc < 0) {
+        *ret = reply_errno(c, ctx, rc, *key);
+        free(*key);
+        *key = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 static enum MHD_Result h_v1_page(struct rest_server *rs, struct MHD_Connection *c,
                                  struct req_ctx *ctx)
 {
@@ -589,17 +654,10 @@ static enum MHD_Result h_v1_page(struct rest_server *rs, struct MHD_Connection *
     char *key = NULL;
     struct pc_file *f = NULL;
     enum MHD_Result ret;
-    int st = resolve_id(rs, req, &key);
-    if (st)
-        return reply_error(c, ctx, (unsigned)st,
-                           st == 404 ? "unknown file id (list its directory first, or pass "
-                                       "ufsFullPath)"
-                                     : status_text(st));
-    int rc = open_file(rs, key, &f);
-    if (rc < 0) {
-        ret = reply_errno(c, ctx, rc, key);
-        goto out_free_key;
-    }
+    if (open_request_file(rs, c, ctx,
+                          "unknown file id (list its directory first, or pass ufsFullPath)", &key,
+                          &f, &ret) < 0)
+        return ret;
     uint64_t psz = page_cache_page_size(rs->pc), size = pc_file_size(f);
     if (req->page > UINT64_MAX / psz - 1) {
         ret = reply_error(c, ctx, 404, "page past the end of the file");
@@ -645,7 +703,6 @@ static enum MHD_Result h_v1_page(struct rest_server *rs, struct MHD_Connection *
     ret = queue(c, ctx, 200, r, "application/octet-stream");
 out_unref:
     pc_file_unref(f);
-out_free_key:
     free(key);
     return ret;
 }
@@ -686,15 +743,9 @@ static enum MHD_Result h_v1_chunk(struct rest_server *rs, struct MHD_Connection 
 {
     char *key = NULL;
     struct pc_file *f = NULL;
-    int st = resolve_id(rs, &ctx->req, &key);
-    if (st)
-        return reply_error(c, ctx, (unsigned)st, st == 404 ? "unknown file id" : status_text(st));
-    int rc = open_file(rs, key, &f);
-    if (rc < 0) {
-        enum MHD_Result ret = reply_errno(c, ctx, rc, key);
-        free(key);
+    enum MHD_Result ret;
+    if (open_request_file(rs, c, ctx, "unknown file id", &key, &f, &ret) < 0)
         return ret;
-    }
     struct chunk_stream *cs = calloc(1, sizeof(*cs));
     if (!cs) {
         pc_file_unref(f);
@@ -742,7 +793,7 @@ static enum MHD_Result start_job(struct rest_server *rs, struct MHD_Connection *
         struct meta_entry me;
         int rc = lookup_path(rs, paths[i], &me);
         if (rc < 0)
-            return reply_errno(c, ctx, rc, *paths[i] ? paths[i] : "/");
+            return reply_path_errno(c, ctx, rc, paths[i]);
         meta_entry_clear(&me);
     }
     int rc = load_job_submit(rs->loads, paths, n, threads, tag, id);
@@ -769,7 +820,7 @@ static enum MHD_Result h_v1_load(struct rest_server *rs, struct MHD_Connection *
     enum MHD_Result ret;
     int st = request_path(rs, req->path, req->path_is_uri, &path);
     if (st)
-        return reply_error(c, ctx, (unsigned)st, status_text(st));
+        return reply_status(c, ctx, st);
     if (req->op == REST_LOAD_SUBMIT) {
         ret = start_job(rs, c, ctx, &path, 1, REST_DEFAULT_THREADS, path, 1);
         goto out_free_path;
@@ -897,37 +948,36 @@ static enum MHD_Result h_stats(struct rest_server *rs, struct MHD_Connection *c,
     return reply_json(c, ctx, 200, o);
 }
 
-/* The mount paths of a parsed body (URIs converted). 0 or an HTTP status. */
-static int body_paths(struct rest_server *rs, struct rest_body *b)
+/* The request's POST body parsed into *b, its URIs converted to mount paths. Returns 0 (caller
+ * clears *b) or an HTTP status (*b cleared). */
+static int body_paths(struct rest_server *rs, const struct req_ctx *ctx, struct rest_body *b)
 {
-    for (size_t i = 0; i < b->count; i++) {
+    int st = rest_parse_body(ctx->body ? ctx->body : "", ctx->body_len, b);
+    for (size_t i = 0; st == 0 && i < b->count; i++) {
         if (!b->is_uri[i])
             continue;
         char *p;
-        int st = rest_path_from_uri(rs->source, b->paths[i], &p);
+        st = rest_path_from_uri(rs->source, b->paths[i], &p);
         if (st)
-            return st;
+            break;
         free(b->paths[i]);
         b->paths[i] = p;
         b->is_uri[i] = 0;
     }
-    return 0;
+    if (st)
+        rest_body_clear(b);
+    return st;
 }
 
 static enum MHD_Result h_load_submit(struct rest_server *rs, struct MHD_Connection *c,
                                      struct req_ctx *ctx)
 {
     struct rest_body b;
-    int st = rest_parse_body(ctx->body ? ctx->body : "", ctx->body_len, &b);
-    if (!st)
-        st = body_paths(rs, &b);
-    if (st) {
-        rest_body_clear(&b);
+    int st = body_paths(rs, ctx, &b);
+    if (st)
         return reply_error(c, ctx, (unsigned)st,
-                           st == 400 ? "expected {\"paths\": [...], "
-                                       "\"threads\": N}"
+                           st == 400 ? "expected {\"paths\": [...], \"threads\": N}"
                                      : status_text(st));
-    }
     enum MHD_Result ret = start_job(rs, c, ctx, b.paths, b.count, b.threads, NULL, 0);
     rest_body_clear(&b);
     return ret;
@@ -1032,18 +1082,14 @@ static enum MHD_Result h_evict(struct rest_server *rs, struct MHD_Connection *c,
 {
     struct rest_body b;
     struct evict_sum sum = {0};
-    int st = rest_parse_body(ctx->body ? ctx->body : "", ctx->body_len, &b);
-    if (!st)
-        st = body_paths(rs, &b);
-    if (st) {
-        rest_body_clear(&b);
+    int st = body_paths(rs, ctx, &b);
+    if (st)
         return reply_error(c, ctx, (unsigned)st,
                            st == 400 ? "expected {\"paths\": [...]}" : status_text(st));
-    }
     for (size_t i = 0; i < b.count; i++) {
         int rc = evict_path(rs, b.paths[i], &sum);
         if (rc < 0) {
-            enum MHD_Result ret = reply_errno(c, ctx, rc, *b.paths[i] ? b.paths[i] : "/");
+            enum MHD_Result ret = reply_path_errno(c, ctx, rc, b.paths[i]);
             rest_body_clear(&b);
             return ret;
         }
@@ -1087,14 +1133,8 @@ static enum MHD_Result h_cache(struct rest_server *rs, struct MHD_Connection *c,
     char *path = NULL;
     struct meta_entry me;
     enum MHD_Result ret = MHD_NO;
-    int st = request_path(rs, ctx->req.path, ctx->req.path_is_uri, &path);
-    if (st)
-        return reply_error(c, ctx, (unsigned)st, status_text(st));
-    int rc = lookup_path(rs, path, &me);
-    if (rc < 0) {
-        ret = reply_errno(c, ctx, rc, *path ? path : "/");
-        goto out_free_path;
-    }
+    if (request_entry(rs, c, ctx, &path, &me, &ret) < 0)
+        return ret;
     struct json_object *o = json_object_new_object();
     struct json_object *files = json_object_new_array();
     if (!o || !files) {
@@ -1107,29 +1147,16 @@ static enum MHD_Result h_cache(struct rest_server *rs, struct MHD_Connection *c,
     if (!me.is_dir) {
         json_object_array_add(files, residency_json(rs, path, &me));
     } else {
-        struct meta_dir list = {0};
-        char *prefix = dir_prefix(path);
-        rc = prefix ? meta_cache_list(rs->mc, prefix, &list) : -ENOMEM;
-        free(prefix);
-        if (rc < 0 && !(rc == -ENOENT && *path)) {
+        int rc = add_children(rs, path, 1, residency_json, files);
+        if (rc < 0) {
             json_object_put(o);
-            ret = reply_errno(c, ctx, rc, *path ? path : "/");
+            ret = reply_path_errno(c, ctx, rc, path);
             goto out_clear_entry;
         }
-        for (size_t i = 0; i < list.count; i++) {
-            if (list.entries[i].is_dir)
-                continue;
-            char *cp = child_path(path, list.entries[i].name);
-            if (cp)
-                json_object_array_add(files, residency_json(rs, cp, &list.entries[i]));
-            free(cp);
-        }
-        meta_dir_clear(&list);
     }
     ret = reply_json(c, ctx, 200, o);
 out_clear_entry:
     meta_entry_clear(&me);
-out_free_path:
     free(path);
     return ret;
 }
@@ -1237,15 +1264,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             *q++ = '\0';
         int st = rest_parse_request(method, ctx->uri, q, &ctx->req);
         if (st)
-            return reply_error(c, ctx, (unsigned)st, status_text(st));
+            return reply_status(c, ctx, st);
         if (ctx->req.control_only && !l->is_control)
-            return reply_error(c, ctx, 403, status_text(403));
+            return reply_status(c, ctx, 403);
         if (!ctx->req.takes_body)
             return dispatch(l, c, ctx);
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > REST_MAX_BODY)
-            return reply_error(c, ctx, 413, status_text(413));
+            return reply_status(c, ctx, 413);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -1265,7 +1292,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (ctx->body_too_big)
-        return reply_error(c, ctx, 413, status_text(413));
+        return reply_status(c, ctx, 413);
     return dispatch(l, c, ctx);
 }
 

@@ -14,6 +14,7 @@
  * component, an empty component, or a leading or trailing '/'.
  */
 #include "fuse/rest_parse.h"
+#include "backends/urlcode.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -25,50 +26,15 @@
 #define MAX_SEGMENTS 8
 #define MAX_PATH_LEN 4096
 
-static int hexval(int c)
+/* Decodes n bytes of s with url_decode() flags: URL_DECODE_PLUS_SPACE for query values,
+ * URL_DECODE_NO_SLASH for the URL path. Returns 0 with *out (caller frees), or the HTTP
+ * status: 400 (malformed escape, %00, %2F in a path, a NUL), 500 (no memory). */
+static int pct_decode(const char *s, size_t n, unsigned flags, char **out)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Decodes n bytes of s. plus_space: '+' means ' ' (query values). in_path: %2F is refused
- * (URL path). Returns 0 with *out (caller frees), or 400 (malformed escape, %00, %2F). */
-static int pct_decode(const char *s, size_t n, int plus_space, int in_path, char **out)
-{
-    char *d = malloc(n + 1);
-    size_t j = 0;
-    *out = NULL;
-    if (!d)
+    int rc = url_decode(s, n, out, NULL, flags);
+    if (rc == -ENOMEM)
         return 500;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            int hi = i + 2 < n ? hexval((unsigned char)s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval((unsigned char)s[i + 2]) : -1;
-            if (hi < 0 || lo < 0)
-                goto bad;
-            c = (char)(hi * 16 + lo);
-            if (c == '\0' || (in_path && c == '/'))
-                goto bad;
-            i += 2;
-        } else if (c == '+' && plus_space) {
-            c = ' ';
-        } else if (c == '\0') {
-            goto bad;
-        }
-        d[j++] = c;
-    }
-    d[j] = '\0';
-    *out = d;
-    return 0;
-bad:
-    free(d);
-    return 400;
+    return rc < 0 ? 400 : 0;
 }
 
 static void set_zero(struct rest_request *out)
@@ -221,7 +187,7 @@ static int take_hex(const char *s, size_t min, size_t max, char *out)
     if (n < min || n > max)
         return 400;
     for (size_t i = 0; i < n; i++) {
-        if (hexval((unsigned char)s[i]) < 0)
+        if (url_hex_value((unsigned char)s[i]) < 0)
             return 400;
         out[i] = (char)tolower((unsigned char)s[i]);
     }
@@ -256,26 +222,26 @@ static int parse_query(const char *query, unsigned accept, struct rest_request *
             req->ufs_full_path_tail = strdup(v);
             if (!req->ufs_full_path_raw || !req->ufs_full_path_tail)
                 return 500;
-            if (pct_decode(v, vn, 1, 0, &req->ufs_full_path) != 0)
+            if (pct_decode(v, vn, URL_DECODE_PLUS_SPACE, &req->ufs_full_path) != 0)
                 req->ufs_full_path = NULL; /* unescaped '%': the raw candidates remain */
         } else if ((accept & ARG_PATH) && kn == 4 && memcmp(q, "path", 4) == 0) {
             if (have_path)
                 return 400;
             have_path = 1;
-            rc = pct_decode(v, vn, 1, 0, &val);
+            rc = pct_decode(v, vn, URL_DECODE_PLUS_SPACE, &val);
             if (rc == 0)
                 rc = take_path(req, val);
         } else if ((accept & ARG_RANGE) && kn == 6 && memcmp(q, "offset", 6) == 0) {
             if (req->has_offset)
                 return 400;
-            rc = pct_decode(v, vn, 1, 0, &val);
+            rc = pct_decode(v, vn, URL_DECODE_PLUS_SPACE, &val);
             if (rc == 0)
                 rc = parse_u64(val, &req->offset);
             req->has_offset = 1;
         } else if ((accept & ARG_RANGE) && kn == 6 && memcmp(q, "length", 6) == 0) {
             if (req->has_length)
                 return 400;
-            rc = pct_decode(v, vn, 1, 0, &val);
+            rc = pct_decode(v, vn, URL_DECODE_PLUS_SPACE, &val);
             if (rc == 0)
                 rc = parse_u64(val, &req->length);
             req->has_length = 1;
@@ -283,7 +249,7 @@ static int parse_query(const char *query, unsigned accept, struct rest_request *
             if (have_op)
                 return 400;
             have_op = 1;
-            rc = pct_decode(v, vn, 1, 0, &val);
+            rc = pct_decode(v, vn, URL_DECODE_PLUS_SPACE, &val);
             if (rc == 0) {
                 if (strcasecmp(val, "submit") == 0)
                     req->op = REST_LOAD_SUBMIT;
@@ -442,7 +408,7 @@ int rest_parse_request(const char *method, const char *url, const char *query,
     size_t ul = strlen(url), ql = query ? strlen(query) : 0;
     if (ul > REST_MAX_URL || ql > REST_MAX_URL || ul + ql > REST_MAX_URL)
         return 414;
-    rc = pct_decode(url, ul, 0, 1, &path);
+    rc = pct_decode(url, ul, URL_DECODE_NO_SLASH, &path);
     if (rc)
         goto out;
     /* Split "/a/b" into segments: a "." or ".." one is refused outright, an empty one (a
