@@ -14,8 +14,17 @@
  * Single flight: `refreshing` lists the directories being fetched; a second caller for the
  * same directory waits on `refresh_done` and takes the first caller's result.
  *
+ * Hot listings in memory: the listings used most recently are also kept decoded in memory
+ * (`mem`: at most MEM_DIRS directories and MEM_ENTRIES entries in all, least recently used
+ * dropped first), with the fetched_ms and found of their dirs row, so lookups, listings and
+ * meta_cache_next() of a fresh listing touch no sqlite. A listing enters memory when it is
+ * stored after a fetch or read from the index; storing or invalidating a directory replaces
+ * or drops its copy in the same critical section as the index change.
+ *
  * Invariants (under mc->lock): at most one refresh per directory; a listed refresh is not
- * done; the entries of a directory and its dirs row are written in the same transaction.
+ * done; the entries of a directory and its dirs row are written in the same transaction; a
+ * directory's copy in `mem` equals its listing in the index (entries, fetched_ms, found);
+ * mem_entries is the sum of the copies' counts and at most MEM_ENTRIES.
  *
  * Lock order: mc->lock is the only lock; it is never held across a backend call.
  */
@@ -40,6 +49,8 @@
 #endif
 
 #define MAX_LIST_PAGES 1000000
+#define MEM_DIRS 256
+#define MEM_ENTRIES 200000
 /* How long a stale listing served because the store is unreachable is held before the store
  * is asked again (at most one TTL). */
 #define STALE_REARM_MS 30000u
@@ -56,6 +67,7 @@ enum mstmt_id {
     MS_ENTRY_INS,
     MS_ENTRY_GET,
     MS_ENTRIES_LIST,
+    MS_ENTRIES_AFTER,
     MS_COUNT
 };
 
@@ -74,6 +86,17 @@ static const char *const mstmt_sql[MS_COUNT] = {
                      "WHERE dir = ?1 AND name = ?2",
     [MS_ENTRIES_LIST] = "SELECT name, is_dir, size, mtime_ns, version FROM entries "
                         "WHERE dir = ?1 ORDER BY name",
+    [MS_ENTRIES_AFTER] = "SELECT name, is_dir, size, mtime_ns, version FROM entries "
+                         "WHERE dir = ?1 AND name > ?2 ORDER BY name LIMIT ?3",
+};
+
+/* A listing kept in memory (a copy of the index's). */
+struct mem_dir {
+    char *dir;
+    int64_t fetched_ms;
+    int found;
+    uint64_t stamp; /* recency */
+    struct meta_dir list;
 };
 
 struct refresh {
@@ -93,6 +116,9 @@ struct meta_cache {
     sqlite3 *db;
     sqlite3_stmt *st[MS_COUNT];
     struct refresh *refreshing;
+    struct mem_dir mem[MEM_DIRS]; /* dir == NULL: free slot */
+    size_t mem_entries;
+    uint64_t mem_clock;
     struct meta_cache_stats stats;
 };
 
@@ -224,6 +250,107 @@ void meta_dir_finish(struct meta_dir *d)
     d->count = j;
 }
 
+/* ---- listings in memory (under the lock) ---- */
+
+static struct mem_dir *mem_find(struct meta_cache *mc, const char *dir)
+{
+    for (size_t i = 0; i < MEM_DIRS; i++) {
+        if (mc->mem[i].dir && strcmp(mc->mem[i].dir, dir) == 0) {
+            mc->mem[i].stamp = ++mc->mem_clock;
+            return &mc->mem[i];
+        }
+    }
+    return NULL;
+}
+
+static void mem_drop(struct meta_cache *mc, struct mem_dir *m)
+{
+    mc->mem_entries -= m->list.count;
+    meta_dir_clear(&m->list);
+    free(m->dir);
+    memset(m, 0, sizeof(*m));
+}
+
+static void mem_forget(struct meta_cache *mc, const char *dir)
+{
+    struct mem_dir *m = mem_find(mc, dir);
+    if (m)
+        mem_drop(mc, m);
+}
+
+/* Keeps `*d` (taken over: *d is left empty) as the listing of dir. A listing larger than
+ * MEM_ENTRIES, or no memory for the name, is just not kept. */
+static void mem_put(struct meta_cache *mc, const char *dir, struct meta_dir *d, int found,
+                    int64_t fetched_ms)
+{
+    mem_forget(mc, dir);
+    if (d->count > MEM_ENTRIES)
+        return;
+    struct mem_dir *slot = NULL;
+    for (;;) {
+        struct mem_dir *lru = NULL;
+        slot = NULL;
+        for (size_t i = 0; i < MEM_DIRS; i++) {
+            if (!mc->mem[i].dir)
+                slot = slot ? slot : &mc->mem[i];
+            else if (!lru || mc->mem[i].stamp < lru->stamp)
+                lru = &mc->mem[i];
+        }
+        if (slot && mc->mem_entries + d->count <= MEM_ENTRIES)
+            break;
+        if (!lru)
+            return; /* cannot happen: with every slot free nothing is in memory */
+        mem_drop(mc, lru);
+    }
+    slot->dir = strdup(dir);
+    if (!slot->dir)
+        return;
+    slot->fetched_ms = fetched_ms;
+    slot->found = found;
+    slot->stamp = ++mc->mem_clock;
+    slot->list = *d;
+    mc->mem_entries += d->count;
+    memset(d, 0, sizeof(*d));
+}
+
+static int entry_copy(const struct meta_entry *from, struct meta_entry *to)
+{
+    memset(to, 0, sizeof(*to));
+    to->name = strdup(from->name);
+    to->is_dir = from->is_dir;
+    to->size = from->size;
+    to->mtime_ns = from->mtime_ns;
+    if (from->version)
+        to->version = strdup(from->version);
+    if (!to->name || (from->version && !to->version)) {
+        meta_entry_clear(to);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The index of the first entry of m whose name is greater than name (after = 1) or not less
+ * (after = 0). */
+static size_t mem_bound(const struct mem_dir *m, const char *name, int after)
+{
+    size_t lo = 0, hi = m->list.count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(m->list.entries[mid].name, name);
+        if (c < 0 || (after && c == 0))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int listing_fresh(const struct meta_cache *mc, int64_t fetched_ms)
+{
+    int64_t now = wall_ms();
+    return mc->ttl_ms && now >= fetched_ms && (uint64_t)(now - fetched_ms) < mc->ttl_ms;
+}
+
 /* ---- fetching and storing listings ---- */
 
 /* Lists `dir` completely from the backend (no lock held). */
@@ -331,6 +458,57 @@ static int dir_row(struct meta_cache *mc, const char *dir, int64_t *fetched_ms, 
     return have;
 }
 
+static int row_to_entry(sqlite3_stmt *s, struct meta_entry *e);
+
+/* Appends the rows of the stepped statement s to d (whose array has room for *cap). */
+static int rows_to_dir(sqlite3_stmt *s, struct meta_dir *d, size_t *cap)
+{
+    int rc = 0, step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (d->count == *cap) {
+            size_t ncap = *cap ? *cap * 2 : 64;
+            struct meta_entry *n = realloc(d->entries, ncap * sizeof(*n));
+            if (!n) {
+                rc = -ENOMEM;
+                break;
+            }
+            d->entries = n;
+            *cap = ncap;
+        }
+        rc = row_to_entry(s, &d->entries[d->count]);
+        if (rc < 0)
+            break;
+        d->count++;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = -EIO;
+    sqlite3_reset(s);
+    return rc;
+}
+
+/* The listing of dir as the index holds it (sorted by name). */
+static int db_list(struct meta_cache *mc, const char *dir, struct meta_dir *out)
+{
+    size_t cap = 0;
+    memset(out, 0, sizeof(*out));
+    sqlite3_stmt *s = mstmt(mc, MS_ENTRIES_LIST);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    int rc = rows_to_dir(s, out, &cap);
+    if (rc < 0)
+        meta_dir_clear(out);
+    return rc;
+}
+
+/* Copies the index's listing of dir (whose dirs row says fetched_ms, found) into memory. */
+static void mem_load(struct meta_cache *mc, const char *dir, int64_t fetched_ms, int found)
+{
+    struct meta_dir d;
+    if (db_list(mc, dir, &d) < 0)
+        return;
+    mem_put(mc, dir, &d, found, fetched_ms);
+    meta_dir_clear(&d);
+}
+
 /*
  * With the lock held: makes sure the listing of `dir` in the index is fresh (or, when the
  * store is unreachable, stale but present). Returns 0 if the directory exists, -ENOENT if
@@ -338,12 +516,17 @@ static int dir_row(struct meta_cache *mc, const char *dir, int64_t *fetched_ms, 
  */
 static int ensure_listing(struct meta_cache *mc, const char *dir)
 {
+    struct mem_dir *m = mem_find(mc, dir);
+    if (m && listing_fresh(mc, m->fetched_ms))
+        return m->found ? 0 : -ENOENT;
     int64_t fetched = 0;
     int found = 0;
     int have = dir_row(mc, dir, &fetched, &found);
-    int64_t now = wall_ms();
-    if (have && mc->ttl_ms && now >= fetched && (uint64_t)(now - fetched) < mc->ttl_ms)
+    if (have && listing_fresh(mc, fetched)) {
+        if (!m)
+            mem_load(mc, dir, fetched, found);
         return found ? 0 : -ENOENT;
+    }
 
     for (struct refresh *r = mc->refreshing; r; r = r->next) {
         if (strcmp(r->dir, dir) != 0)
@@ -379,8 +562,10 @@ static int ensure_listing(struct meta_cache *mc, const char *dir)
     pthread_mutex_lock(&mc->lock);
     if (rc == 0) {
         rc = store_listing(mc, dir, &d, found, started);
-        if (rc == 0)
+        if (rc == 0) {
+            mem_put(mc, dir, &d, found, started);
             rc = found ? 0 : -ENOENT;
+        }
     } else if (is_transport_error(rc)) {
         int stale_found;
         if (dir_row(mc, dir, &fetched, &stale_found)) {
@@ -455,6 +640,15 @@ int meta_cache_lookup(struct meta_cache *mc, const char *dir, const char *name,
     int rc = ensure_listing(mc, dir);
     if (rc < 0)
         goto out_unlock;
+    struct mem_dir *m = mem_find(mc, dir);
+    if (m) {
+        size_t i = mem_bound(m, name, 0);
+        if (i < m->list.count && strcmp(m->list.entries[i].name, name) == 0)
+            rc = entry_copy(&m->list.entries[i], out);
+        else
+            rc = -ENOENT;
+        goto out_unlock;
+    }
     sqlite3_stmt *s = mstmt(mc, MS_ENTRY_GET);
     sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
@@ -475,33 +669,70 @@ int meta_cache_list(struct meta_cache *mc, const char *dir, struct meta_dir *out
         return -EINVAL;
     memset(out, 0, sizeof(*out));
     struct meta_dir d = {0};
-    size_t cap = 0;
     pthread_mutex_lock(&mc->lock);
     int rc = ensure_listing(mc, dir);
     if (rc < 0)
         goto out_unlock;
-    sqlite3_stmt *s = mstmt(mc, MS_ENTRIES_LIST);
-    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (d.count == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct meta_entry *n = realloc(d.entries, ncap * sizeof(*n));
-            if (!n) {
+    struct mem_dir *m = mem_find(mc, dir);
+    if (m) {
+        rc = 0;
+        if (m->list.count) {
+            d.entries = calloc(m->list.count, sizeof(*d.entries));
+            if (!d.entries)
                 rc = -ENOMEM;
-                break;
-            }
-            d.entries = n;
-            cap = ncap;
         }
-        rc = row_to_entry(s, &d.entries[d.count]);
-        if (rc < 0)
-            break;
-        d.count++;
+        for (size_t i = 0; rc == 0 && i < m->list.count; i++) {
+            rc = entry_copy(&m->list.entries[i], &d.entries[i]);
+            if (rc == 0)
+                d.count++;
+        }
+        goto out_unlock;
     }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = -EIO;
-    sqlite3_reset(s);
+    rc = db_list(mc, dir, &d);
+out_unlock:
+    pthread_mutex_unlock(&mc->lock);
+    if (rc < 0)
+        meta_dir_clear(&d);
+    else
+        *out = d;
+    return rc;
+}
+
+int meta_cache_next(struct meta_cache *mc, const char *dir, const char *name, size_t n,
+                    struct meta_dir *out)
+{
+    if (!mc || !out || !valid_dir(dir) || !name)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (n == 0)
+        return 0;
+    struct meta_dir d = {0};
+    pthread_mutex_lock(&mc->lock);
+    int rc = ensure_listing(mc, dir);
+    if (rc < 0)
+        goto out_unlock;
+    struct mem_dir *m = mem_find(mc, dir);
+    if (m) {
+        size_t first = mem_bound(m, name, 1);
+        size_t take = m->list.count - first < n ? m->list.count - first : n;
+        if (take) {
+            d.entries = calloc(take, sizeof(*d.entries));
+            if (!d.entries)
+                rc = -ENOMEM;
+        }
+        for (size_t i = 0; rc == 0 && i < take; i++) {
+            rc = entry_copy(&m->list.entries[first + i], &d.entries[i]);
+            if (rc == 0)
+                d.count++;
+        }
+        goto out_unlock;
+    }
+    size_t cap = 0;
+    sqlite3_stmt *s = mstmt(mc, MS_ENTRIES_AFTER);
+    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, n > INT64_MAX ? INT64_MAX : (int64_t)n);
+    rc = rows_to_dir(s, &d, &cap);
 out_unlock:
     pthread_mutex_unlock(&mc->lock);
     if (rc < 0)
@@ -530,6 +761,8 @@ int meta_cache_invalidate(struct meta_cache *mc, const char *dir)
     if (!ok || mexec(mstmt(mc, MS_COMMIT)) != SQLITE_DONE) {
         mexec(mstmt(mc, MS_ROLLBACK));
         rc = -EIO;
+    } else {
+        mem_forget(mc, dir);
     }
 out_unlock:
     pthread_mutex_unlock(&mc->lock);
@@ -602,6 +835,9 @@ void meta_cache_destroy(struct meta_cache *mc)
         return;
     pthread_mutex_lock(&mc->lock);
     MC_CHECK_INVARIANTS(mc);
+    for (size_t i = 0; i < MEM_DIRS; i++)
+        if (mc->mem[i].dir)
+            mem_drop(mc, &mc->mem[i]);
     pthread_mutex_unlock(&mc->lock);
     for (int i = 0; i < MS_COUNT; i++)
         sqlite3_finalize(mc->st[i]);
@@ -623,6 +859,13 @@ static void meta_cache_check_invariants(struct meta_cache *mc)
             fprintf(stderr, "meta_cache: invariant violated (refresh of \"%s\")\n", r->dir);
             abort();
         }
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < MEM_DIRS; i++)
+        n += mc->mem[i].dir ? mc->mem[i].list.count : 0;
+    if (n != mc->mem_entries || n > MEM_ENTRIES) {
+        fprintf(stderr, "meta_cache: invariant violated (%zu entries in memory)\n", n);
+        abort();
     }
 }
 #endif

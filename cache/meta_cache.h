@@ -59,6 +59,12 @@ int meta_cache_lookup(struct meta_cache *mc, const char *dir, const char *name,
 /* All entries of `dir`. -ENOENT if `dir` is not the root and has no entries. Caller clears
  * *out with meta_dir_clear(). */
 int meta_cache_list(struct meta_cache *mc, const char *dir, struct meta_dir *out);
+/* The entries of `dir` that follow `name` in name order (bytewise; name need not exist), at
+ * most n of them, from the cached listing (listed first if it is not fresh, as for
+ * meta_cache_list). -ENOENT if `dir` does not exist. Caller clears *out with
+ * meta_dir_clear(). */
+int meta_cache_next(struct meta_cache *mc, const char *dir, const char *name, size_t n,
+                    struct meta_dir *out);
 /* Forget everything cached about `dir` (the next access lists it again). */
 int meta_cache_invalidate(struct meta_cache *mc, const char *dir);
 

@@ -42,6 +42,14 @@
  *     the file now at the page's path.
  *   - Compression (conf->compress_level): a whole page that shrinks by at least 1/8 is stored
  *     as one zstd frame; it is read and verified whole, and never mapped.
+ *   - Warm path without sqlite. `fmap` remembers the files rows this run opened or created
+ *     (key -> version, size, id, fhash; bounded, FMAP_MAX, forgotten a bucket at a time
+ *     when full): an open of a remembered (key, version, size) neither reads nor writes the
+ *     index. Only page_cache_open() changes files rows, and it drops the key's entry before
+ *     it touches the index and puts it back only after a successful commit, so an entry
+ *     always matches the index. Page rows read from the index are kept in the page's mark
+ *     (`vmarks`, state VM_ROW, and the verification states carry it too), which every change
+ *     or removal of the row clears: row_get() answers from the mark when there is one.
  *   - Access order is a monotonic sequence (max(seq) loaded at open). Touches are collected
  *     in memory and written in one transaction every TOUCH_MAX touches or TOUCH_FLUSH_MS,
  *     on eviction, flush and destroy.
@@ -64,7 +72,9 @@
  *   - at most one inflight entry per (file_id, idx); only its owner writes that page;
  *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified;
  *   - a verified mark (state VM_DONE) exists only for a whole uncompressed page whose file
- *     was read and verified after the row last changed.
+ *     was read and verified after the row last changed; a mark in any state but VM_EMPTY
+ *     holds the page's current row;
+ *   - an fmap entry of a key equals the key's files row; nfmap <= FMAP_MAX.
  *
  * Lock order: pc->lock is the only lock of the module. It is never held across a backend
  * call, and never across page file reads/writes (only open/rename/unlink/sqlite). pbuf and
@@ -104,9 +114,11 @@
 #define HOT_BYTES (16u << 20)
 #define HOT_MAX 16
 #define HOT_MIN 2
-#define VM_SETS 4096u /* power of two */
+#define VM_SETS 8192u /* power of two */
 #define VM_WAYS 4
 #define MAP_VERIFY_STACK 8
+#define FMAP_BUCKETS 16384u /* power of two */
+#define FMAP_MAX 32768u
 
 #ifndef NDEBUG
 #define PC_CHECK_INVARIANTS(pc) page_cache_check_invariants(pc)
@@ -154,14 +166,28 @@ struct prow {
     uint64_t sums[CACHE_MAX_BLOCKS];
 };
 
-enum vm_state { VM_EMPTY, VM_PENDING, VM_DONE };
+/* A page mark: the page's row as the index holds it (every state but VM_EMPTY), and whether
+ * its file was verified whole since the row last changed (VM_DONE) or is being (VM_PENDING). */
+enum vm_state { VM_EMPTY, VM_ROW, VM_PENDING, VM_DONE };
 
 struct vmark {
     int64_t file_id;
     uint64_t idx;
-    uint64_t token; /* the verification that created it */
+    uint64_t token; /* the verification under way or done */
     uint64_t stamp; /* recency within its set */
     int state;
+    struct prow row;
+};
+
+/* A `files` row the cache knows (key -> version, size, id, fhash), for opens without sqlite. */
+struct fent {
+    struct fent *next;
+    uint64_t hash; /* XXH3-64 of key */
+    int64_t file_id;
+    uint64_t size;
+    char fhash[33];
+    char *key;
+    char *version;
 };
 
 struct pc_file {
@@ -240,6 +266,9 @@ struct page_cache {
     uint64_t hot_clock;
     struct vmark *vmarks; /* VM_SETS * VM_WAYS */
     uint64_t vm_clock;
+    struct fent **fmap; /* FMAP_BUCKETS chains */
+    size_t nfmap;
+    size_t fmap_clock; /* next bucket to evict from when full */
     struct page_cache_stats stats;
 };
 
@@ -475,7 +504,7 @@ static void hot_drop_file(struct page_cache *pc, int64_t file_id)
     pc->nhot = j;
 }
 
-/* ---- verified marks (under the lock) ---- */
+/* ---- page marks: cached rows and verifications (under the lock) ---- */
 
 static struct vmark *vm_set(struct page_cache *pc, int64_t file_id, uint64_t idx)
 {
@@ -493,6 +522,29 @@ static struct vmark *vm_find(struct page_cache *pc, int64_t file_id, uint64_t id
     return NULL;
 }
 
+/* The page's mark, or a free or least recently used slot of its set, taken over for it
+ * (state VM_EMPTY until the caller sets one). */
+static struct vmark *vm_slot(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *m = vm_find(pc, file_id, idx);
+    if (m)
+        return m;
+    struct vmark *set = vm_set(pc, file_id, idx);
+    m = &set[0];
+    for (int i = 0; i < VM_WAYS; i++) {
+        if (set[i].state == VM_EMPTY) {
+            m = &set[i];
+            break;
+        }
+        if (set[i].stamp < m->stamp)
+            m = &set[i];
+    }
+    m->state = VM_EMPTY;
+    m->file_id = file_id;
+    m->idx = idx;
+    return m;
+}
+
 static int vm_verified(struct page_cache *pc, int64_t file_id, uint64_t idx)
 {
     struct vmark *m = vm_find(pc, file_id, idx);
@@ -502,24 +554,23 @@ static int vm_verified(struct page_cache *pc, int64_t file_id, uint64_t idx)
     return 1;
 }
 
-/* Starts a verification of the page's current file; returns its token. */
-static uint64_t vm_begin(struct page_cache *pc, int64_t file_id, uint64_t idx)
+/* Remembers the row r of a page (read from the index just now, under the lock). */
+static void vm_put_row(struct page_cache *pc, int64_t file_id, uint64_t idx,
+                       const struct prow *r)
 {
-    struct vmark *m = vm_find(pc, file_id, idx);
-    if (!m) {
-        struct vmark *set = vm_set(pc, file_id, idx);
-        m = &set[0];
-        for (int i = 0; i < VM_WAYS; i++) {
-            if (set[i].state == VM_EMPTY) {
-                m = &set[i];
-                break;
-            }
-            if (set[i].stamp < m->stamp)
-                m = &set[i];
-        }
-    }
-    m->file_id = file_id;
-    m->idx = idx;
+    struct vmark *m = vm_slot(pc, file_id, idx);
+    if (m->state == VM_EMPTY)
+        m->state = VM_ROW;
+    m->row = *r;
+    m->stamp = ++pc->vm_clock;
+}
+
+/* Starts a verification of the page's current file, whose row is r; returns its token. */
+static uint64_t vm_begin(struct page_cache *pc, int64_t file_id, uint64_t idx,
+                         const struct prow *r)
+{
+    struct vmark *m = vm_slot(pc, file_id, idx);
+    m->row = *r;
     m->state = VM_PENDING;
     m->token = ++pc->vm_clock;
     m->stamp = m->token;
@@ -714,8 +765,8 @@ static void write_failed(struct page_cache *pc, int err)
  * index cannot be read: the caller then fetches). A row that contradicts itself (a checksum
  * blob of the wrong size, blocks outside the page, no block) is dropped with its file and
  * counted corrupt. */
-static int row_get(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
-                   struct prow *r)
+static int row_read(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                    struct prow *r)
 {
     size_t plen = page_len(pc, f, idx);
     unsigned nb = page_blocks(pc, plen);
@@ -751,7 +802,22 @@ static int row_get(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
             pc->stats.corrupt++;
         return 0;
     }
+    vm_put_row(pc, f->file_id, idx, r);
     return 1;
+}
+
+/* Under the lock: the row of page idx of f, from its mark when it has one (marks are cleared
+ * whenever a row changes), else from the index (row_read). */
+static int row_get(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                   struct prow *r)
+{
+    struct vmark *m = vm_find(pc, f->file_id, idx);
+    if (m) {
+        *r = m->row;
+        m->stamp = ++pc->vm_clock;
+        return 1;
+    }
+    return row_read(pc, f, idx, r);
 }
 
 /* ---- reading and storing page files ---- */
@@ -1175,7 +1241,7 @@ retry:
             int whole = (r.flags & CACHE_PAGE_ZSTD) || (have == full && !random);
             unsigned lo = whole ? 0 : mask_lo(need), hi = whole ? mask_hi(full) : mask_hi(need);
             int mark = whole && !(r.flags & CACHE_PAGE_ZSTD);
-            uint64_t token = mark ? vm_begin(pc, f->file_id, idx) : 0;
+            uint64_t token = mark ? vm_begin(pc, f->file_id, idx, &r) : 0;
             char path[4096];
             page_path(pc, f->fhash, idx, path, sizeof(path), 0);
             /* Opened under the lock: eviction may unlink it later, our descriptor stays good. */
@@ -1569,7 +1635,8 @@ int page_cache_map(struct page_cache *pc, struct pc_file *f, uint64_t off, size_
         ext[n].fd = fd;
         ext[n].pos = a - idx * pc->page_size;
         ext[n].len = (size_t)(b - a);
-        tokens[n] = vm_verified(pc, f->file_id, idx) ? 0 : vm_begin(pc, f->file_id, idx);
+        tokens[n] = vm_verified(pc, f->file_id, idx) ? 0
+                                                     : vm_begin(pc, f->file_id, idx, &rows[n]);
     }
     pthread_mutex_unlock(&pc->lock);
     if (n < npages)
@@ -1622,6 +1689,126 @@ out_free:
         free(rows);
     if (tokens != tokens_stack)
         free(tokens);
+    return rc;
+}
+
+/* ---- known files (under the lock) ---- */
+
+static struct fent *fmap_find(struct page_cache *pc, const char *key, uint64_t h)
+{
+    for (struct fent *e = pc->fmap[h & (FMAP_BUCKETS - 1)]; e; e = e->next)
+        if (e->hash == h && strcmp(e->key, key) == 0)
+            return e;
+    return NULL;
+}
+
+static void fent_free(struct fent *e)
+{
+    free(e->key);
+    free(e->version);
+    free(e);
+}
+
+static void fmap_del(struct page_cache *pc, const char *key, uint64_t h)
+{
+    for (struct fent **pp = &pc->fmap[h & (FMAP_BUCKETS - 1)]; *pp; pp = &(*pp)->next) {
+        struct fent *e = *pp;
+        if (e->hash == h && strcmp(e->key, key) == 0) {
+            *pp = e->next;
+            fent_free(e);
+            pc->nfmap--;
+            return;
+        }
+    }
+}
+
+/* Records that the index's files row of key is (version, size, id, fhash). Best effort: out
+ * of memory, the key is just not remembered (its next open asks the index). */
+static void fmap_put(struct page_cache *pc, const char *key, uint64_t h, const char *version,
+                     uint64_t size, int64_t file_id, const char *fhash)
+{
+    fmap_del(pc, key, h);
+    while (pc->nfmap >= FMAP_MAX) {
+        /* Full: forget the chains of the next buckets, round robin. */
+        struct fent **b = &pc->fmap[pc->fmap_clock++ & (FMAP_BUCKETS - 1)];
+        while (*b) {
+            struct fent *e = *b;
+            *b = e->next;
+            fent_free(e);
+            pc->nfmap--;
+        }
+    }
+    struct fent *e = calloc(1, sizeof(*e));
+    if (!e)
+        return;
+    e->key = strdup(key);
+    e->version = strdup(version);
+    if (!e->key || !e->version) {
+        fent_free(e);
+        return;
+    }
+    e->hash = h;
+    e->file_id = file_id;
+    e->size = size;
+    memcpy(e->fhash, fhash, sizeof(e->fhash));
+    struct fent **b = &pc->fmap[h & (FMAP_BUCKETS - 1)];
+    e->next = *b;
+    *b = e;
+    pc->nfmap++;
+}
+
+static void fmap_clear(struct page_cache *pc)
+{
+    for (size_t i = 0; i < FMAP_BUCKETS; i++) {
+        while (pc->fmap[i]) {
+            struct fent *e = pc->fmap[i];
+            pc->fmap[i] = e->next;
+            fent_free(e);
+        }
+    }
+    pc->nfmap = 0;
+}
+
+/* Under the lock: 1 if every page of f is resident whole (in the hot set, or by its row). */
+static int resident_whole(struct page_cache *pc, const struct pc_file *f)
+{
+    uint64_t npages = (f->size + pc->page_size - 1) / pc->page_size;
+    for (uint64_t i = 0; i < npages; i++) {
+        int hot = 0;
+        for (size_t k = 0; k < pc->nhot && !hot; k++)
+            hot = pc->hot[k]->file_id == f->file_id && pc->hot[k]->idx == i;
+        struct prow r;
+        if (!hot && (!row_get(pc, f, i, &r) || r.blocks != full_mask(pc, page_len(pc, f, i))))
+            return 0;
+    }
+    return 1;
+}
+
+int page_cache_resident(struct page_cache *pc, struct pc_file *f)
+{
+    if (!pc || !f)
+        return -EINVAL;
+    pthread_mutex_lock(&pc->lock);
+    int rc = resident_whole(pc, f);
+    pthread_mutex_unlock(&pc->lock);
+    return rc;
+}
+
+int page_cache_key_resident(struct page_cache *pc, const char *key, const char *version,
+                            uint64_t size)
+{
+    if (!pc || !key || !version)
+        return -EINVAL;
+    uint64_t h = XXH3_64bits(key, strlen(key));
+    int rc = 0;
+    pthread_mutex_lock(&pc->lock);
+    struct fent *e = fmap_find(pc, key, h);
+    if (e && e->size == size && strcmp(e->version, version) == 0) {
+        struct pc_file f = {.file_id = e->file_id, .size = e->size};
+        memcpy(f.fhash, e->fhash, sizeof(f.fhash));
+        rc = resident_whole(pc, &f);
+    }
+    pthread_mutex_unlock(&pc->lock);
     return rc;
 }
 
@@ -1678,7 +1865,21 @@ int page_cache_open(struct page_cache *pc, const char *key, const char *version,
     if (rc < 0)
         goto out_free;
 
+    uint64_t kh = XXH3_64bits(key, strlen(key));
     pthread_mutex_lock(&pc->lock);
+    /* Warm path: a version the cache knows is opened from memory, no index access. */
+    struct fent *known = fmap_find(pc, key, kh);
+    if (known && known->size == size && strcmp(known->version, version) == 0 &&
+        strcmp(known->fhash, f->fhash) == 0) {
+        f->file_id = known->file_id;
+        pthread_mutex_unlock(&pc->lock);
+        if (unchanged)
+            *unchanged = 1;
+        *out = f;
+        return 0;
+    }
+    /* Whatever happens below, the row of key is what the index says afterwards. */
+    fmap_del(pc, key, kh);
     flush_touches(pc);
     rc = tx_begin(pc);
     if (rc < 0)
@@ -1729,6 +1930,7 @@ out_commit:
         recount(pc);
         goto out_unlock;
     }
+    fmap_put(pc, key, kh, version, size, f->file_id, f->fhash);
     pthread_mutex_unlock(&pc->lock);
     *out = f;
     return 0;
@@ -1995,7 +2197,8 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
         pc->hot_max = HOT_MAX;
     pc->dir = strdup(conf->dir);
     pc->vmarks = calloc((size_t)VM_SETS * VM_WAYS, sizeof(*pc->vmarks));
-    if (!pc->dir || !pc->vmarks) {
+    pc->fmap = calloc(FMAP_BUCKETS, sizeof(*pc->fmap));
+    if (!pc->dir || !pc->vmarks || !pc->fmap) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto out_free;
@@ -2048,6 +2251,7 @@ out_stmts:
         sqlite3_finalize(pc->st[i]);
     cache_db_close(pc->db);
 out_free:
+    free(pc->fmap);
     free(pc->vmarks);
     free(pc->dir);
     free(pc);
@@ -2064,12 +2268,14 @@ void page_cache_destroy(struct page_cache *pc)
     for (size_t i = 0; i < pc->nhot; i++)
         pbuf_unref(pc->hot[i]);
     pc->nhot = 0;
+    fmap_clear(pc);
     pthread_mutex_unlock(&pc->lock);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(pc->st[i]);
     cache_db_close(pc->db);
     pthread_cond_destroy(&pc->fetch_done);
     pthread_mutex_destroy(&pc->lock);
+    free(pc->fmap);
     free(pc->vmarks);
     free(pc->dir);
     free(pc);
@@ -2090,7 +2296,7 @@ static void page_cache_check_invariants(struct page_cache *pc)
             ok = 0;
     }
     sqlite3_reset(s);
-    if (pc->nhot > pc->hot_max || pc->ntouch > TOUCH_MAX)
+    if (pc->nhot > pc->hot_max || pc->ntouch > TOUCH_MAX || pc->nfmap > FMAP_MAX)
         ok = 0;
     for (size_t i = 0; i < pc->nhot; i++)
         if (atomic_load(&pc->hot[i]->refs) == 0)

@@ -68,7 +68,9 @@ void page_cache_destroy(struct page_cache *pc);
 
 /* Opens the version `version` of `key` (size bytes, modified at mtime_ns). If the index holds
  * another version of the key, that version's pages are dropped. `*unchanged` (if not NULL) is
- * set to 1 when this exact version was already known to the cache. */
+ * set to 1 when this exact version was already known to the cache. An open of a (key,
+ * version, size) the cache opened before in this run (and still remembers: the table of
+ * known files is bounded) is answered from memory, without touching the index. */
 int page_cache_open(struct page_cache *pc, const char *key, const char *version, uint64_t size,
                     int64_t mtime_ns, struct pc_file **out, int *unchanged);
 struct pc_file *pc_file_ref(struct pc_file *f);
@@ -116,6 +118,14 @@ int page_cache_map(struct page_cache *pc, struct pc_file *f, uint64_t off, size_
  * but not put in the small in-memory hot set. Returns the number of pages fetched, or
  * -errno if a fetch failed (pages fetched before the failure stay resident). */
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count);
+
+/* 1 if every page of f is resident whole (a read of f would fetch nothing), 0 if not, or
+ * -EINVAL. */
+int page_cache_resident(struct page_cache *pc, struct pc_file *f);
+/* The same for (key, version, size) without opening it: 1 only if the cache knows that
+ * version from an open in this run (no index write, no new row) and holds all of it. */
+int page_cache_key_resident(struct page_cache *pc, const char *key, const char *version,
+                            uint64_t size);
 
 /* What the cache holds of `key` (any version). */
 struct pc_residency {

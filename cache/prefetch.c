@@ -16,18 +16,24 @@
  *     keyed by (file id, page); a later read of such a page through any handle counts it as
  *     used and forgets it. The table is bounded: when a probe run is full the oldest guess is
  *     overwritten, so `used` can only undercount, and only past thousands of unread pages.
+ *   - Object requests (prefetch_object, for directory prefetch) carry a name instead of a
+ *     stream: the pool thread opens the object in the page cache and prefetches all of it.
+ *     The names of queued and running object requests are kept in `objs`, so one object is
+ *     never queued twice at once; a request leaves `objs` when it is freed.
  *   - Shutdown: destroy sets `stopping` and wakes the loop, which drops every queued request
  *     and, once the last fetch under way has finished (after_fetch), closes its async handle
  *     so uv_run returns; destroy joins the thread and closes the loop.
  *
  * Invariants (under pf->lock): inflight <= max_inflight unless a single fetch exceeds it;
  * mem_inflight is the sum of the buffers of the fetches under way; every queued or running
- * request holds one reference to its stream (and the stream one to its pc_file); nothing is
- * queued once stopping is set.
+ * request holds one reference to its stream (and the stream one to its pc_file), or owns
+ * its pf_obj, which is in `objs` exactly while the request exists; nothing is queued once
+ * stopping is set.
  *
  * Lock order: stream->lock, then pf->lock is never taken while holding it (the detector runs
- * first, the queue is touched after). page_cache locks are taken only by pool threads
- * calling page_cache_prefetch(), with no prefetcher lock held.
+ * first, the queue is touched after). The page cache's lock is taken with no prefetcher lock
+ * held: by pool threads (page_cache_open/page_cache_prefetch) and by prefetch_open()
+ * (page_cache_resident: a resident small object queues nothing).
  */
 #include "cache/prefetch.h"
 
@@ -42,11 +48,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
+#include <xxhash.h>
 
 #define MAX_PENDING 4096    /* queued requests at most; more are dropped */
 #define TRACK_SLOTS 16384u  /* power of two */
 #define TRACK_PROBE 8
 #define POOL_EXTRA 4
+#define OBJ_BUCKETS 1024u  /* power of two */
 
 struct prefetch_stream {
     atomic_uint refs;
@@ -59,17 +67,31 @@ struct prefetch_stream {
     uint64_t window; /* the detector's window after the last read, in pages */
 };
 
-/* One queued or running fetch of pages [idx, idx + count) of st->f. */
+/* One queued or running fetch of pages [idx, idx + count) of st->f, or (st NULL) of a whole
+ * object by name (prefetch_object: opened by the pool thread). */
 struct pf_req {
     struct pf_req *next;
     struct prefetcher *pf;
-    struct prefetch_stream *st; /* one reference */
+    struct prefetch_stream *st; /* one reference; NULL for an object request */
+    struct pf_obj *obj;         /* an object request's name; NULL for a stream request */
+    int64_t file_id;            /* of the pages fetched (an object's: set by the pool thread) */
     uint64_t idx;
     size_t count;
     unsigned gen;
     uint64_t mem;  /* bytes of buffers this fetch holds */
     int result;    /* page_cache_prefetch() result, set by the pool thread */
     uv_work_t work;
+};
+
+/* The name of an object queued by prefetch_object(); also in the prefetcher's `objs` set
+ * while queued or running, so that an object is never queued twice at once. */
+struct pf_obj {
+    struct pf_obj *next; /* in its `objs` chain */
+    uint64_t hash;
+    char *key;
+    char *version;
+    uint64_t size;
+    int64_t mtime_ns;
 };
 
 struct track_slot {
@@ -98,6 +120,7 @@ struct prefetcher {
     struct prefetch_stats stats;
     struct track_slot *track;
     uint64_t track_clock;
+    struct pf_obj **objs; /* OBJ_BUCKETS chains: objects queued or running */
 };
 
 /* ---- streams ---------------------------------------------------------------------------- */
@@ -117,10 +140,52 @@ static void stream_unref(struct prefetch_stream *st)
     free(st);
 }
 
+static void obj_free(struct pf_obj *o)
+{
+    if (!o)
+        return;
+    free(o->key);
+    free(o->version);
+    free(o);
+}
+
+/* Under pf->lock: the queued or running object request of key, or NULL. */
+static struct pf_obj *obj_find(struct prefetcher *pf, const char *key, uint64_t h)
+{
+    for (struct pf_obj *o = pf->objs[h & (OBJ_BUCKETS - 1)]; o; o = o->next)
+        if (o->hash == h && strcmp(o->key, key) == 0)
+            return o;
+    return NULL;
+}
+
+/* Under pf->lock: o is no longer queued or running. */
+static void obj_unlink(struct prefetcher *pf, struct pf_obj *o)
+{
+    for (struct pf_obj **pp = &pf->objs[o->hash & (OBJ_BUCKETS - 1)]; *pp; pp = &(*pp)->next) {
+        if (*pp == o) {
+            *pp = o->next;
+            return;
+        }
+    }
+}
+
+/* Frees a request that is in no list; an object request leaves the `objs` set. */
 static void req_free(struct pf_req *r)
 {
+    if (r->obj) {
+        pthread_mutex_lock(&r->pf->lock);
+        obj_unlink(r->pf, r->obj);
+        pthread_mutex_unlock(&r->pf->lock);
+        obj_free(r->obj);
+    }
     stream_unref(r->st);
     free(r);
+}
+
+/* A request that will not be fetched any more: its stream was closed or jumped. */
+static int req_stale(struct pf_req *r)
+{
+    return r->st && (atomic_load(&r->st->closed) || atomic_load(&r->st->gen) != r->gen);
 }
 
 /* ---- the table of prefetched, not yet read pages (under pf->lock) ---------------------- */
@@ -198,11 +263,22 @@ static void free_list(struct pf_req *r)
 static void fetch_work(uv_work_t *w)
 {
     struct pf_req *r = w->data;
-    if (atomic_load(&r->st->closed) || atomic_load(&r->st->gen) != r->gen) {
+    if (req_stale(r)) {
         r->result = -ECANCELED;
         return;
     }
-    r->result = page_cache_prefetch(r->pf->pc, r->st->f, r->idx, r->count);
+    if (!r->obj) {
+        r->result = page_cache_prefetch(r->pf->pc, r->st->f, r->idx, r->count);
+        return;
+    }
+    struct pc_file *f = NULL;
+    r->result = page_cache_open(r->pf->pc, r->obj->key, r->obj->version, r->obj->size,
+                                r->obj->mtime_ns, &f, NULL);
+    if (r->result < 0)
+        return;
+    r->file_id = pc_file_id(f);
+    r->result = page_cache_prefetch(r->pf->pc, f, 0, r->count);
+    pc_file_unref(f);
 }
 
 static void dispatch(struct prefetcher *pf);
@@ -225,7 +301,7 @@ static void after_fetch(uv_work_t *w, int status)
          * only requests fetched whole (nearly all of them are one page). */
         if ((size_t)r->result == r->count)
             for (size_t i = 0; i < r->count; i++)
-                track_add(pf, r->st->file_id, r->idx + i);
+                track_add(pf, r->file_id, r->idx + i);
     }
     if (pf->stopping) {
         struct pf_req *drop = stop_locked(pf);
@@ -245,7 +321,7 @@ static void dispatch(struct prefetcher *pf)
     pthread_mutex_lock(&pf->lock);
     while (pf->head && !pf->stopping) {
         struct pf_req *r = pf->head;
-        int stale = atomic_load(&r->st->closed) || atomic_load(&r->st->gen) != r->gen;
+        int stale = req_stale(r);
         if (!stale && pf->inflight > 0 &&
             (pf->inflight >= pf->max_inflight || pf->mem_inflight + r->mem > pf->mem_limit))
             break;
@@ -324,6 +400,7 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st, uint64_t 
             break;
         r->pf = pf;
         r->st = stream_ref(st);
+        r->file_id = st->file_id;
         r->idx = whole ? first : first + made;
         r->count = whole ? (size_t)n : 1;
         r->gen = gen;
@@ -393,11 +470,17 @@ int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stre
     };
     stream_init(&st->det, &sc);
     if (size > 0 && size <= pf->small_object) {
+        /* A resident object costs nothing more: no request, no wake-up of the loop. */
+        int resident = page_cache_resident(pf->pc, f) == 1;
         uint64_t npages = (size + pf->page_size - 1) / pf->page_size;
         pthread_mutex_lock(&pf->lock);
-        pf->stats.small_objects++;
+        if (resident)
+            pf->stats.small_resident++;
+        else
+            pf->stats.small_objects++;
         pthread_mutex_unlock(&pf->lock);
-        enqueue(pf, st, 0, npages, 1, 0, 0);
+        if (!resident)
+            enqueue(pf, st, 0, npages, 1, 0, 0);
     }
     *out = st;
     return 0;
@@ -427,6 +510,73 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     }
     enqueue(pf, st, d.first_page, d.npages, 0, off, len);
     return d.random;
+}
+
+int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
+                    uint64_t size, int64_t mtime_ns)
+{
+    if (!pf)
+        return 0;
+    if (!key || !version || size == 0)
+        return -EINVAL;
+    uint64_t h = XXH3_64bits(key, strlen(key));
+    pthread_mutex_lock(&pf->lock);
+    int dup = obj_find(pf, key, h) != NULL;
+    if (dup)
+        pf->stats.objects_dup++;
+    pthread_mutex_unlock(&pf->lock);
+    if (dup)
+        return 0;
+
+    int rc = -ENOMEM;
+    struct pf_req *r = calloc(1, sizeof(*r));
+    struct pf_obj *o = calloc(1, sizeof(*o));
+    if (!r || !o)
+        goto out_free;
+    o->hash = h;
+    o->key = strdup(key);
+    o->version = strdup(version);
+    o->size = size;
+    o->mtime_ns = mtime_ns;
+    if (!o->key || !o->version)
+        goto out_free;
+    r->pf = pf;
+    r->count = (size_t)((size + pf->page_size - 1) / pf->page_size);
+    r->mem = (uint64_t)r->count * pf->page_size;
+    r->file_id = -1;
+
+    pthread_mutex_lock(&pf->lock);
+    if (obj_find(pf, key, h)) { /* queued by another thread meanwhile */
+        pf->stats.objects_dup++;
+        rc = 0;
+    } else if (pf->stopping || pf->npending + 1 > MAX_PENDING) {
+        pf->stats.dropped += r->count;
+        rc = -EAGAIN;
+    } else {
+        struct pf_obj **b = &pf->objs[h & (OBJ_BUCKETS - 1)];
+        o->next = *b;
+        *b = o;
+        r->obj = o;
+        o = NULL;
+        pf->stats.objects_queued++;
+        pf->stats.queued += r->count;
+        if (pf->tail)
+            pf->tail->next = r;
+        else
+            pf->head = r;
+        pf->tail = r;
+        pf->npending++;
+        r = NULL;
+    }
+    pthread_mutex_unlock(&pf->lock);
+    if (!r) {
+        uv_async_send(&pf->wake);
+        return 1;
+    }
+out_free:
+    obj_free(o);
+    free(r);
+    return rc;
 }
 
 void prefetch_close(struct prefetch_stream *st)
@@ -472,7 +622,8 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     pf->mem_limit = conf->mem_limit ? conf->mem_limit : PREFETCH_DEFAULT_MEM_LIMIT;
     pf->small_object = conf->small_object ? conf->small_object : PREFETCH_DEFAULT_SMALL_OBJECT;
     pf->track = calloc(TRACK_SLOTS, sizeof(*pf->track));
-    if (!pf->track) {
+    pf->objs = calloc(OBJ_BUCKETS, sizeof(*pf->objs));
+    if (!pf->track || !pf->objs) {
         rc = -ENOMEM;
         goto out_free;
     }
@@ -518,8 +669,9 @@ out_destroy_cond:
 out_destroy_lock:
     pthread_mutex_destroy(&pf->lock);
 out_free_track:
-    free(pf->track);
 out_free:
+    free(pf->objs);
+    free(pf->track);
     free(pf);
     return rc;
 }
@@ -539,6 +691,7 @@ void prefetcher_destroy(struct prefetcher *pf)
     }
     pthread_cond_destroy(&pf->idle);
     pthread_mutex_destroy(&pf->lock);
+    free(pf->objs); /* empty: every request was freed */
     free(pf->track);
     free(pf);
 }

@@ -1,6 +1,7 @@
 /*
  * prefetch.h - read-ahead for the page cache: per-handle stream detection, fetches on a
- * libuv loop and thread pool, small objects fetched whole at open.
+ * libuv loop and thread pool, small objects fetched whole at open (unless resident), whole
+ * objects by name (directory prefetch).
  *
  * A prefetcher owns one libuv loop thread. Each open handle gets a prefetch_stream; every
  * read of the handle is reported with prefetch_read(), which runs the stream detector
@@ -55,6 +56,9 @@ struct prefetch_stats {
     uint64_t dropped;       /* pages dropped: handle closed, stream jumped, queue full, stop */
     uint64_t errors;        /* prefetch fetches that failed */
     uint64_t small_objects; /* objects queued whole at open */
+    uint64_t small_resident; /* small objects opened already resident (nothing queued) */
+    uint64_t objects_queued; /* whole objects queued by name (prefetch_object) */
+    uint64_t objects_dup;    /* prefetch_object calls for an object already queued or running */
     uint64_t windows;       /* read-ahead windows opened (a stream turned sequential) */
     uint64_t jumps;         /* random jumps that closed a window or a run */
     uint64_t inflight;      /* fetches under way now */
@@ -70,7 +74,8 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
 void prefetcher_destroy(struct prefetcher *pf);
 
 /* A stream for a new handle on f (takes its own reference to f). For an object of at most
- * small_object bytes, queues all its pages at once (fetched in one request). With pf NULL,
+ * small_object bytes that is not resident whole, queues all its pages at once (fetched in
+ * one request); a resident one costs no request (counted in small_resident). With pf NULL,
  * sets *out to NULL and returns 0. Returns 0 or -ENOMEM. */
 int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out);
 /* Reports a read of len bytes at off through the stream's handle; may queue read-ahead.
@@ -78,6 +83,14 @@ int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stre
  * run: the caller should fetch only what it needs, PC_READ_RANDOM), else 0 (also with pf or
  * st NULL). */
 int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len);
+/* Queues a whole-object prefetch of (key, version, size bytes, mtime_ns) by name, for
+ * objects nobody has open yet (directory prefetch): a pool thread opens it in the page cache
+ * and fetches its missing pages in one request, within the same caps as read-ahead. An
+ * object already queued or being fetched by this function is not queued again. Returns 1 if
+ * queued, 0 if not needed (already queued, or pf NULL), -EAGAIN if the queue is full or the
+ * prefetcher stopping, -EINVAL (size 0, NULL key or version), -ENOMEM. */
+int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
+                    uint64_t size, int64_t mtime_ns);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
 void prefetch_close(struct prefetch_stream *st);
 

@@ -18,6 +18,12 @@
  *    is reported to it before it is served; the prefetcher lives from create to destroy. Its
  *    verdict (random or not) goes to the page cache: a random read's miss fetches only the
  *    blocks it needs (PC_READ_RANDOM).
+ *  - With -o dir_prefetch=N, an open of a small object queues whole-object prefetches of the
+ *    next N small objects of its directory's cached listing (name order) that are not
+ *    resident yet, after the open is replied.
+ *  - Store errors the retries could not overcome (timeouts, refused or reset connections)
+ *    reach the application as EIO from every operation (store_errno()); ESTALE, ENOENT and
+ *    EACCES pass unchanged.
  *  - A read of resident whole pages is answered with their page files' descriptors
  *    (page_cache_map + fuse_reply_data, spliced: no copy through user space); anything else
  *    is read into a buffer (page_cache_read_ex) and replied with fuse_reply_buf.
@@ -59,6 +65,8 @@ struct pagefs_fs {
     struct meta_cache *mc;
     struct inode_table *inodes;
     struct prefetcher *pf; /* NULL: read-ahead off */
+    unsigned dir_prefetch; /* objects of a listing prefetched after an open; 0: off */
+    uint64_t small_object; /* the prefetcher's small-object threshold */
     double ttl;
     uid_t uid;
     gid_t gid;
@@ -71,7 +79,7 @@ struct pagefs_fs {
     struct pagefs_handle *handles; /* open file and directory handles (list head sentinel) */
     /* Request counters for the stats text. */
     atomic_uint_fast64_t n_lookup, n_negative, n_getattr, n_readdir, n_open, n_read, n_read_bytes,
-        n_read_errors, n_estale, n_read_zero_copy;
+        n_read_errors, n_estale, n_read_zero_copy, n_dir_prefetch;
 };
 
 /* The part common to file and directory handles: membership of fs->handles. */
@@ -136,6 +144,24 @@ static void dh_free(struct pagefs_dh *dh)
 static void reply_err(fuse_req_t req, int neg_errno)
 {
     fuse_reply_err(req, neg_errno < 0 ? -neg_errno : neg_errno);
+}
+
+/* What the application sees of a store that could not be reached or did not answer in time
+ * (after the retries): EIO, as for any other store error. ESTALE, ENOENT, EACCES and the
+ * rest pass unchanged. */
+static int store_errno(int neg_errno)
+{
+    switch (-neg_errno) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ETIMEDOUT:
+    case EAGAIN:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+        return -EIO;
+    default:
+        return neg_errno;
+    }
 }
 
 static void count(atomic_uint_fast64_t *c, uint64_t n)
@@ -250,6 +276,9 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
         rc = prefetcher_create(conf->prefetch, conf->pc, &fs->pf);
         if (rc < 0)
             goto out_free_control_socket;
+        fs->dir_prefetch = conf->dir_prefetch;
+        fs->small_object = conf->prefetch->small_object ? conf->prefetch->small_object
+                                                        : PREFETCH_DEFAULT_SMALL_OBJECT;
     }
     *out = fs;
     return 0;
@@ -366,6 +395,7 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
     KV("fuse_read_errors", atomic_load(&fs->n_read_errors));
     KV("fuse_estale", atomic_load(&fs->n_estale));
     KV("fuse_zero_copy_reads", atomic_load(&fs->n_read_zero_copy));
+    KV("fuse_dir_prefetches", atomic_load(&fs->n_dir_prefetch));
     if (fs->pf) {
         struct prefetch_stats pfs;
         prefetcher_get_stats(fs->pf, &pfs);
@@ -375,6 +405,9 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
         KV("prefetch_dropped", pfs.dropped);
         KV("prefetch_errors", pfs.errors);
         KV("prefetch_small_objects", pfs.small_objects);
+        KV("prefetch_small_resident", pfs.small_resident);
+        KV("prefetch_objects_queued", pfs.objects_queued);
+        KV("prefetch_objects_dup", pfs.objects_dup);
         KV("prefetch_windows", pfs.windows);
         KV("prefetch_jumps", pfs.jumps);
         KV("prefetch_inflight", pfs.inflight);
@@ -479,7 +512,7 @@ out_clear_parent_replied:
 out_clear_parent:
     inode_info_clear(&pinfo);
 out_reply:
-    reply_err(req, rc);
+    reply_err(req, store_errno(rc));
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -602,7 +635,7 @@ out_free_handle:
 out_clear_info:
     inode_info_clear(&info);
 out_reply:
-    reply_err(req, rc);
+    reply_err(req, store_errno(rc));
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -714,6 +747,47 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     fuse_reply_err(req, 0);
 }
 
+/* Directory prefetch (-o dir_prefetch=N), after an open of the small object `ino`: queues
+ * whole-object prefetches of the next N entries of its directory's cached listing, in name
+ * order, that are small objects and not resident yet (the prefetcher never queues one object
+ * twice, and its caps apply). Best effort: any failure just prefetches less. */
+static void dir_prefetch(struct pagefs_fs *fs, fuse_ino_t ino)
+{
+    struct inode_info info;
+    struct meta_dir next = {0};
+    char *dir = NULL, *name = NULL, *key = NULL;
+    if (inode_table_get(fs->inodes, ino, &info) < 0)
+        return;
+    dir = parent_prefix(info.key);
+    name = base_name(info.key);
+    if (!dir || !name || meta_cache_next(fs->mc, dir, name, fs->dir_prefetch, &next) < 0)
+        goto out_free;
+    size_t dl = strlen(dir);
+    key = malloc(dl + 256 + 1);
+    if (!key)
+        goto out_clear_next;
+    memcpy(key, dir, dl);
+    for (size_t i = 0; i < next.count; i++) {
+        const struct meta_entry *me = &next.entries[i];
+        size_t nl = strlen(me->name);
+        if (me->is_dir || me->size == 0 || me->size > fs->small_object || nl > 255)
+            continue;
+        memcpy(key + dl, me->name, nl + 1);
+        const char *version = me->version ? me->version : "";
+        if (page_cache_key_resident(fs->pc, key, version, me->size) == 1)
+            continue; /* resident already: costs nothing */
+        prefetch_object(fs->pf, key, version, me->size, me->mtime_ns);
+    }
+    free(key);
+out_clear_next:
+    meta_dir_clear(&next);
+out_free:
+    free(dir);
+    free(name);
+    inode_info_clear(&info);
+    count(&fs->n_dir_prefetch, 1); /* a pass done (tests wait for it) */
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct pagefs_fs *fs = req_fs(req);
@@ -753,11 +827,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->fh = (uintptr_t)h;
     fi->keep_cache = unchanged ? 1 : 0;
     fi->noflush = 1;
+    uint64_t size = pc_file_size(h->f);
     handle_track(fs, &h->h);
     if (fuse_reply_open(req, fi) != 0) {
         handle_untrack(fs, &h->h);
         fh_free(h);
+        return;
     }
+    /* After the reply, so the application does not wait for it. h may be released already:
+     * only what was copied out of it is used. */
+    if (fs->dir_prefetch && size > 0 && size <= fs->small_object)
+        dir_prefetch(fs, ino);
     return;
 
 out_free_handle:
@@ -765,7 +845,7 @@ out_free_handle:
 out_clear_info:
     inode_info_clear(&info);
 out_reply:
-    reply_err(req, rc);
+    reply_err(req, store_errno(rc));
 }
 
 /* Pages one read may map: a 1 MiB request over 64 KiB pages touches 17. */
@@ -849,10 +929,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                      strerror((int)-rc));
         }
         /* A store still unreachable after the retries is an I/O error to the reader. */
-        if (rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -EAGAIN ||
-            rc == -EHOSTUNREACH || rc == -ENETUNREACH)
-            rc = -EIO;
-        reply_err(req, (int)rc);
+        reply_err(req, store_errno((int)rc));
     } else {
         count(&fs->n_read_bytes, got);
         fuse_reply_buf(req, buf, got);

@@ -35,6 +35,9 @@ struct pagefs_fs_conf {
     gid_t gid;
     mode_t umask;          /* bits taken from 0444 (files) / 0555 (dirs); 0 keeps them */
     const struct prefetch_conf *prefetch; /* read-ahead settings; NULL: no read-ahead */
+    unsigned dir_prefetch; /* after an open of a small object, prefetch the next N small
+                              objects of its directory listing (name order); 0: off; needs
+                              read-ahead */
     const char *control_socket; /* the daemon's control socket path, shown in the stats text
                                    (copied); NULL: none */
 };

@@ -312,6 +312,7 @@ static int run(struct pagefs_options *o)
     };
     struct pagefs_fs_conf fconf = {
         .prefetch = o->readahead ? &pfconf : NULL,
+        .dir_prefetch = o->dir_prefetch,
         .be = be,
         .pc = pc,
         .mc = mc,

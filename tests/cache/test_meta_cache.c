@@ -329,6 +329,70 @@ static void test_concurrent_refresh_single_flight(void)
     env_fini(&e);
 }
 
+/* meta_cache_next: the entries after a name, in name order, from the cached listing (in
+ * memory or, after a restart, from the index), without listing calls while it is fresh;
+ * after an invalidation the new listing is what it answers. */
+static void check_next(struct env *e, const char *dir, const char *name, size_t n,
+                       const char *const *want, size_t nwant)
+{
+    struct meta_dir d;
+    CHECK_EQ(meta_cache_next(e->mc, dir, name, n, &d), 0);
+    CHECK_EQ(d.count, nwant);
+    for (size_t i = 0; i < d.count && i < nwant; i++) {
+        char buf[300];
+        snprintf(buf, sizeof(buf), "%s%s", d.entries[i].name, d.entries[i].is_dir ? "/" : "");
+        CHECK_STR(buf, want[i]);
+    }
+    meta_dir_clear(&d);
+}
+
+static void test_next_entries(void)
+{
+    struct env e;
+    env_init(&e, 60000);
+    static const char *const after_x[] = {"y"};
+    static const char *const from_start[] = {"deeper/", "x"};
+    static const char *const after_w[] = {"x", "y"};
+    check_next(&e, "sub/", "", 2, from_start, 2);
+    uint64_t calls = list_calls(&e);
+    CHECK_EQ(calls, 1);
+    check_next(&e, "sub/", "x", 5, after_x, 1);
+    check_next(&e, "sub/", "w", 5, after_w, 2); /* a name that is not there */
+    check_next(&e, "sub/", "y", 5, NULL, 0);
+    check_next(&e, "sub/", "x", 0, NULL, 0);
+    struct meta_entry me;
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/", "y", &me), 0);
+    CHECK_EQ(me.size, 3);
+    meta_entry_clear(&me);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/", "w", &me), -ENOENT);
+    CHECK_EQ(list_calls(&e), calls);
+    struct meta_dir d;
+    CHECK_EQ(meta_cache_next(e.mc, "nosuchdir/", "a", 3, &d), -ENOENT);
+    CHECK_EQ(meta_cache_next(e.mc, "sub", "a", 3, &d), -EINVAL);
+    CHECK_EQ(meta_cache_next(e.mc, "sub/", NULL, 3, &d), -EINVAL);
+
+    /* A restart: answered from the index (no listing call), then from memory again. */
+    meta_cache_destroy(e.mc);
+    open_mc(&e);
+    calls = list_calls(&e);
+    check_next(&e, "sub/", "x", 5, after_x, 1);
+    CHECK_EQ(list_calls(&e), calls);
+
+    /* The directory changes; after an invalidation the next answer is the new listing. */
+    put(&e, "sub/xa", "new");
+    check_next(&e, "sub/", "x", 5, after_x, 1); /* still the cached listing */
+    CHECK_EQ(meta_cache_invalidate(e.mc, "sub/"), 0);
+    static const char *const after_x2[] = {"xa", "y"};
+    check_next(&e, "sub/", "x", 5, after_x2, 2);
+    CHECK_EQ(list_calls(&e), calls + 1);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/", "xa", &me), 0);
+    CHECK_EQ(me.size, 3);
+    meta_entry_clear(&me);
+    static const char *const sub2[] = {"deeper/", "x", "xa", "y"};
+    check_list(&e, "sub/", sub2, 4);
+    env_fini(&e);
+}
+
 static void test_create_errors(void)
 {
     char *base = test_mkdtemp("mc-err");
@@ -354,6 +418,7 @@ int main(void)
     RUN(test_list_and_lookup_within_ttl);
     RUN(test_negative_directories);
     RUN(test_ttl_expiry_refetches);
+    RUN(test_next_entries);
     RUN(test_stale_listing_served_on_transport_error);
     RUN(test_listings_survive_restart);
     RUN(test_concurrent_refresh_single_flight);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -423,6 +424,84 @@ static void test_version_change_drops_pages(void)
     cache_env_fini(&e);
 }
 
+/* A warm open of a version the cache opened before takes no write transaction: it works
+ * while another connection holds the index's write lock (an open that asked the index would
+ * wait for the busy timeout and fail with -EIO). Version flips go through the index again
+ * and keep the resident counters and page files exact. */
+static void test_warm_open_without_index(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
+    size_t size = 2 * PS + 77;
+    unsigned char *d = cache_env_make_source(&e, "w.bin", size, 31);
+    struct backend_stat st;
+    CHECK_EQ(e.be->ops->stat(e.be, "w.bin", &st), 0);
+    const char *v1 = st.version; /* the store's version; "v2" is another one */
+    struct pc_file *f = NULL;
+    int unchanged = -1;
+    CHECK_EQ(page_cache_open(e.pc, "w.bin", v1, size, 0, &f, &unchanged), 0);
+    CHECK_EQ(unchanged, 0);
+    CHECK_EQ(page_cache_resident(e.pc, f), 0);
+    CHECK_EQ(page_cache_key_resident(e.pc, "w.bin", v1, size), 0);
+    CHECK_EQ(read_check(&e, f, d, size, 0, size), (ssize_t)size);
+    CHECK_EQ(page_cache_resident(e.pc, f), 1);
+    CHECK_EQ(page_cache_key_resident(e.pc, "w.bin", v1, size), 1);
+    CHECK_EQ(page_cache_key_resident(e.pc, "w.bin", "v2", size), 0);
+    CHECK_EQ(page_cache_key_resident(e.pc, "w.bin", v1, size + 1), 0);
+    CHECK_EQ(page_cache_key_resident(e.pc, "other.bin", "v1", size), 0);
+    CHECK_EQ(page_cache_flush(e.pc), 0);
+    pc_file_unref(f);
+    uint64_t calls = cache_env_read_calls(&e);
+
+    sqlite3 *db = NULL;
+    char *ip = cache_env_join(e.cache, "index.sqlite");
+    CHECK_EQ(sqlite3_open(ip, &db), SQLITE_OK);
+    free(ip);
+    CHECK_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+    f = NULL;
+    unchanged = -1;
+    CHECK_EQ(page_cache_open(e.pc, "w.bin", v1, size, 0, &f, &unchanged), 0);
+    CHECK_EQ(unchanged, 1);
+    CHECK_EQ(page_cache_resident(e.pc, f), 1);
+    CHECK_EQ(cache_env_read_calls(&e), calls);
+    CHECK_EQ(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    /* Another version drops the pages (through the index); back to v1: dropped again. */
+    struct pc_file *f2 = NULL;
+    CHECK_EQ(page_cache_open(e.pc, "w.bin", "v2", size, 0, &f2, &unchanged), 0);
+    CHECK_EQ(unchanged, 0);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 0);
+    CHECK_EQ(count_page_files(&e), 0);
+    CHECK_EQ(page_cache_key_resident(e.pc, "w.bin", v1, size), 0);
+    CHECK_EQ(read_check(&e, f2, d, size, 0, PS), -ESTALE); /* the store has v1 */
+    struct pc_file *f3 = NULL;
+    CHECK_EQ(page_cache_open(e.pc, "w.bin", v1, size, 0, &f3, &unchanged), 0);
+    CHECK_EQ(unchanged, 0);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 0);
+    CHECK_EQ(count_page_files(&e), 0);
+    CHECK(pc_file_id(f3) != pc_file_id(f));
+    CHECK_EQ(read_check(&e, f3, d, size, 0, PS), (ssize_t)PS);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 1);
+    CHECK_EQ(page_cache_resident(e.pc, f3), 0);
+    /* After a restart nothing is remembered; the index still knows v1. */
+    pc_file_unref(f3);
+    pc_file_unref(f2);
+    pc_file_unref(f);
+    cache_env_restart(&e);
+    CHECK_EQ(page_cache_key_resident(e.pc, "w.bin", v1, size), 0);
+    CHECK_EQ(page_cache_open(e.pc, "w.bin", v1, size, 0, &f, &unchanged), 0);
+    CHECK_EQ(unchanged, 1);
+    CHECK_EQ(read_check(&e, f, d, size, 0, size), (ssize_t)size);
+    CHECK_EQ(page_cache_key_resident(e.pc, "w.bin", v1, size), 1);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 3);
+    CHECK_EQ(count_page_files(&e), 3);
+    pc_file_unref(f);
+    backend_stat_clear(&st);
+    free(d);
+    cache_env_fini(&e);
+}
+
 static void test_stale_and_short_reads_not_cached(void)
 {
     struct cache_env e;
@@ -729,6 +808,7 @@ int main(void)
     RUN(test_min_free_evicts);
     RUN(test_damaged_pages_are_refetched);
     RUN(test_version_change_drops_pages);
+    RUN(test_warm_open_without_index);
     RUN(test_stale_and_short_reads_not_cached);
     RUN(test_single_flight);
     RUN(test_write_errors_still_serve);

@@ -255,24 +255,84 @@ static void test_small_object_one_get(void)
     CHECK_EQ(pf_stats(&e).used, 4);
     prefetch_close(st);
 
-    /* Open again: already resident, nothing fetched. One page over the threshold: nothing
-     * queued at open. */
+    /* Open again: already resident, so nothing is even queued. One page over the threshold:
+     * nothing queued at open. */
     check_accounting(&e);
+    CHECK_EQ(page_cache_resident(e.pc, f), 1);
     uint64_t skipped = pf_stats(&e).skipped; /* the stream asked for resident pages too */
+    uint64_t queued = pf_stats(&e).queued;
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     check_accounting(&e);
     CHECK_EQ(cache_env_read_calls(&e), 1);
-    CHECK_EQ(pf_stats(&e).skipped, skipped + 4);
+    CHECK_EQ(pf_stats(&e).skipped, skipped);
+    CHECK_EQ(pf_stats(&e).queued, queued);
+    CHECK_EQ(pf_stats(&e).small_resident, 1);
     prefetch_close(st);
     pc_file_unref(f);
     f = cache_env_open_key(&e, "big.bin", NULL);
+    CHECK_EQ(page_cache_resident(e.pc, f), 0);
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     check_accounting(&e);
-    CHECK_EQ(pf_stats(&e).small_objects, 2);
+    CHECK_EQ(pf_stats(&e).small_objects, 1);
+    CHECK_EQ(pf_stats(&e).small_resident, 1);
     CHECK_EQ(cache_env_read_calls(&e), 1);
     prefetch_close(st);
     pc_file_unref(f);
     free(big);
+    free(data);
+    cache_env_fini(&e);
+}
+
+/* prefetch_object: a whole object by name, in one GET; never queued twice at once; once it
+ * is resident, queueing it again fetches nothing; a bad version fails without caching. */
+static void test_object_by_name(void)
+{
+    struct cache_env e;
+    struct prefetch_conf pc = {.small_object = 4 * PS};
+    env_init(&e, &pc);
+    size_t size = 2 * PS + 10;
+    unsigned char *data = cache_env_make_source(&e, "o.bin", size, 9);
+    struct backend_stat bst;
+    CHECK_EQ(e.be->ops->stat(e.be, "o.bin", &bst), 0);
+    fault_backend_set(e.fault, 0, 0, 200000); /* slow: the first request is still queued
+                                                 or running when the second comes */
+    CHECK_EQ(prefetch_object(e.pf, "o.bin", bst.version, size, bst.mtime_ns), 1);
+    CHECK_EQ(prefetch_object(e.pf, "o.bin", bst.version, size, bst.mtime_ns), 0);
+    prefetcher_wait_idle(e.pf);
+    fault_backend_set(e.fault, 0, 0, 0);
+    check_accounting(&e);
+    CHECK_EQ(pf_stats(&e).objects_queued, 1);
+    CHECK_EQ(pf_stats(&e).objects_dup, 1);
+    CHECK_EQ(pf_stats(&e).fetched, 3);
+    CHECK_EQ(cache_env_read_calls(&e), 1);
+    CHECK_EQ(page_cache_key_resident(e.pc, "o.bin", bst.version, size), 1);
+
+    /* Opened now: resident, nothing queued at open, reads make no call. */
+    int unchanged = 0;
+    struct pc_file *f = cache_env_open_key(&e, "o.bin", &unchanged);
+    CHECK_EQ(unchanged, 1);
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(pf_stats(&e).small_resident, 1);
+    CHECK(read_check(&e, st, f, data, size, 0, size));
+    prefetch_close(st);
+    pc_file_unref(f);
+    CHECK_EQ(prefetch_object(e.pf, "o.bin", bst.version, size, bst.mtime_ns), 1);
+    check_accounting(&e);
+    CHECK_EQ(cache_env_read_calls(&e), 1);
+    CHECK_EQ(pf_stats(&e).fetched, 3);
+
+    /* A version the store does not have: the fetch fails, nothing is cached. */
+    unsigned char *other = cache_env_make_source(&e, "p.bin", PS, 10);
+    CHECK_EQ(prefetch_object(e.pf, "p.bin", "not-the-version", PS, 0), 1);
+    check_accounting(&e);
+    CHECK_EQ(pf_stats(&e).errors, 1);
+    CHECK_EQ(page_cache_key_resident(e.pc, "p.bin", "not-the-version", PS), 0);
+    CHECK_EQ(prefetch_object(e.pf, "p.bin", "v", 0, 0), -EINVAL);
+    CHECK_EQ(prefetch_object(e.pf, NULL, "v", 1, 0), -EINVAL);
+    CHECK_EQ(prefetch_object(NULL, "p.bin", "v", 1, 0), 0);
+    backend_stat_clear(&bst);
+    free(other);
     free(data);
     cache_env_fini(&e);
 }
@@ -522,6 +582,7 @@ int main(void)
     RUN(test_concurrent_readers_single_flight);
     RUN(test_random_reader_no_prefetch);
     RUN(test_small_object_one_get);
+    RUN(test_object_by_name);
     RUN(test_caps_hold);
     RUN(test_shutdown_with_work_queued);
     RUN(test_failed_prefetch_not_readers_failure);
