@@ -90,6 +90,11 @@ struct pagefs_handle {
 
 struct pagefs_fh {
     struct pagefs_handle h; /* first member */
+    /* One reference for the open handle (dropped by release) and one per read under way. The
+     * kernel sends RELEASE only after every read on the handle was answered, but a reply can
+     * go out by splice, an ordering no tool can see; the count makes it explicit: the last
+     * one out frees the handle. */
+    atomic_uint refs;
     struct pc_file *f;
     struct prefetch_stream *ps; /* NULL: no read-ahead for this handle */
     char *key;
@@ -132,6 +137,19 @@ static void fh_free(struct pagefs_fh *fh)
     pc_file_unref(fh->f);
     free(fh->key);
     free(fh);
+}
+
+static struct pagefs_fh *fh_get(struct fuse_file_info *fi)
+{
+    struct pagefs_fh *h = (struct pagefs_fh *)(uintptr_t)fi->fh;
+    atomic_fetch_add(&h->refs, 1);
+    return h;
+}
+
+static void fh_put(struct pagefs_fh *h)
+{
+    if (atomic_fetch_sub(&h->refs, 1) == 1)
+        fh_free(h);
 }
 
 static void dh_free(struct pagefs_dh *dh)
@@ -815,6 +833,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct pagefs_fh *h = calloc(1, sizeof(*h));
     if (!h)
         goto out_clear_info;
+    atomic_init(&h->refs, 1);
     rc = page_cache_open(fs->pc, info.key, info.version ? info.version : "", info.size,
                          info.mtime_ns, &h->f, &unchanged);
     if (rc < 0)
@@ -887,7 +906,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     struct pagefs_fs *fs = req_fs(req);
-    struct pagefs_fh *h = (struct pagefs_fh *)(uintptr_t)fi->fh;
     ssize_t rc = 0;
     size_t got = 0;
     count(&fs->n_read, 1);
@@ -895,16 +913,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         reply_err(req, -EINVAL);
         return;
     }
+    struct pagefs_fh *h = fh_get(fi);
     int random = prefetch_read(fs->pf, h->ps, (uint64_t)off, size);
     /* Warm path: resident whole pages go to the kernel as page file ranges (spliced). */
     struct pc_extent ext[READ_MAX_EXTENTS];
     int next = page_cache_map(fs->pc, h->f, (uint64_t)off, size, ext, READ_MAX_EXTENTS);
     if (next > 0) {
+        fh_put(h);
         reply_extents(fs, req, ext, (size_t)next);
         return;
     }
     char *buf = malloc(size ? size : 1);
     if (!buf) {
+        fh_put(h);
         reply_err(req, -ENOMEM);
         return;
     }
@@ -928,9 +949,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             fuse_log(FUSE_LOG_WARNING, "pagefs: read %s at %lld: %s\n", h->key, (long long)off,
                      strerror((int)-rc));
         }
+        fh_put(h);
         /* A store still unreachable after the retries is an I/O error to the reader. */
         reply_err(req, store_errno((int)rc));
     } else {
+        fh_put(h);
         count(&fs->n_read_bytes, got);
         fuse_reply_buf(req, buf, got);
     }
@@ -942,7 +965,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct pagefs_fh *h = (struct pagefs_fh *)(uintptr_t)fi->fh;
     if (h) {
         handle_untrack(req_fs(req), &h->h);
-        fh_free(h);
+        fh_put(h);
     }
     fuse_reply_err(req, 0);
 }

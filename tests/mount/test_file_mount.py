@@ -253,7 +253,7 @@ class FileMountTest(unittest.TestCase):
         self.assertGreater(warm["hits"], cold["hits"])
         for k in mountlib.BACKEND_CALLS + ("bytes_read",):
             self.assertEqual(warm[k], cold[k], k)
-        self.assertEqual(m.unmount(), 0)
+        self.assertEqual(m.unmount(), 0, m.log())
 
         # Remount on the same cache directory: listings and pages come from the disk cache.
         m2 = self.mount(cache_dir=cache)

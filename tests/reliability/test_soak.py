@@ -29,6 +29,16 @@ ENV = None
 READERS = 64
 WATCHDOG_S = 60
 RSS_LIMIT_KIB = 300 * 1024
+
+
+def sanitizer_build(pid):
+    """True if the daemon runs with ASan or TSan (its maps show the runtime library)."""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            maps = f.read()
+    except OSError:
+        return False
+    return "libasan" in maps or "libtsan" in maps
 if rellib.soak_enabled():
     SECONDS = float(os.environ.get("PAGEFS_SOAK_SECONDS", "300"))
 else:
@@ -139,7 +149,12 @@ class SoakTest(unittest.TestCase):
         self.assertTrue(all(d > 0 for d in done), "a reader never finished a read: %s" % done)
         self.assertGreater(s["evictions"], 0, s)
         self.assertEqual(s["fuse_read_errors"], 0, s)
-        self.assertLess(hwm, RSS_LIMIT_KIB, "daemon peak RSS %d KiB" % hwm)
+        # A sanitizer build carries shadow memory and ASan's 256 MiB free quarantine: the
+        # bound is for the daemon as shipped.
+        limit = RSS_LIMIT_KIB
+        if sanitizer_build(pid):
+            limit = 4 * RSS_LIMIT_KIB
+        self.assertLess(hwm, limit, "daemon peak RSS %d KiB" % hwm)
         self.assertEqual(m.unmount(), 0, m.log()[-2000:])
 
 
