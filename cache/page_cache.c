@@ -1543,6 +1543,41 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     return rc < 0 ? rc : fetched;
 }
 
+int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t off,
+                              size_t len)
+{
+    if (!pc || !f)
+        return -EINVAL;
+    if (off >= f->size || len == 0)
+        return 0;
+    if (len > f->size - off)
+        len = (size_t)(f->size - off);
+    int fetched = 0;
+    size_t done = 0;
+    while (done < len) {
+        uint64_t pos = off + done;
+        uint64_t idx = pos / pc->page_size;
+        size_t in_page = (size_t)(pos % pc->page_size);
+        size_t plen = page_len(pc, f, idx);
+        size_t n = plen - in_page < len - done ? plen - in_page : len - done;
+        uint32_t have = 0;
+        pthread_mutex_lock(&pc->lock);
+        int known = page_known(pc, f, idx, &have);
+        pthread_mutex_unlock(&pc->lock);
+        uint32_t need = range_mask(pc, in_page, in_page + n);
+        if (known == 0 || (known < 0 && (have & need) != need)) {
+            struct pbuf *pb = NULL;
+            int rc = get_range(pc, f, idx, in_page, n, PC_READ_RANDOM, &pb);
+            if (rc < 0)
+                return rc;
+            pbuf_unref(pb);
+            fetched++;
+        }
+        done += n;
+    }
+    return fetched;
+}
+
 /* ---- public API ---- */
 
 ssize_t page_cache_read_ex(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,

@@ -119,6 +119,13 @@ int page_cache_map(struct page_cache *pc, struct pc_file *f, uint64_t off, size_
  * -errno if a fetch failed (pages fetched before the failure stay resident). */
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count);
 
+/* Makes the bytes [off, off + len) of f resident (clipped to the object), fetching only the
+ * blocks they lack, one ranged GET per page, as a random read would (strided read-ahead:
+ * sparse records, not whole pages). Pages resident whole or being fetched are skipped.
+ * Returns the number of pages it fetched blocks of, or -errno. */
+int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t off,
+                              size_t len);
+
 /* 1 if every page of f is resident whole (a read of f would fetch nothing), 0 if not, or
  * -EINVAL. */
 int page_cache_resident(struct page_cache *pc, struct pc_file *f);

@@ -9,9 +9,15 @@
  * buffers fit in mem_limit (one fetch always may start, so a request larger than the limit
  * still progresses). A pool thread runs page_cache_prefetch(), which skips resident and
  * in-flight pages and publishes what it fetches to waiting readers (single flight).
- *   - Staleness: each stream has a generation, bumped when its detector sees a jump, and a
- *     closed flag. A request carries the generation it was queued under; when its turn comes
- *     it is dropped if the stream was closed or moved on.
+ *   - Per file: the detector state of an object version (pf_file, keyed by its file id) is
+ *     shared by its handles, each a reader of its stream set, and kept after the last handle
+ *     closes while the file is among the RETAIN_FILES most recently closed ones.
+ *   - Staleness: each run of a file has a generation, bumped when it jumps or is recycled
+ *     for another reader, and the file one more (FILE_GEN), bumped when its last handle
+ *     closes. A request carries the generation it was queued under; when its turn comes it
+ *     is dropped if that moved on. Closing a handle does not cancel its runs' read-ahead (a
+ *     reader that reopens continues them); it cancels the whole-object fetch queued at open
+ *     of a small object nobody has open any more.
  *   - "used": pages the prefetcher fetched are remembered in a small open-addressing table
  *     keyed by (file id, page); a later read of such a page through any handle counts it as
  *     used and forgets it. The table is bounded: when a probe run is full the oldest guess is
@@ -26,12 +32,13 @@
  *
  * Invariants (under pf->lock): inflight <= max_inflight unless a single fetch exceeds it;
  * mem_inflight is the sum of the buffers of the fetches under way; every queued or running
- * request holds one reference to its stream (and the stream one to its pc_file), or owns
- * its pf_obj, which is in `objs` exactly while the request exists; nothing is queued once
- * stopping is set.
+ * request holds one reference to its pf_file and one to its pc_file, or owns its pf_obj,
+ * which is in `objs` exactly while the request exists; nothing is queued once stopping is
+ * set; a pf_file is in the table while it has handles or is retained, and in the retained
+ * list (at most RETAIN_FILES long) exactly while it is in the table with no handle.
  *
- * Lock order: stream->lock, then pf->lock is never taken while holding it (the detector runs
- * first, the queue is touched after). The page cache's lock is taken with no prefetcher lock
+ * Lock order: pf_file->lock and pf->lock are never held together (the detector runs first,
+ * the queue is touched after). The page cache's lock is taken with no prefetcher lock
  * held: by pool threads (page_cache_open/page_cache_prefetch) and by prefetch_open()
  * (page_cache_resident: a resident small object queues nothing).
  */
@@ -55,28 +62,50 @@
 #define TRACK_PROBE 8
 #define POOL_EXTRA 4
 #define OBJ_BUCKETS 1024u  /* power of two */
+#define FILE_BUCKETS 1024u /* power of two */
+#define RETAIN_FILES 64u   /* files whose read-ahead state outlives their last handle */
 
-struct prefetch_stream {
-    atomic_uint refs;
-    atomic_int closed;
-    atomic_uint gen;
-    struct pc_file *f; /* one reference */
+/* The read-ahead state of one object version (file id), shared by its handles and kept for
+ * a while after the last one closes (an open-read-close reader continues its runs). */
+struct pf_file {
+    struct pf_file *hnext;        /* in pf->files (under pf->lock) */
+    struct pf_file *lprev, *lnext; /* in pf's retained list while no handle has it */
+    atomic_uint refs;             /* the table's, each handle's, each request's */
+    unsigned handles;             /* under pf->lock */
+    int in_table;                 /* under pf->lock */
     int64_t file_id;
-    pthread_mutex_t lock; /* guards det and window */
-    struct stream det;
-    uint64_t window; /* the detector's window after the last read, in pages */
+    uint64_t size;
+    pthread_mutex_t lock;         /* guards set */
+    struct stream_set set;
+    /* The runs' generations (mirrors of the set's, read without the lock by the loop), and
+     * at FILE_GEN the file's own, bumped when its last handle closes (drops whole-object
+     * fetches queued at open). */
+    atomic_uint gen[STREAM_SET_MAX + 1];
+};
+#define FILE_GEN STREAM_SET_MAX
+
+/* One handle. */
+struct prefetch_stream {
+    struct prefetcher *pf;
+    struct pf_file *pfile; /* one reference */
+    struct pc_file *f;     /* one reference */
+    uint64_t reader;       /* this handle's id in pfile's stream set */
 };
 
-/* One queued or running fetch of pages [idx, idx + count) of st->f, or (st NULL) of a whole
- * object by name (prefetch_object: opened by the pool thread). */
+/* One queued or running fetch of pages [idx, idx + count) of f, or (len > 0) of the bytes
+ * [off, off + len) of f (a sparse strided record), or (pfile NULL) of a whole object by name
+ * (prefetch_object: opened by the pool thread). */
 struct pf_req {
     struct pf_req *next;
     struct prefetcher *pf;
-    struct prefetch_stream *st; /* one reference; NULL for an object request */
+    struct pf_file *pfile;      /* one reference; NULL for an object request */
+    struct pc_file *f;          /* one reference; NULL for an object request */
     struct pf_obj *obj;         /* an object request's name; NULL for a stream request */
     int64_t file_id;            /* of the pages fetched (an object's: set by the pool thread) */
     uint64_t idx;
     size_t count;
+    uint64_t off, len;          /* a range request when len > 0 (count 1, idx its page) */
+    unsigned run;               /* index in pfile->gen */
     unsigned gen;
     uint64_t mem;  /* bytes of buffers this fetch holds */
     int result;    /* page_cache_prefetch() result, set by the pool thread */
@@ -101,7 +130,7 @@ struct track_slot {
 
 struct prefetcher {
     struct page_cache *pc; /* borrowed */
-    uint32_t page_size;
+    uint32_t page_size, block_size;
     uint64_t max_readahead, mem_limit, small_object;
     unsigned max_inflight;
 
@@ -121,23 +150,129 @@ struct prefetcher {
     struct track_slot *track;
     uint64_t track_clock;
     struct pf_obj **objs; /* OBJ_BUCKETS chains: objects queued or running */
+    struct pf_file **files; /* FILE_BUCKETS chains: the read-ahead state of files */
+    struct pf_file *lru_head, *lru_tail; /* files no handle has, most recent first */
+    unsigned nretained;
+    uint64_t next_reader;
 };
 
 /* ---- streams ---------------------------------------------------------------------------- */
 
-static struct prefetch_stream *stream_ref(struct prefetch_stream *st)
+static struct pf_file *pfile_ref(struct pf_file *pfile)
 {
-    atomic_fetch_add(&st->refs, 1);
-    return st;
+    atomic_fetch_add(&pfile->refs, 1);
+    return pfile;
 }
 
-static void stream_unref(struct prefetch_stream *st)
+static void pfile_unref(struct pf_file *pfile)
 {
-    if (!st || atomic_fetch_sub(&st->refs, 1) != 1)
+    if (!pfile || atomic_fetch_sub(&pfile->refs, 1) != 1)
         return;
-    pc_file_unref(st->f);
-    pthread_mutex_destroy(&st->lock);
-    free(st);
+    pthread_mutex_destroy(&pfile->lock);
+    free(pfile);
+}
+
+static size_t file_bucket(int64_t file_id)
+{
+    return (size_t)(((uint64_t)file_id * 0x9e3779b97f4a7c15ull) >> 32) & (FILE_BUCKETS - 1);
+}
+
+/* Under pf->lock: unhooks pfile from the retained list. */
+static void lru_unlink(struct prefetcher *pf, struct pf_file *pfile)
+{
+    if (pfile->lprev)
+        pfile->lprev->lnext = pfile->lnext;
+    else
+        pf->lru_head = pfile->lnext;
+    if (pfile->lnext)
+        pfile->lnext->lprev = pfile->lprev;
+    else
+        pf->lru_tail = pfile->lprev;
+    pfile->lprev = pfile->lnext = NULL;
+    pf->nretained--;
+}
+
+/* Under pf->lock: takes pfile out of the table (the caller drops the table's reference). */
+static void table_remove(struct prefetcher *pf, struct pf_file *pfile)
+{
+    for (struct pf_file **pp = &pf->files[file_bucket(pfile->file_id)]; *pp;
+         pp = &(*pp)->hnext) {
+        if (*pp == pfile) {
+            *pp = pfile->hnext;
+            break;
+        }
+    }
+    pfile->in_table = 0;
+}
+
+/* Under pf->lock: the state of (file_id, size) with a handle counted, made if needed; NULL
+ * on allocation failure. A retained file leaves the retained list. */
+static struct pf_file *pfile_get(struct prefetcher *pf, int64_t file_id, uint64_t size,
+                                 struct pf_file **evicted)
+{
+    struct pf_file *p;
+    *evicted = NULL;
+    for (p = pf->files[file_bucket(file_id)]; p; p = p->hnext)
+        if (p->file_id == file_id)
+            break;
+    if (p && p->size != size) { /* an id reused for another version: start afresh */
+        if (p->handles == 0)
+            lru_unlink(pf, p);
+        table_remove(pf, p);
+        *evicted = p;
+        p = NULL;
+    }
+    if (!p) {
+        p = calloc(1, sizeof(*p));
+        if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
+            free(p);
+            return NULL;
+        }
+        atomic_init(&p->refs, 1); /* the table's */
+        p->file_id = file_id;
+        p->size = size;
+        struct stream_conf sc = {
+            .page_size = pf->page_size,
+            .block_size = pf->block_size,
+            .max_window = pf->max_readahead,
+            .file_size = size,
+        };
+        stream_set_init(&p->set, &sc);
+        for (unsigned i = 0; i <= FILE_GEN; i++)
+            atomic_init(&p->gen[i], 0);
+        size_t b = file_bucket(file_id);
+        p->hnext = pf->files[b];
+        pf->files[b] = p;
+        p->in_table = 1;
+    } else if (p->handles == 0) {
+        lru_unlink(pf, p);
+    }
+    p->handles++;
+    return pfile_ref(p);
+}
+
+/* Under pf->lock: a handle of pfile closed. Its last one puts it at the head of the retained
+ * list; returns the file pushed out of the list (its table reference is the caller's to
+ * drop), or NULL. */
+static struct pf_file *pfile_put(struct prefetcher *pf, struct pf_file *pfile)
+{
+    if (--pfile->handles > 0 || !pfile->in_table)
+        return NULL;
+    atomic_fetch_add(&pfile->gen[FILE_GEN], 1);
+    pfile->lprev = NULL;
+    pfile->lnext = pf->lru_head;
+    if (pf->lru_head)
+        pf->lru_head->lprev = pfile;
+    else
+        pf->lru_tail = pfile;
+    pf->lru_head = pfile;
+    pf->nretained++;
+    if (pf->nretained <= RETAIN_FILES)
+        return NULL;
+    struct pf_file *old = pf->lru_tail;
+    lru_unlink(pf, old);
+    table_remove(pf, old);
+    return old;
 }
 
 static void obj_free(struct pf_obj *o)
@@ -178,14 +313,17 @@ static void req_free(struct pf_req *r)
         pthread_mutex_unlock(&r->pf->lock);
         obj_free(r->obj);
     }
-    stream_unref(r->st);
+    if (r->f)
+        pc_file_unref(r->f);
+    pfile_unref(r->pfile);
     free(r);
 }
 
-/* A request that will not be fetched any more: its stream was closed or jumped. */
+/* A request that will not be fetched any more: its run jumped, was recycled or lost its
+ * reader (or, for a whole-object fetch at open, the file's last handle closed). */
 static int req_stale(struct pf_req *r)
 {
-    return r->st && (atomic_load(&r->st->closed) || atomic_load(&r->st->gen) != r->gen);
+    return r->pfile && atomic_load(&r->pfile->gen[r->run]) != r->gen;
 }
 
 /* ---- the table of prefetched, not yet read pages (under pf->lock) ---------------------- */
@@ -268,7 +406,8 @@ static void fetch_work(uv_work_t *w)
         return;
     }
     if (!r->obj) {
-        r->result = page_cache_prefetch(r->pf->pc, r->st->f, r->idx, r->count);
+        r->result = r->len ? page_cache_prefetch_range(r->pf->pc, r->f, r->off, (size_t)r->len)
+                           : page_cache_prefetch(r->pf->pc, r->f, r->idx, r->count);
         return;
     }
     struct pc_file *f = NULL;
@@ -384,50 +523,93 @@ static void *loop_main(void *arg)
 
 /* ---- queueing (any thread) --------------------------------------------------------------- */
 
-/* Queues pages [first, first + n) of st, one request per page unless `whole` (then one
- * request for all of them: one GET). Also counts the pages of [off, off + len) that the
+/* What to queue for one handle: pages [first, first + npages) (one request per page, or one
+ * for all of them if `whole`: one GET) and nrecs ranges of rec_len bytes at rec_off +
+ * k * rec_stride, under generation gen of pfile's run (or FILE_GEN). */
+struct pf_batch {
+    unsigned run, gen;
+    uint64_t first, npages;
+    int whole;
+    uint64_t rec_off, rec_stride, rec_len, nrecs;
+};
+
+static struct pf_req *req_new(struct prefetcher *pf, struct prefetch_stream *st,
+                              const struct pf_batch *b)
+{
+    struct pf_req *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->pf = pf;
+    r->pfile = pfile_ref(st->pfile);
+    r->f = pc_file_ref(st->f);
+    r->file_id = st->pfile->file_id;
+    r->run = b->run;
+    r->gen = b->gen;
+    return r;
+}
+
+/* Queues batch b of st. Also counts the pages of [rd_off, rd_off + rd_len) that the
  * prefetcher had fetched as used. */
-static void enqueue(struct prefetcher *pf, struct prefetch_stream *st, uint64_t first,
-                    uint64_t n, int whole, uint64_t rd_off, size_t rd_len)
+static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
+                    const struct pf_batch *b, uint64_t rd_off, size_t rd_len)
 {
     struct pf_req *list = NULL, *last = NULL;
-    uint64_t nreq = whole ? (n ? 1 : 0) : n;
-    unsigned gen = atomic_load(&st->gen);
-    uint64_t made = 0;
-    for (; made < nreq; made++) {
-        struct pf_req *r = calloc(1, sizeof(*r));
+    uint64_t npreq = b->whole ? (b->npages ? 1 : 0) : b->npages;
+    uint64_t wanted = b->npages, units = 0, made = 0;
+    for (uint64_t i = 0; i < npreq; i++, made++) {
+        struct pf_req *r = req_new(pf, st, b);
         if (!r)
             break;
-        r->pf = pf;
-        r->st = stream_ref(st);
-        r->file_id = st->file_id;
-        r->idx = whole ? first : first + made;
-        r->count = whole ? (size_t)n : 1;
-        r->gen = gen;
+        r->idx = b->whole ? b->first : b->first + i;
+        r->count = b->whole ? (size_t)b->npages : 1;
         r->mem = (uint64_t)r->count * pf->page_size;
+        units += r->count;
         if (last)
             last->next = r;
         else
             list = r;
         last = r;
     }
-    uint64_t pages_made = whole ? (made ? n : 0) : made;
+    for (uint64_t k = 0; k < b->nrecs && made == npreq + k; k++) {
+        uint64_t off = b->rec_off + k * b->rec_stride;
+        if (off >= st->pfile->size)
+            break;
+        uint64_t len = b->rec_len < st->pfile->size - off ? b->rec_len
+                                                          : st->pfile->size - off;
+        uint64_t p0 = off / pf->page_size, p1 = (off + len - 1) / pf->page_size;
+        wanted += p1 - p0 + 1;
+        struct pf_req *r = req_new(pf, st, b);
+        if (!r)
+            break;
+        r->off = off;
+        r->len = len;
+        r->idx = p0;
+        r->count = (size_t)(p1 - p0 + 1);
+        r->mem = (uint64_t)r->count * pf->page_size;
+        units += r->count;
+        made++;
+        if (last)
+            last->next = r;
+        else
+            list = r;
+        last = r;
+    }
 
     int wake = 0;
     struct pf_req *drop = NULL;
     pthread_mutex_lock(&pf->lock);
     if (rd_len) {
-        uint64_t a = rd_off / pf->page_size, b = (rd_off + rd_len - 1) / pf->page_size;
-        for (uint64_t p = a; p <= b; p++)
-            pf->stats.used += (uint64_t)track_take(pf, st->file_id, p);
+        uint64_t a = rd_off / pf->page_size, z = (rd_off + rd_len - 1) / pf->page_size;
+        for (uint64_t p = a; p <= z; p++)
+            pf->stats.used += (uint64_t)track_take(pf, st->pfile->file_id, p);
     }
-    pf->stats.dropped += n - pages_made; /* allocation failures */
+    pf->stats.dropped += wanted > units ? wanted - units : 0; /* allocation failures */
     if (list) {
         if (pf->stopping || pf->npending + made > MAX_PENDING) {
-            pf->stats.dropped += pages_made;
+            pf->stats.dropped += units;
             drop = list;
         } else {
-            pf->stats.queued += pages_made;
+            pf->stats.queued += units;
             if (pf->tail)
                 pf->tail->next = list;
             else
@@ -453,34 +635,38 @@ int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stre
     struct prefetch_stream *st = calloc(1, sizeof(*st));
     if (!st)
         return -ENOMEM;
-    if (pthread_mutex_init(&st->lock, NULL) != 0) {
+    uint64_t size = pc_file_size(f);
+    struct pf_file *evicted;
+    pthread_mutex_lock(&pf->lock);
+    st->pfile = pfile_get(pf, pc_file_id(f), size, &evicted);
+    st->reader = ++pf->next_reader;
+    pthread_mutex_unlock(&pf->lock);
+    pfile_unref(evicted);
+    if (!st->pfile) {
         free(st);
         return -ENOMEM;
     }
-    atomic_init(&st->refs, 1);
-    atomic_init(&st->closed, 0);
-    atomic_init(&st->gen, 0);
+    st->pf = pf;
     st->f = pc_file_ref(f);
-    st->file_id = pc_file_id(f);
-    uint64_t size = pc_file_size(f);
-    struct stream_conf sc = {
-        .page_size = pf->page_size,
-        .max_window = pf->max_readahead,
-        .file_size = size,
-    };
-    stream_init(&st->det, &sc);
     if (size > 0 && size <= pf->small_object) {
         /* A resident object costs nothing more: no request, no wake-up of the loop. */
         int resident = page_cache_resident(pf->pc, f) == 1;
-        uint64_t npages = (size + pf->page_size - 1) / pf->page_size;
         pthread_mutex_lock(&pf->lock);
         if (resident)
             pf->stats.small_resident++;
         else
             pf->stats.small_objects++;
         pthread_mutex_unlock(&pf->lock);
-        if (!resident)
-            enqueue(pf, st, 0, npages, 1, 0, 0);
+        if (!resident) {
+            struct pf_batch b = {
+                .run = FILE_GEN,
+                .gen = atomic_load(&st->pfile->gen[FILE_GEN]),
+                .first = 0,
+                .npages = (size + pf->page_size - 1) / pf->page_size,
+                .whole = 1,
+            };
+            enqueue(pf, st, &b, 0, 0);
+        }
     }
     *out = st;
     return 0;
@@ -491,24 +677,34 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     if (!pf || !st || len == 0)
         return 0;
     struct stream_decision d;
-    uint64_t before;
-    pthread_mutex_lock(&st->lock);
-    before = st->window;
-    stream_feed(&st->det, off, len, &d);
-    st->window = d.window;
-    if (d.jumped)
-        atomic_fetch_add(&st->gen, 1); /* requests of the old run are stale now */
-    pthread_mutex_unlock(&st->lock);
+    struct pf_batch b = {0};
+    int shared;
+    struct pf_file *pfile = st->pfile;
+    pthread_mutex_lock(&pfile->lock);
+    stream_set_feed(&pfile->set, st->reader, off, len, &d, &b.run, &b.gen, &shared);
+    atomic_store(&pfile->gen[b.run], b.gen);
+    pthread_mutex_unlock(&pfile->lock);
 
-    if (d.jumped || (before == 0 && d.window > 0)) {
+    int opened = d.opened;
+    if (d.jumped || opened || shared) {
         pthread_mutex_lock(&pf->lock);
         if (d.jumped)
             pf->stats.jumps++;
-        else
+        if (opened && d.strided)
+            pf->stats.strided++;
+        else if (opened)
             pf->stats.windows++;
+        if (shared)
+            pf->stats.shared++;
         pthread_mutex_unlock(&pf->lock);
     }
-    enqueue(pf, st, d.first_page, d.npages, 0, off, len);
+    b.first = d.first_page;
+    b.npages = d.npages;
+    b.rec_off = d.rec_off;
+    b.rec_stride = d.rec_stride;
+    b.rec_len = d.rec_len;
+    b.nrecs = d.nrecs;
+    enqueue(pf, st, &b, off, len);
     return d.random;
 }
 
@@ -583,8 +779,18 @@ void prefetch_close(struct prefetch_stream *st)
 {
     if (!st)
         return;
-    atomic_store(&st->closed, 1);
-    stream_unref(st);
+    struct prefetcher *pf = st->pf;
+    struct pf_file *pfile = st->pfile;
+    pthread_mutex_lock(&pfile->lock);
+    stream_set_leave(&pfile->set, st->reader);
+    pthread_mutex_unlock(&pfile->lock);
+    pthread_mutex_lock(&pf->lock);
+    struct pf_file *old = pfile_put(pf, pfile);
+    pthread_mutex_unlock(&pf->lock);
+    pfile_unref(old); /* the table's reference of a file pushed out of the retained list */
+    pfile_unref(pfile);
+    pc_file_unref(st->f);
+    free(st);
 }
 
 void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out)
@@ -616,6 +822,10 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
         return -ENOMEM;
     pf->pc = pc;
     pf->page_size = page_cache_page_size(pc);
+    /* The page cache's fetch unit (page_cache.h): 64 KiB, or page_size / 16 if larger. */
+    pf->block_size = pf->page_size / 16 > (64u << 10) ? pf->page_size / 16 : (64u << 10);
+    if (pf->block_size > pf->page_size)
+        pf->block_size = pf->page_size;
     pf->max_readahead = conf->max_readahead ? conf->max_readahead
                                             : PREFETCH_DEFAULT_MAX_READAHEAD;
     pf->max_inflight = conf->max_inflight ? conf->max_inflight : PREFETCH_DEFAULT_MAX_INFLIGHT;
@@ -623,7 +833,8 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     pf->small_object = conf->small_object ? conf->small_object : PREFETCH_DEFAULT_SMALL_OBJECT;
     pf->track = calloc(TRACK_SLOTS, sizeof(*pf->track));
     pf->objs = calloc(OBJ_BUCKETS, sizeof(*pf->objs));
-    if (!pf->track || !pf->objs) {
+    pf->files = calloc(FILE_BUCKETS, sizeof(*pf->files));
+    if (!pf->track || !pf->objs || !pf->files) {
         rc = -ENOMEM;
         goto out_free;
     }
@@ -670,6 +881,7 @@ out_destroy_lock:
     pthread_mutex_destroy(&pf->lock);
 out_free_track:
 out_free:
+    free(pf->files);
     free(pf->objs);
     free(pf->track);
     free(pf);
@@ -692,6 +904,15 @@ void prefetcher_destroy(struct prefetcher *pf)
     pthread_cond_destroy(&pf->idle);
     pthread_mutex_destroy(&pf->lock);
     free(pf->objs); /* empty: every request was freed */
+    /* Every handle is closed: what is left is retained files, held by the table alone. */
+    for (size_t b = 0; b < FILE_BUCKETS; b++) {
+        while (pf->files[b]) {
+            struct pf_file *p = pf->files[b];
+            pf->files[b] = p->hnext;
+            pfile_unref(p);
+        }
+    }
+    free(pf->files);
     free(pf->track);
     free(pf);
 }

@@ -4,12 +4,18 @@
  * objects by name (directory prefetch).
  *
  * A prefetcher owns one libuv loop thread. Each open handle gets a prefetch_stream; every
- * read of the handle is reported with prefetch_read(), which runs the stream detector
- * (stream.h) and queues the pages it asks for. The loop thread hands queued pages to the
+ * read of the handle is reported with prefetch_read(), which runs the detector of the
+ * handle's file (stream.h: the runs of a file are shared by all its handles, so workers that
+ * read one file, or a reader that opens, reads and closes it again and again, continue the
+ * same runs) and queues the pages, or for a sparse strided run the byte ranges, it asks for.
+ * The read-ahead state of a file outlives its last handle for a while (the 64 most recently
+ * closed files). The loop thread hands queued pages to the
  * libuv thread pool, where page_cache_prefetch() fetches them through the page cache's
  * single-flight path, within two global caps: max_inflight concurrent fetches and mem_limit
- * bytes of page buffers. Past a cap, requests wait in the queue; a request whose handle was
- * closed, or whose stream jumped elsewhere since, is dropped when its turn comes. Foreground
+ * bytes of page buffers. Past a cap, requests wait in the queue; a request whose run jumped
+ * elsewhere or was recycled since, or a small object's fetch queued at open once no handle
+ * has the object open, is dropped when its turn comes. Closing a handle does not cancel its
+ * runs' read-ahead (as the kernel's; a reader that reopens continues the runs). Foreground
  * reads never go through the prefetcher and never wait for its capacity.
  *
  * Ownership: prefetcher_create/destroy (destroy waits for fetches under way, drops queued
@@ -53,7 +59,7 @@ struct prefetch_stats {
     uint64_t fetched;       /* pages the prefetcher fetched from the backend */
     uint64_t skipped;       /* pages already resident or being fetched when their turn came */
     uint64_t used;          /* pages the prefetcher fetched that a handle read afterwards */
-    uint64_t dropped;       /* pages dropped: handle closed, stream jumped, queue full, stop */
+    uint64_t dropped;       /* pages dropped: run jumped or recycled, queue full, stop */
     uint64_t errors;        /* prefetch fetches that failed */
     uint64_t small_objects; /* objects queued whole at open */
     uint64_t small_resident; /* small objects opened already resident (nothing queued) */
@@ -61,6 +67,8 @@ struct prefetch_stats {
     uint64_t objects_dup;    /* prefetch_object calls for an object already queued or running */
     uint64_t windows;       /* read-ahead windows opened (a stream turned sequential) */
     uint64_t jumps;         /* random jumps that closed a window or a run */
+    uint64_t strided;       /* strided read-ahead windows opened (records at a fixed stride) */
+    uint64_t shared;        /* reads that continued a run another handle fed last */
     uint64_t inflight;      /* fetches under way now */
     uint64_t pending;       /* requests queued now */
 };

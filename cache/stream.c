@@ -1,25 +1,28 @@
 /*
- * stream.c - access-pattern detector of one file handle (see stream.h).
+ * stream.c - access-pattern detector of one file (see stream.h).
  *
- * Design (after Linux's ondemand read-ahead, reduced to what a FUSE daemon sees): the state
- * is the frontier of the current run (highest end read), the run length, and a window in
- * pages with two marks: pf_next (first page not asked for yet) and trigger (the page whose
- * reaching by the frontier means the reader consumed the last batch).
- *   - Opening a stream needs two reads in a row that are contiguous (the second starts at or
- *     before the frontier and ends past it): random readers almost never do that, so they
- *     never prefetch. While a window is open, a read may also start up to `slack` bytes past
- *     the frontier (the kernel's async read-ahead runs several reads at once and FUSE threads
- *     deliver them in any order).
+ * Design (after Linux's ondemand read-ahead, reduced to what a FUSE daemon sees, plus the
+ * strided detection Lustre's read-ahead does): the state of a run is its frontier (highest
+ * end read), its run length, and a window with two marks: next (first unit not asked for
+ * yet) and trigger (the unit whose reaching means the reader consumed the last batch).
+ *   - Opening a sequential window needs two reads in a row that are contiguous (the second
+ *     starts at or before the frontier and ends past it): random readers almost never do
+ *     that, so they never prefetch. While a window is open, a read may also start up to
+ *     `slack` bytes past the frontier (the kernel's async read-ahead runs several reads at
+ *     once and FUSE threads deliver them in any order).
  *   - A read that ends at or behind the frontier but starts within `slack` of it is a
  *     reordered (or repeated) read: ignored. Anything farther is a jump: the window closes,
- *     a new run starts at the read.
- *   - On reaching the trigger, the window doubles (1, 2, 4, ... max_pages) and the pages up
- *     to frontier page + 1 + window not yet asked for are asked for; the next trigger is the
+ *     a new run starts at the read, and the distance from the last record's start becomes
+ *     the candidate stride. A later jump by exactly that stride is a strided hit; the third
+ *     record in a row at one stride opens a record window.
+ *   - On reaching the trigger, a window doubles (1, 2, 4, ... max) and the units up to the
+ *     current unit + 1 + window not yet asked for are asked for; the next trigger is the
  *     start of that batch, or half a window before its end if that comes first (so a capped
- *     window is topped up when half of it is consumed), and always past the frontier page.
+ *     window is topped up when half of it is consumed), and always past the current unit.
  *
- * Invariants: pf_next <= npages; trigger > the frontier's page after a decision; a page is
- * asked for at most once per run (pf_next only grows within a run).
+ * Invariants: seq.next <= npages; a unit is asked for at most once per run (next only grows
+ * within a run); a strided run never opens a sequential window (its records are shorter
+ * than the stride; a record that grows to the stride ends the strided run).
  * No locks: the owner serializes calls.
  */
 #include "cache/stream.h"
@@ -27,11 +30,19 @@
 #include <string.h>
 
 #define DEFAULT_SLACK_PAGES 4
+#define DEFAULT_BLOCK (64u << 10)
+#define STRIDE_CONFIRM 3 /* records in a row at one stride */
+#define REC_WIN_START 2
+#define REC_WIN_MAX 256
 
 void stream_init(struct stream *s, const struct stream_conf *conf)
 {
     memset(s, 0, sizeof(*s));
     s->page_size = conf->page_size ? conf->page_size : 1;
+    s->block_size = conf->block_size ? conf->block_size : DEFAULT_BLOCK;
+    if (s->block_size > s->page_size)
+        s->block_size = s->page_size;
+    s->max_window = conf->max_window;
     s->max_pages = conf->max_window / s->page_size;
     if (s->max_pages < 1)
         s->max_pages = 1;
@@ -40,19 +51,148 @@ void stream_init(struct stream *s, const struct stream_conf *conf)
     s->npages = (conf->file_size + s->page_size - 1) / s->page_size;
 }
 
+/* A new run starting with a read that ends at `end`; the stride state is the caller's. */
 static void new_run(struct stream *s, uint64_t end)
 {
     s->frontier = end;
     s->seq_run = 1;
-    s->win = 0;
-    s->pf_next = 0;
-    s->trigger = 0;
+    memset(&s->seq, 0, sizeof(s->seq));
+}
+
+static void end_strided(struct stream *s)
+{
+    s->stride = 0;
+    s->stride_hits = 0;
+    memset(&s->rec, 0, sizeof(s->rec));
+}
+
+/* Advances window w for a reader at unit `cur`: opens it, or grows it once cur reached the
+ * trigger, and returns in [*first, *first + *n) the units up to cur + 1 + win (clipped to
+ * `limit`) not asked for yet. Returns 0 when nothing changed (still consuming a batch), 2
+ * when the window opened, 1 when it grew. */
+static int win_step(struct stream_win *w, uint64_t cur, uint64_t start, uint64_t max,
+                    uint64_t limit, uint64_t *first, uint64_t *n)
+{
+    int opened = w->win == 0;
+    *first = *n = 0;
+    if (opened)
+        w->win = start < max ? start : max;
+    else if (cur >= w->trigger)
+        w->win = w->win * 2 > max ? max : w->win * 2;
+    else
+        return 0;
+    uint64_t target = cur + 1 + w->win;
+    if (target > limit)
+        target = limit;
+    uint64_t a = w->next > cur + 1 ? w->next : cur + 1;
+    if (a < target) {
+        *first = a;
+        *n = target - a;
+        w->next = target;
+    }
+    uint64_t half = w->win / 2;
+    uint64_t trig = a;
+    if (w->next >= half && w->next - half < trig)
+        trig = w->next - half;
+    if (trig <= cur)
+        trig = cur + 1;
+    w->trigger = trig;
+    return opened ? 2 : 1;
+}
+
+/* Is the read near the frontier (sequential continuation, or reordered/repeated)? */
+static int near_frontier(const struct stream *s, uint64_t off)
+{
+    uint64_t ahead = s->seq.win ? s->slack : 0;
+    return off + s->slack >= s->frontier && off <= s->frontier + ahead;
+}
+
+static int strided_hit(const struct stream *s, uint64_t off)
+{
+    return s->stride && off > s->rec_off && off - s->rec_off == s->stride;
+}
+
+/* A record of a confirmed strided run, reread or reordered (behind the current one). */
+static int strided_behind(const struct stream *s, uint64_t off)
+{
+    return s->stride_hits >= STRIDE_CONFIRM && off >= s->base && off < s->rec_off &&
+           (off - s->base) % s->stride == 0 && s->rec_off - off <= 4 * s->stride;
+}
+
+int stream_continues(const struct stream *s, uint64_t off, size_t len)
+{
+    if (s->nreads == 0 || len == 0 || off >= s->file_size)
+        return 0;
+    return near_frontier(s, off) || strided_hit(s, off) || strided_behind(s, off);
+}
+
+/* A strided record at off (off - rec_off == stride): confirm the pattern, and once it is
+ * confirmed, ask for the next records. */
+static void strided_feed(struct stream *s, uint64_t off, uint64_t end,
+                         struct stream_decision *out)
+{
+    if (s->stride_hits <= STRIDE_CONFIRM)
+        s->stride_hits++; /* stays STRIDE_CONFIRM + 1 once past it: no wrap */
+    s->rec_off = off;
+    s->frontier = end;
+    s->seq_run = 1;
+    if (end - off > s->rec_len)
+        s->rec_len = end - off;
+    out->strided = 1;
+    out->random = 1;
+    s->random = 1;
+    if (s->stride_hits == STRIDE_CONFIRM) {
+        /* Confirmed (the candidate came with two records): no sequential window from here
+         * on; seq.next now marks the pages a dense strided run asked for. */
+        s->base = off - 2 * s->stride;
+        memset(&s->rec, 0, sizeof(s->rec));
+        memset(&s->seq, 0, sizeof(s->seq));
+    }
+    uint64_t cur = (off - s->base) / s->stride;
+    uint64_t nrecs_file = (s->file_size - s->base + s->stride - 1) / s->stride;
+    uint64_t unit = s->rec_len > s->block_size ? s->rec_len : s->block_size;
+    uint64_t max = s->max_window / unit;
+    if (max < 1)
+        max = 1;
+    if (max > REC_WIN_MAX)
+        max = REC_WIN_MAX;
+    uint64_t first, n;
+    int step = win_step(&s->rec, cur, REC_WIN_START, max, nrecs_file, &first, &n);
+    out->window = s->rec.win;
+    out->opened = step == 2;
+    if (!step)
+        return;
+    if (n == 0)
+        return;
+    uint64_t a = s->base + first * s->stride;
+    if (s->stride - s->rec_len < s->block_size) {
+        /* Dense: every block is touched; ask for the pages under those records. */
+        uint64_t b = s->base + (first + n - 1) * s->stride + s->rec_len;
+        if (b > s->file_size)
+            b = s->file_size;
+        uint64_t pa = a / s->page_size, pb = (b - 1) / s->page_size + 1;
+        uint64_t cur_page = (end - 1) / s->page_size;
+        if (pa <= cur_page)
+            pa = cur_page + 1;
+        if (pa < s->seq.next)
+            pa = s->seq.next; /* seq.next doubles as "pages asked" while strided */
+        if (pa < pb) {
+            out->first_page = pa;
+            out->npages = pb - pa;
+            s->seq.next = pb;
+        }
+        return;
+    }
+    out->rec_off = a;
+    out->rec_stride = s->stride;
+    out->rec_len = s->rec_len;
+    out->nrecs = n;
 }
 
 void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decision *out)
 {
     memset(out, 0, sizeof(*out));
-    out->window = s->win;
+    out->window = s->stride_hits >= STRIDE_CONFIRM ? s->rec.win : s->seq.win;
     out->random = s->random;
     if (len == 0 || off >= s->file_size)
         return;
@@ -60,55 +200,131 @@ void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decis
 
     if (s->nreads++ == 0) {
         new_run(s, end);
+        end_strided(s);
+        s->rec_off = off;
+        s->rec_len = end - off;
         s->random = off != 0;
         out->random = s->random;
         return;
     }
-    uint64_t ahead = s->win ? s->slack : 0;
-    int near = off + s->slack >= s->frontier && off <= s->frontier + ahead;
+    int strided = s->stride_hits >= STRIDE_CONFIRM;
+    if (strided && strided_behind(s, off)) {
+        out->strided = 1;
+        return; /* a reordered or repeated record */
+    }
+    int near = near_frontier(s, off);
     if (near && end <= s->frontier)
         return; /* reordered or repeated read inside the run */
+    if (!near && strided_hit(s, off)) {
+        strided_feed(s, off, end, out);
+        return;
+    }
     if (!near) {
+        uint64_t prev = s->rec_off;
         s->jumps++;
         new_run(s, end);
+        end_strided(s);
+        if (off > prev) { /* a forward gap: a candidate stride */
+            s->stride = off - prev;
+            s->stride_hits = 2;
+        }
+        s->rec_off = off;
+        s->rec_len = end - off;
         s->random = 1;
         out->jumped = 1;
         out->window = 0;
         out->random = 1;
         return;
     }
+    /* Sequential: extends the current record. */
     s->frontier = end;
+    if (s->stride) {
+        if (end - s->rec_off < s->stride) {
+            if (end - s->rec_off > s->rec_len)
+                s->rec_len = end - s->rec_off;
+            if (strided) {
+                out->strided = 1;
+                out->window = s->rec.win;
+                return; /* a longer record of a strided run: no sequential window */
+            }
+        } else {
+            end_strided(s); /* the record reached the stride: plain sequential */
+        }
+    }
     s->seq_run++;
     s->random = 0;
     out->random = 0;
     if (s->seq_run < 2)
         return;
-
     uint64_t cur = (s->frontier - 1) / s->page_size; /* last page the run reached */
-    if (s->win == 0) {
-        s->win = 1;
-    } else if (cur >= s->trigger) {
-        s->win = s->win * 2 > s->max_pages ? s->max_pages : s->win * 2;
-    } else {
-        out->window = s->win;
-        return; /* still consuming the last batch */
-    }
-    out->window = s->win;
-
-    uint64_t target = cur + 1 + s->win;
-    if (target > s->npages)
-        target = s->npages;
-    uint64_t first = s->pf_next > cur + 1 ? s->pf_next : cur + 1;
-    if (first < target) {
+    uint64_t first, n;
+    int changed = win_step(&s->seq, cur, 1, s->max_pages, s->npages, &first, &n);
+    out->window = s->seq.win;
+    out->opened = changed == 2;
+    if (changed && n) {
         out->first_page = first;
-        out->npages = target - first;
-        s->pf_next = target;
+        out->npages = n;
     }
-    uint64_t half = s->win / 2;
-    uint64_t trig = first;
-    if (s->pf_next >= half && s->pf_next - half < trig)
-        trig = s->pf_next - half;
-    if (trig <= cur)
-        trig = cur + 1;
-    s->trigger = trig;
+}
+
+/* ---- the runs of one file ---------------------------------------------------------------- */
+
+void stream_set_init(struct stream_set *ss, const struct stream_conf *conf)
+{
+    memset(ss, 0, sizeof(*ss));
+    ss->conf = *conf;
+}
+
+unsigned stream_set_gen(const struct stream_set *ss, unsigned i)
+{
+    return i < STREAM_SET_MAX ? ss->gen[i] : 0;
+}
+
+void stream_set_feed(struct stream_set *ss, uint64_t who, uint64_t off, size_t len,
+                     struct stream_decision *out, unsigned *run, unsigned *gen, int *shared)
+{
+    unsigned i, pick = STREAM_SET_MAX;
+    /* The run this read continues; among several, the one this reader fed last. */
+    for (i = 0; i < ss->n; i++) {
+        if (!stream_continues(&ss->run[i], off, len))
+            continue;
+        if (pick == STREAM_SET_MAX || ss->feeder[i] == who)
+            pick = i;
+    }
+    /* Else a jump of the reader's own run. */
+    for (i = 0; pick == STREAM_SET_MAX && i < ss->n; i++)
+        if (ss->owner[i] == who)
+            pick = i;
+    /* Else a new run: a free one, or the least recently used. */
+    if (pick == STREAM_SET_MAX) {
+        if (ss->n < STREAM_SET_MAX) {
+            pick = ss->n++;
+        } else {
+            pick = 0;
+            for (i = 1; i < ss->n; i++)
+                if (ss->used[i] < ss->used[pick])
+                    pick = i;
+        }
+        stream_init(&ss->run[pick], &ss->conf);
+        ss->owner[pick] = who;
+        ss->feeder[pick] = 0;
+        ss->gen[pick]++;
+    }
+    *shared = ss->feeder[pick] != 0 && ss->feeder[pick] != who;
+    stream_feed(&ss->run[pick], off, len, out);
+    if (out->jumped) {
+        ss->gen[pick]++;
+        ss->owner[pick] = who;
+    }
+    ss->feeder[pick] = who;
+    ss->used[pick] = ++ss->clock;
+    *run = pick;
+    *gen = ss->gen[pick];
+}
+
+void stream_set_leave(struct stream_set *ss, uint64_t who)
+{
+    for (unsigned i = 0; i < ss->n; i++)
+        if (ss->owner[i] == who)
+            ss->owner[i] = 0;
 }

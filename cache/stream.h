@@ -1,25 +1,39 @@
 /*
- * stream.h - the access-pattern detector of one open file handle (pure, no I/O, no locks).
+ * stream.h - the access-pattern detector of one file (pure, no I/O, no locks).
  *
- * Fed every read (offset, length) of a handle, it tells sequential streams from random
- * access and, for a sequential stream, which pages to prefetch next:
- *   - a read is "sequential" when it starts within `slack` bytes of the stream's frontier
- *     (the highest end read so far) and ends past it; a read that ends at or behind the
- *     frontier but starts within `slack` of it is a reordered read (the kernel's async
- *     read-ahead issues many reads at once; FUSE threads run them in any order) and changes
- *     nothing; anything else is a jump, which collapses the window to 0;
+ * A `struct stream` follows one run of reads: fed every read (offset, length) that belongs
+ * to it, it tells sequential runs, strided runs and random access apart and says what to
+ * prefetch next:
+ *   - a read is "sequential" when it starts within `slack` bytes of the run's frontier (the
+ *     highest end read so far) and ends past it; a read that ends at or behind the frontier
+ *     but starts within `slack` of it is a reordered read (the kernel's async read-ahead
+ *     issues many reads at once; FUSE threads run them in any order) and changes nothing;
  *   - after two sequential reads in a row the window opens at one page; each time the
  *     frontier enters the last batch it asked for (the reader consumed what was prefetched)
  *     the window doubles, up to `max_window`, and the pages between the frontier and
- *     frontier + window that were not asked for yet are returned.
- * Strided access is treated as random for now (each jump resets the stream).
+ *     frontier + window that were not asked for yet are returned;
+ *   - a read farther away is a jump: the window collapses and a new run starts there, unless
+ *     it lands exactly one stride after the start of the last record (a contiguous stretch
+ *     of reads), in which case it continues a strided run. Two equal forward gaps in a row
+ *     (records at x, x + d, x + 2d) make a strided run; it prefetches the next records
+ *     (offset x + k*d, the largest record length seen) with a window counted in records
+ *     that opens at 2 and doubles like the sequential one, capped at `max_window` bytes of
+ *     records. Records closer than one block apart are asked for as whole pages (the
+ *     reader touches every block anyway; fewer, larger requests); sparser ones as ranges,
+ *     so a reader of 64 KiB every 4 MiB does not pull 1 MiB pages.
  * Every decision also classifies the read: `random` when it is not part of a sequential run
- * (the first read of a handle unless it starts at offset 0, a jump, and the reads of a run
- * until it turns sequential; a reordered read keeps the run's class). The page cache fetches
- * only the blocks a random read needs instead of whole pages.
+ * (the first read of a run unless it starts at offset 0, a jump, the reads of a run until it
+ * turns sequential, and strided reads; a reordered read keeps the run's class). The page
+ * cache fetches only the blocks a random read needs instead of whole pages.
  *
- * The struct is a value type embedded by its owner (the prefetcher), which serializes calls;
- * its fields are private to stream.c.
+ * A `struct stream_set` holds the runs of one file, shared by every handle that reads it
+ * (several workers, or a reader that opens, reads and closes again). stream_set_feed()
+ * routes a read to the run it continues (sequentially or by its stride), else to the run
+ * the reader itself owns (a jump of that reader), else to a free or the least recently used
+ * run, which the reader then owns. Handles are told apart by a caller-chosen nonzero id.
+ *
+ * Both structs are values embedded by their owner (the prefetcher), which serializes calls;
+ * their fields are private to stream.c.
  */
 #ifndef PAGEFS_STREAM_H
 #define PAGEFS_STREAM_H
@@ -27,25 +41,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define STREAM_SET_MAX 16 /* runs per file: more concurrent readers share by recency */
+
 struct stream_conf {
     uint32_t page_size;  /* bytes, > 0 */
+    uint32_t block_size; /* bytes of a fetch unit inside a page; 0 = min(64 KiB, page) */
     uint64_t max_window; /* bytes of read-ahead at most (rounded down to pages, >= 1 page) */
     uint64_t slack;      /* reordering tolerance in bytes; 0 = default (4 pages) */
     uint64_t file_size;  /* bytes */
 };
 
+/* A read-ahead window in some unit (pages or records). */
+struct stream_win {
+    uint64_t win;     /* units, 0 = none */
+    uint64_t next;    /* first unit not yet asked for */
+    uint64_t trigger; /* unit whose reaching means "consumed": grow and ask for more */
+};
+
 struct stream {
     /* private */
-    uint32_t page_size;
-    uint64_t max_pages, slack, file_size, npages;
+    uint32_t page_size, block_size;
+    uint64_t max_pages, max_window, slack, file_size, npages;
     uint64_t nreads;
     uint64_t frontier;  /* highest end read in the current run (bytes) */
     unsigned seq_run;   /* sequential reads in a row in the current run */
-    uint64_t win;       /* read-ahead window in pages, 0 = none */
-    uint64_t pf_next;   /* first page not yet asked for */
-    uint64_t trigger;   /* page whose reaching means "consumed": grow and ask for more */
+    struct stream_win seq;
     uint64_t jumps;     /* random jumps seen (window collapses) */
     int random;         /* the current run is not (yet) sequential */
+    /* Strided runs: a record is a stretch of contiguous reads starting at rec_off. */
+    uint64_t rec_off;   /* start of the current record */
+    uint64_t stride;    /* candidate or confirmed gap between record starts; 0 = none */
+    unsigned stride_hits; /* records in a row at that stride (>= 3: strided) */
+    uint64_t base;      /* offset of record 0 of the strided run */
+    uint64_t rec_len;   /* bytes per record: the largest seen */
+    struct stream_win rec; /* window in records (sparse) */
 };
 
 /* What to do after one read. */
@@ -53,12 +82,45 @@ struct stream_decision {
     int jumped;          /* the read was a random jump (queued prefetches are stale) */
     uint64_t first_page; /* prefetch pages [first_page, first_page + npages) */
     uint64_t npages;
-    uint64_t window;     /* the window after this read, in pages */
+    uint64_t window;     /* the window after this read, in pages (sequential) or records */
     int random;          /* the read is not part of a sequential run: fetch what it needs */
+    int strided;         /* the read continued a strided run */
+    int opened;          /* this read opened the run's window (sequential or strided) */
+    /* Sparse strided read-ahead: nrecs ranges of rec_len bytes at rec_off + k * rec_stride
+     * (clipped to the file by the caller's fetch). */
+    uint64_t rec_off, rec_stride, rec_len, nrecs;
 };
 
 void stream_init(struct stream *s, const struct stream_conf *conf);
 /* Records one read of len bytes at off (len 0 is ignored) and fills *out. */
 void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decision *out);
+/* 1 if a read at [off, off + len) continues s (sequentially, reordered, or by its stride),
+ * else 0. */
+int stream_continues(const struct stream *s, uint64_t off, size_t len);
+
+struct stream_set {
+    /* private */
+    struct stream_conf conf;
+    unsigned n;
+    uint64_t clock;
+    struct stream run[STREAM_SET_MAX];
+    uint64_t owner[STREAM_SET_MAX];   /* reader id that started or last jumped the run */
+    uint64_t feeder[STREAM_SET_MAX];  /* reader id that fed it last */
+    uint64_t used[STREAM_SET_MAX];    /* clock of its last read */
+    unsigned gen[STREAM_SET_MAX];     /* bumped when the run jumps or is recycled */
+};
+
+void stream_set_init(struct stream_set *ss, const struct stream_conf *conf);
+/* Routes a read of reader `who` (nonzero) to a run and feeds it. *run gets the run's index
+ * and *gen its generation after the read (prefetches queued under an older generation of a
+ * run are stale); *shared is 1 when the run was last fed by another reader. */
+void stream_set_feed(struct stream_set *ss, uint64_t who, uint64_t off, size_t len,
+                     struct stream_decision *out, unsigned *run, unsigned *gen, int *shared);
+/* Reader `who` is gone: the runs it owns become anyone's. Their state and what they asked
+ * for stay (like the kernel's async read-ahead, queued read-ahead is not cancelled by a
+ * close): a reader that opens the file again and continues a run finds its window. */
+void stream_set_leave(struct stream_set *ss, uint64_t who);
+/* The current generation of run i (i < STREAM_SET_MAX). */
+unsigned stream_set_gen(const struct stream_set *ss, unsigned i);
 
 #endif

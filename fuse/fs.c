@@ -428,6 +428,8 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
         KV("prefetch_objects_dup", pfs.objects_dup);
         KV("prefetch_windows", pfs.windows);
         KV("prefetch_jumps", pfs.jumps);
+        KV("prefetch_strided", pfs.strided);
+        KV("prefetch_shared", pfs.shared);
         KV("prefetch_inflight", pfs.inflight);
         KV("prefetch_pending", pfs.pending);
     }

@@ -127,6 +127,10 @@ int metrics_render(const struct metrics_input *in, char **out, size_t *len)
               (double)p->inflight);
         gauge(m, "pagefs_prefetch_pending", "Read-ahead requests queued now.", (double)p->pending);
         counter(m, "pagefs_prefetch_errors_total", "Read-ahead fetches that failed.", p->errors);
+        counter(m, "pagefs_prefetch_windows_total",
+                "Sequential read-ahead windows opened.", p->windows);
+        counter(m, "pagefs_prefetch_strided_windows_total",
+                "Strided read-ahead windows opened (records at a fixed stride).", p->strided);
     }
 
     if (in->have_fs) {

@@ -33,13 +33,14 @@ static struct prefetch_stats pf_stats(struct cache_env *e)
     return s;
 }
 
-/* What a FUSE read does: report to the prefetcher, then read through the cache. */
+/* What a FUSE read does: report to the prefetcher, then read through the cache (only the
+ * blocks it needs if the detector calls the read random). */
 static int read_check(struct cache_env *e, struct prefetch_stream *st, struct pc_file *f,
                       const unsigned char *data, size_t size, uint64_t off, size_t len)
 {
     unsigned char *buf = malloc(len ? len : 1);
-    prefetch_read(e->pf, st, off, len);
-    ssize_t n = page_cache_read(e->pc, f, off, len, buf);
+    int random = prefetch_read(e->pf, st, off, len);
+    ssize_t n = page_cache_read_ex(e->pc, f, off, len, buf, random ? PC_READ_RANDOM : 0);
     size_t want = off >= size ? 0 : (size - off < len ? size - off : len);
     int ok = n == (ssize_t)want && (!want || memcmp(buf, data + off, want) == 0);
     free(buf);
@@ -409,7 +410,7 @@ static void test_shutdown_with_work_queued(void)
     CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
     for (uint64_t off = 0; off < 8 * PS; off += PS)
         CHECK(read_check(&e, st, f, data, size, off, PS));
-    prefetch_close(st); /* queued requests of this stream are stale now */
+    prefetch_close(st); /* its queued read-ahead stays queued */
     struct prefetch_stream *st2 = NULL;
     CHECK_EQ(prefetch_open(e.pf, f, &st2), 0);
     for (uint64_t off = 30 * PS; off < 34 * PS; off += PS)
@@ -575,6 +576,76 @@ static void test_invalid(void)
     cache_env_fini(&e);
 }
 
+
+/* A strided reader (16 KiB every 4 pages of 1 MiB, i.e. blocks of 64 KiB): after three
+ * records the prefetcher fetches the next records as byte ranges ahead of it; each record's
+ * block is fetched once and no whole page is, so bytes fetched stay at one block per record. */
+static void test_strided_reader_ranges(void)
+{
+    struct cache_env e;
+    const uint64_t mb = 1u << 20, rec = 16384, stride = 4 * mb;
+    cache_env_init(&e, "pfs", (uint32_t)mb, 0, 0, 0);
+    struct prefetch_conf pc = {.max_readahead = 8 * mb, .small_object = 1};
+    CHECK_EQ(prefetcher_create(&pc, e.pc, &e.pf), 0);
+    size_t size = 128 * mb;
+    unsigned char *data = cache_env_make_source(&e, "strided.bin", size, 11);
+    struct pc_file *f = cache_env_open_key(&e, "strided.bin", NULL);
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    uint64_t nrec = 0, hits_before = 0;
+    for (uint64_t off = 100000; off + rec <= size; off += stride, nrec++) {
+        if (nrec == 4)
+            hits_before = cache_env_stats(&e).hits;
+        CHECK(read_check(&e, st, f, data, size, off, rec));
+        prefetcher_wait_idle(e.pf);
+    }
+    struct page_cache_stats s = cache_env_stats(&e);
+    struct prefetch_stats p = pf_stats(&e);
+    CHECK_EQ(nrec, 32);
+    CHECK_EQ(p.strided, 1);
+    CHECK_EQ(p.windows, 0);
+    CHECK_EQ(cache_env_read_calls(&e), nrec);           /* one GET per record, never two */
+    CHECK(s.bytes_fetched <= nrec * 2 * (64u << 10));  /* a block, two if it straddles */
+    CHECK(p.used >= nrec - 4);                          /* prefetched, then read */
+    CHECK_EQ(s.hits - hits_before, nrec - 4);           /* from the fifth record on: hits */
+    check_accounting(&e);
+    prefetch_close(st);
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e);
+}
+
+/* A reader that opens the file, reads two pages and closes it, again and again, is one
+ * sequential run for the prefetcher: one window, grown across handles, every page fetched
+ * once, nearly all of them ahead of the reader. */
+static void test_open_read_close_reader(void)
+{
+    struct cache_env e;
+    struct prefetch_conf pc = {.max_readahead = 16 * PS, .small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 256 * PS;
+    unsigned char *data = cache_env_make_source(&e, "orc.bin", size, 12);
+    for (uint64_t off = 0; off < size; off += 2 * PS) {
+        struct pc_file *f = cache_env_open_key(&e, "orc.bin", NULL);
+        struct prefetch_stream *st = NULL;
+        CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+        CHECK(read_check(&e, st, f, data, size, off, PS));
+        CHECK(read_check(&e, st, f, data, size, off + PS, PS));
+        prefetch_close(st);
+        pc_file_unref(f);
+        prefetcher_wait_idle(e.pf);
+    }
+    struct prefetch_stats p = pf_stats(&e);
+    CHECK_EQ(p.windows, 1);
+    CHECK_EQ(p.jumps, 0);
+    CHECK(p.shared >= 127);
+    CHECK_EQ(cache_env_read_calls(&e), 256); /* every page once */
+    CHECK(p.used >= 250);
+    check_accounting(&e);
+    free(data);
+    cache_env_fini(&e);
+}
+
 int main(void)
 {
     RUN(test_sequential_reader_is_prefetched);
@@ -587,6 +658,8 @@ int main(void)
     RUN(test_shutdown_with_work_queued);
     RUN(test_failed_prefetch_not_readers_failure);
     RUN(test_stress);
+    RUN(test_strided_reader_ranges);
+    RUN(test_open_read_close_reader);
     RUN(test_invalid);
     return test_finish();
 }

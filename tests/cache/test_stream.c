@@ -1,6 +1,7 @@
 /*
  * test_stream.c - unit tests of the stream detector: sequences of reads -> decisions
- * (window sizes, pages to prefetch).
+ * (window sizes, pages or strided records to prefetch), and of the per-file run set
+ * (several readers of one file, readers that come and go).
  */
 #include "cache/stream.h"
 #include "testlib.h"
@@ -296,6 +297,298 @@ static void test_random_classification(void)
     run_fini(&r);
 }
 
+
+/* Records a strided reader asked for (sparse read-ahead: byte ranges, not pages). */
+struct recs {
+    uint64_t base, stride, n;
+    unsigned char *asked; /* per record index */
+    uint64_t max_ahead;   /* largest (last asked record - current record) */
+    uint64_t pages;       /* pages asked (a sparse strided run asks for none) */
+};
+
+static void recs_note(struct recs *rc, uint64_t cur_off, const struct stream_decision *d)
+{
+    rc->pages += d->npages;
+    if (!d->nrecs)
+        return;
+    CHECK_EQ(d->rec_stride, rc->stride);
+    CHECK(d->rec_off > cur_off); /* only records ahead of the reader */
+    CHECK_EQ((d->rec_off - rc->base) % rc->stride, 0);
+    uint64_t first = (d->rec_off - rc->base) / rc->stride;
+    for (uint64_t k = 0; k < d->nrecs; k++)
+        if (first + k < rc->n)
+            rc->asked[first + k]++;
+    uint64_t cur = (cur_off - rc->base) / rc->stride;
+    if (first + d->nrecs - 1 - cur > rc->max_ahead)
+        rc->max_ahead = first + d->nrecs - 1 - cur;
+}
+
+/* 64 KiB every 4 MiB: the third record opens a record window; every later record is asked
+ * for once, as a 64 KiB range, never a page. */
+static void test_strided_sparse(void)
+{
+    struct run r;
+    run_init(&r, 1024 * MB, 32 * MB);
+    struct recs rc = {.base = 3 * MB, .stride = 4 * MB, .n = 256};
+    rc.asked = calloc(rc.n, 1);
+    struct stream_decision d = feed(&r, 3 * MB, 64 * KB);
+    CHECK_EQ(d.nrecs, 0);
+    d = feed(&r, 7 * MB, 64 * KB);
+    CHECK_EQ(d.jumped, 1); /* a candidate stride only */
+    CHECK_EQ(d.nrecs, 0);
+    d = feed(&r, 11 * MB, 64 * KB);
+    CHECK_EQ(d.strided, 1);
+    CHECK_EQ(d.opened, 1);
+    CHECK_EQ(d.jumped, 0);
+    CHECK_EQ(d.random, 1); /* fetch only what it reads */
+    CHECK_EQ(d.nrecs, 2);
+    CHECK_EQ(d.rec_off, 15 * MB);
+    CHECK_EQ(d.rec_len, 64 * KB);
+    recs_note(&rc, 11 * MB, &d);
+    uint64_t jumps = r.jumps;
+    for (uint64_t k = 3; k < rc.n; k++) {
+        uint64_t off = rc.base + k * rc.stride;
+        if (off >= 1024 * MB)
+            break;
+        d = feed(&r, off, 64 * KB);
+        CHECK_EQ(d.strided, 1);
+        CHECK_EQ(d.random, 1);
+        recs_note(&rc, off, &d);
+    }
+    CHECK_EQ(r.jumps, jumps); /* the strided run never jumped */
+    CHECK_EQ(rc.pages, 0);
+    CHECK_EQ(r.decisions, 0);
+    CHECK(rc.max_ahead <= 256);
+    CHECK(rc.max_ahead >= 64); /* the window grew: 32 MiB of 64 KiB records would be 512 */
+    for (uint64_t k = 3; k < 255; k++) /* record 255 starts past the end of the file */
+        CHECK_EQ(rc.asked[k], 1);
+    CHECK_EQ(rc.asked[0] + rc.asked[1] + rc.asked[2], 0);
+    /* A reordered or repeated record changes nothing; a jump elsewhere ends the run. */
+    d = feed(&r, rc.base + 253 * rc.stride, 64 * KB);
+    CHECK_EQ(d.jumped, 0);
+    CHECK_EQ(d.nrecs, 0);
+    d = feed(&r, 500 * KB, 64 * KB);
+    CHECK_EQ(d.jumped, 1);
+    CHECK_EQ(d.strided, 0);
+    free(rc.asked);
+    run_fini(&r);
+}
+
+/* Records closer than a block apart (32 KiB every 64 KiB): whole pages, each asked once. */
+static void test_strided_dense(void)
+{
+    struct run r;
+    run_init(&r, 64 * MB, 8 * MB);
+    feed(&r, 0, 32 * KB);
+    feed(&r, 64 * KB, 32 * KB);
+    struct stream_decision d = feed(&r, 128 * KB, 32 * KB);
+    CHECK_EQ(d.strided, 1);
+    CHECK_EQ(d.nrecs, 0);
+    for (uint64_t off = 192 * KB; off < 64 * MB; off += 64 * KB) {
+        d = feed(&r, off, 32 * KB);
+        CHECK_EQ(d.strided, 1);
+        CHECK_EQ(d.nrecs, 0);
+    }
+    for (uint64_t p = 1; p < r.npages; p++)
+        CHECK_EQ(r.asked[p], 1);
+    CHECK(r.max_ahead <= 8);
+    run_fini(&r);
+}
+
+/* A record made of two contiguous reads (a 128 KiB record read as 2 x 64 KiB) every 8 MiB:
+ * once the stride is confirmed no sequential window opens inside records. */
+static void test_strided_multi_read_records(void)
+{
+    struct run r;
+    run_init(&r, 1024 * MB, 32 * MB);
+    struct recs rc = {.base = 0, .stride = 8 * MB, .n = 128};
+    rc.asked = calloc(rc.n, 1);
+    struct stream_decision d;
+    for (uint64_t k = 0; k < 3; k++) {
+        recs_note(&rc, k * 8 * MB, (d = feed(&r, k * 8 * MB, 64 * KB), &d));
+        recs_note(&rc, k * 8 * MB, (d = feed(&r, k * 8 * MB + 64 * KB, 64 * KB), &d));
+    }
+    CHECK(d.strided);
+    uint64_t decisions = r.decisions; /* the first records may open a one-page window */
+    for (uint64_t k = 3; k < rc.n; k++) {
+        d = feed(&r, k * 8 * MB, 64 * KB);
+        CHECK_EQ(d.strided, 1);
+        recs_note(&rc, k * 8 * MB, &d);
+        d = feed(&r, k * 8 * MB + 64 * KB, 64 * KB);
+        CHECK_EQ(d.strided, 1);
+        CHECK_EQ(d.npages, 0);
+        CHECK_EQ(d.random, 1);
+    }
+    CHECK_EQ(r.decisions, decisions);
+    for (uint64_t k = 4; k < rc.n; k++)
+        CHECK_EQ(rc.asked[k], 1);
+    free(rc.asked);
+    run_fini(&r);
+}
+
+/* A record that grows to the stride is a sequential reader again. */
+static void test_strided_turns_sequential(void)
+{
+    struct run r;
+    run_init(&r, 256 * MB, 16 * MB);
+    feed(&r, 0, 64 * KB);
+    feed(&r, 2 * MB, 64 * KB);
+    CHECK_EQ(feed(&r, 4 * MB, 64 * KB).strided, 1);
+    struct stream_decision d = {0};
+    for (uint64_t off = 4 * MB + 64 * KB; off < 16 * MB; off += 64 * KB)
+        d = feed(&r, off, 64 * KB);
+    CHECK_EQ(d.strided, 0);
+    CHECK_EQ(d.random, 0);
+    CHECK(d.window >= 4);
+    run_fini(&r);
+}
+
+/* ---- the runs of a file, shared by readers ------------------------------------------------ */
+
+struct sset {
+    struct stream_set ss;
+    uint64_t npages;
+    unsigned char *asked;
+    uint64_t jumps, shared;
+};
+
+static void sset_init(struct sset *t, uint64_t file_size, uint64_t max_window)
+{
+    memset(t, 0, sizeof(*t));
+    struct stream_conf c = {.page_size = (uint32_t)MB, .max_window = max_window,
+                            .file_size = file_size};
+    stream_set_init(&t->ss, &c);
+    t->npages = (file_size + MB - 1) / MB;
+    t->asked = calloc(t->npages + 1, 1);
+}
+
+static struct stream_decision sfeed(struct sset *t, uint64_t who, uint64_t off, size_t len,
+                                    unsigned *run)
+{
+    struct stream_decision d;
+    unsigned r, gen;
+    int shared;
+    stream_set_feed(&t->ss, who, off, len, &d, &r, &gen, &shared);
+    CHECK_EQ(gen, stream_set_gen(&t->ss, r));
+    t->jumps += (uint64_t)d.jumped;
+    t->shared += (uint64_t)shared;
+    for (uint64_t p = d.first_page; p < d.first_page + d.npages; p++)
+        t->asked[p]++;
+    if (run)
+        *run = r;
+    return d;
+}
+
+/* Two handles reading two regions of one file, interleaved: each keeps its own run and
+ * window; no jumps, every page asked for once. */
+static void test_set_two_readers(void)
+{
+    struct sset t;
+    sset_init(&t, 1024 * MB, 16 * MB);
+    uint64_t max_a = 0, max_b = 0;
+    unsigned ra = 0, rb = 0;
+    for (uint64_t off = 0; off < 256 * MB; off += 256 * KB) {
+        struct stream_decision a = sfeed(&t, 1, off, 256 * KB, &ra);
+        struct stream_decision b = sfeed(&t, 2, 300 * MB + off, 256 * KB, &rb);
+        max_a = a.window > max_a ? a.window : max_a;
+        max_b = b.window > max_b ? b.window : max_b;
+    }
+    CHECK(ra != rb);
+    CHECK_EQ(t.jumps, 0);
+    CHECK_EQ(max_a, 16);
+    CHECK_EQ(max_b, 16);
+    /* Each page a (pages 0-255) or b (300-555) reads after its first is asked for once; past
+     * them, at most the window (16 pages) is, and at most once. */
+    for (uint64_t p = 1; p < t.npages; p++) {
+        uint64_t q = p >= 300 ? p - 300 : p;
+        if (p == 300)
+            CHECK_EQ(t.asked[p], 0);
+        else if (q <= 255)
+            CHECK_EQ(t.asked[p], 1);
+        else
+            CHECK(t.asked[p] <= (q <= 255 + 16 ? 1 : 0));
+    }
+    free(t.asked);
+}
+
+/* A reader that opens, reads 1 MiB and closes, again and again, continues one run: the
+ * window keeps growing across handles instead of restarting at each open. */
+static void test_set_open_read_close(void)
+{
+    struct sset t;
+    sset_init(&t, 256 * MB, 32 * MB);
+    uint64_t maxw = 0;
+    for (uint64_t i = 0; i < 128; i++) {
+        uint64_t who = 100 + i;
+        struct stream_decision d = sfeed(&t, who, i * MB, 512 * KB, NULL);
+        if (i > 0)
+            CHECK_EQ(d.random, 0); /* continues the run: sequential */
+        d = sfeed(&t, who, i * MB + 512 * KB, 512 * KB, NULL);
+        maxw = d.window > maxw ? d.window : maxw;
+        stream_set_leave(&t.ss, who);
+    }
+    CHECK_EQ(t.jumps, 0);
+    CHECK_EQ(maxw, 32);
+    CHECK(t.shared >= 127);
+    for (uint64_t p = 1; p < 128; p++)
+        CHECK_EQ(t.asked[p], 1);
+    for (uint64_t p = 128; p < t.npages; p++)
+        CHECK(t.asked[p] <= (p < 128 + 32 ? 1 : 0));
+    free(t.asked);
+}
+
+/* A second reader far behind the first does not drag the first's run back (no ping-pong):
+ * it gets a run of its own. */
+static void test_set_lagging_follower(void)
+{
+    struct sset t;
+    sset_init(&t, 1024 * MB, 16 * MB);
+    unsigned ra = 0, rb = 0;
+    uint64_t a_jumps = 0, max_a = 0;
+    for (uint64_t i = 0; i < 512; i++) {
+        struct stream_decision d = sfeed(&t, 1, (i + 128) * MB, MB, &ra);
+        a_jumps += (uint64_t)d.jumped;
+        max_a = d.window > max_a ? d.window : max_a;
+        if (i == 0)
+            a_jumps = 0; /* its first read starts the run */
+        sfeed(&t, 2, i * MB, MB, &rb);
+    }
+    CHECK(ra != rb);
+    CHECK_EQ(a_jumps, 0);
+    CHECK_EQ(max_a, 16);
+    free(t.asked);
+}
+
+/* More readers than runs: the least recently used run is recycled and its generation
+ * moves (its queued read-ahead is stale); a reader's jump moves its own run's too. */
+static void test_set_recycle(void)
+{
+    struct sset t;
+    sset_init(&t, 4096 * MB, 8 * MB);
+    unsigned r0 = 0, r = 0;
+    sfeed(&t, 1, 0, 64 * KB, &r0);
+    unsigned g0 = stream_set_gen(&t.ss, r0);
+    for (uint64_t who = 2; who <= STREAM_SET_MAX; who++)
+        sfeed(&t, who, who * 100 * MB, 64 * KB, &r);
+    CHECK_EQ(stream_set_gen(&t.ss, r0), g0); /* 16 runs: all still there */
+    sfeed(&t, 99, 3000 * MB, 64 * KB, &r);
+    CHECK_EQ(r, r0); /* the least recently used is reader 1's */
+    CHECK(stream_set_gen(&t.ss, r0) != g0);
+    unsigned g = stream_set_gen(&t.ss, r);
+    sfeed(&t, 99, 3500 * MB, 64 * KB, &r); /* reader 99 jumps: its own run moves */
+    CHECK_EQ(r, r0);
+    CHECK(stream_set_gen(&t.ss, r) != g);
+    g = stream_set_gen(&t.ss, r);
+    stream_set_leave(&t.ss, 99); /* leaving cancels nothing */
+    CHECK_EQ(stream_set_gen(&t.ss, r), g);
+    /* A departed reader's run is no one's: a jump of a new reader elsewhere takes a run of
+     * its own, and a reader continuing the run takes it over. */
+    sfeed(&t, 100, 3500 * MB + 64 * KB, 64 * KB, &r);
+    CHECK_EQ(r, r0);
+    CHECK_EQ(stream_set_gen(&t.ss, r), g);
+    free(t.asked);
+}
+
 int main(void)
 {
     RUN(test_sequential_window_doubles);
@@ -307,5 +600,13 @@ int main(void)
     RUN(test_reordered_and_gaps);
     RUN(test_edges);
     RUN(test_random_classification);
+    RUN(test_strided_sparse);
+    RUN(test_strided_dense);
+    RUN(test_strided_multi_read_records);
+    RUN(test_strided_turns_sequential);
+    RUN(test_set_two_readers);
+    RUN(test_set_open_read_close);
+    RUN(test_set_lagging_follower);
+    RUN(test_set_recycle);
     return test_finish();
 }
