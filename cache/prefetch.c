@@ -2,9 +2,11 @@
  * prefetch.c - read-ahead on a libuv loop and thread pool (see prefetch.h).
  *
  * Design (libuv's threading rules): FUSE threads never touch the loop. prefetch_read() runs
- * the stream's detector under the stream's lock, then appends one request per page to the
- * prefetcher's queue under pf->lock and calls uv_async_send(), the only cross-thread libuv
- * call. The loop thread (on_wake, after_fetch) moves requests from the queue to the pool
+ * the file's detector under its lock, then appends requests to the prefetcher's queue under
+ * pf->lock and calls uv_async_send(), the only cross-thread libuv call. A request is one GET:
+ * one page while a window is narrow, window / max_inflight pages (at most MAX_CHUNK_PAGES,
+ * and so that max_inflight of them fit in mem_limit) once it is wider, so a full window is
+ * about max_inflight GETs; a sparse strided record is one ranged GET of its blocks. The loop thread (on_wake, after_fetch) moves requests from the queue to the pool
  * with uv_queue_work while fewer than max_inflight fetches are under way and their page
  * buffers fit in mem_limit (one fetch always may start, so a request larger than the limit
  * still progresses). A pool thread runs page_cache_prefetch(), which skips resident and
@@ -64,6 +66,7 @@
 #define OBJ_BUCKETS 1024u  /* power of two */
 #define FILE_BUCKETS 1024u /* power of two */
 #define RETAIN_FILES 64u   /* files whose read-ahead state outlives their last handle */
+#define MAX_CHUNK_PAGES 8u /* pages per read-ahead GET at most */
 
 /* The read-ahead state of one object version (file id), shared by its handles and kept for
  * a while after the last one closes (an open-read-close reader continues its runs). */
@@ -131,6 +134,8 @@ struct track_slot {
 struct prefetcher {
     struct page_cache *pc; /* borrowed */
     uint32_t page_size, block_size;
+    uint64_t chunk_max; /* pages per read-ahead GET at most: MAX_CHUNK_PAGES, and so that
+                           max_inflight of them fit in mem_limit */
     uint64_t max_readahead, mem_limit, small_object;
     unsigned max_inflight;
 
@@ -523,13 +528,13 @@ static void *loop_main(void *arg)
 
 /* ---- queueing (any thread) --------------------------------------------------------------- */
 
-/* What to queue for one handle: pages [first, first + npages) (one request per page, or one
- * for all of them if `whole`: one GET) and nrecs ranges of rec_len bytes at rec_off +
+/* What to queue for one handle: pages [first, first + npages), `chunk` pages per request
+ * (one GET each; 0 = all of them in one) and nrecs ranges of rec_len bytes at rec_off +
  * k * rec_stride, under generation gen of pfile's run (or FILE_GEN). */
 struct pf_batch {
     unsigned run, gen;
     uint64_t first, npages;
-    int whole;
+    uint64_t chunk;
     uint64_t rec_off, rec_stride, rec_len, nrecs;
 };
 
@@ -554,14 +559,15 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
                     const struct pf_batch *b, uint64_t rd_off, size_t rd_len)
 {
     struct pf_req *list = NULL, *last = NULL;
-    uint64_t npreq = b->whole ? (b->npages ? 1 : 0) : b->npages;
+    uint64_t chunk = b->chunk && b->chunk < b->npages ? b->chunk : b->npages;
+    uint64_t npreq = chunk ? (b->npages + chunk - 1) / chunk : 0;
     uint64_t wanted = b->npages, units = 0, made = 0;
     for (uint64_t i = 0; i < npreq; i++, made++) {
         struct pf_req *r = req_new(pf, st, b);
         if (!r)
             break;
-        r->idx = b->whole ? b->first : b->first + i;
-        r->count = b->whole ? (size_t)b->npages : 1;
+        r->idx = b->first + i * chunk;
+        r->count = (size_t)(b->npages - i * chunk < chunk ? b->npages - i * chunk : chunk);
         r->mem = (uint64_t)r->count * pf->page_size;
         units += r->count;
         if (last)
@@ -663,7 +669,7 @@ int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stre
                 .gen = atomic_load(&st->pfile->gen[FILE_GEN]),
                 .first = 0,
                 .npages = (size + pf->page_size - 1) / pf->page_size,
-                .whole = 1,
+                .chunk = 0, /* the whole object in one GET */
             };
             enqueue(pf, st, &b, 0, 0);
         }
@@ -700,6 +706,14 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     }
     b.first = d.first_page;
     b.npages = d.npages;
+    /* Once the window is wider than the fetches allowed at once, larger requests: a full
+     * window is about max_inflight GETs (fewer requests to pay for, less per-request work on
+     * both ends, the same bytes in flight). */
+    b.chunk = d.window / pf->max_inflight;
+    if (b.chunk > pf->chunk_max)
+        b.chunk = pf->chunk_max;
+    if (b.chunk < 1)
+        b.chunk = 1;
     b.rec_off = d.rec_off;
     b.rec_stride = d.rec_stride;
     b.rec_len = d.rec_len;
@@ -831,6 +845,9 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     pf->max_inflight = conf->max_inflight ? conf->max_inflight : PREFETCH_DEFAULT_MAX_INFLIGHT;
     pf->mem_limit = conf->mem_limit ? conf->mem_limit : PREFETCH_DEFAULT_MEM_LIMIT;
     pf->small_object = conf->small_object ? conf->small_object : PREFETCH_DEFAULT_SMALL_OBJECT;
+    pf->chunk_max = pf->mem_limit / pf->page_size / pf->max_inflight;
+    if (pf->chunk_max > MAX_CHUNK_PAGES)
+        pf->chunk_max = MAX_CHUNK_PAGES;
     pf->track = calloc(TRACK_SLOTS, sizeof(*pf->track));
     pf->objs = calloc(OBJ_BUCKETS, sizeof(*pf->objs));
     pf->files = calloc(FILE_BUCKETS, sizeof(*pf->files));
