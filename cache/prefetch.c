@@ -93,6 +93,7 @@ struct prefetch_stream {
     struct pf_file *pfile; /* one reference */
     struct pc_file *f;     /* one reference */
     uint64_t reader;       /* this handle's id in pfile's stream set */
+    uint64_t nreads;       /* reads so far (under pfile->lock) */
 };
 
 /* One queued or running fetch of pages [idx, idx + count) of f, or (len > 0) of the bytes
@@ -687,7 +688,8 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     int shared;
     struct pf_file *pfile = st->pfile;
     pthread_mutex_lock(&pfile->lock);
-    stream_set_feed(&pfile->set, st->reader, off, len, &d, &b.run, &b.gen, &shared);
+    stream_set_feed(&pfile->set, st->reader, st->nreads++ == 0, off, len, &d, &b.run, &b.gen,
+                    &shared);
     atomic_store(&pfile->gen[b.run], b.gen);
     pthread_mutex_unlock(&pfile->lock);
 

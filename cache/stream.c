@@ -13,7 +13,7 @@
  *   - A read that ends at or behind the frontier but starts within `slack` of it is a
  *     reordered (or repeated) read: ignored. Anything farther is a jump: the window closes,
  *     a new run starts at the read, and the distance from the last record's start becomes
- *     the candidate stride. A later jump by exactly that stride is a strided hit; the third
+ *     the candidate stride. A later jump by exactly that stride is a strided hit; the fourth
  *     record in a row at one stride opens a record window.
  *   - On reaching the trigger, a window doubles (1, 2, 4, ... max) and the units up to the
  *     current unit + 1 + window not yet asked for are asked for; the next trigger is the
@@ -31,7 +31,8 @@
 
 #define DEFAULT_SLACK_PAGES 4
 #define DEFAULT_BLOCK (64u << 10)
-#define STRIDE_CONFIRM 3 /* records in a row at one stride */
+#define STRIDE_CONFIRM 4 /* records in a row at one stride (3 would let about one random
+                            read in 2,000 confirm a stride by chance in a 128 MiB file) */
 #define REC_WIN_START 2
 #define REC_WIN_MAX 256
 
@@ -141,10 +142,14 @@ static void strided_feed(struct stream *s, uint64_t off, uint64_t end,
     out->strided = 1;
     out->random = 1;
     s->random = 1;
+    if (s->stride_hits < STRIDE_CONFIRM) {
+        memset(&s->seq, 0, sizeof(s->seq)); /* a new record: no window carried over */
+        return;
+    }
     if (s->stride_hits == STRIDE_CONFIRM) {
-        /* Confirmed (the candidate came with two records): no sequential window from here
-         * on; seq.next now marks the pages a dense strided run asked for. */
-        s->base = off - 2 * s->stride;
+        /* Confirmed: no sequential window from here on; seq.next now marks the pages a
+         * dense strided run asked for. */
+        s->base = off - (STRIDE_CONFIRM - 1) * s->stride;
         memset(&s->rec, 0, sizeof(s->rec));
         memset(&s->seq, 0, sizeof(s->seq));
     }
@@ -280,17 +285,33 @@ unsigned stream_set_gen(const struct stream_set *ss, unsigned i)
     return i < STREAM_SET_MAX ? ss->gen[i] : 0;
 }
 
-void stream_set_feed(struct stream_set *ss, uint64_t who, uint64_t off, size_t len,
+/* Does a read of another reader (not the run's owner) continue run s? */
+static int continues_other(const struct stream *s, int adopt, uint64_t off, size_t len)
+{
+    if (s->nreads == 0 || len == 0 || off >= s->file_size)
+        return 0;
+    if (adopt && !s->random && off == s->frontier)
+        return 1;
+    if (s->stride_hits >= STRIDE_CONFIRM)
+        return strided_hit(s, off) || strided_behind(s, off);
+    return s->seq.win > 0 && near_frontier(s, off);
+}
+
+void stream_set_feed(struct stream_set *ss, uint64_t who, int first, uint64_t off, size_t len,
                      struct stream_decision *out, unsigned *run, unsigned *gen, int *shared)
 {
     unsigned i, pick = STREAM_SET_MAX;
-    /* The run this read continues; among several, the one this reader fed last. */
+    /* The run this read continues; its own first. */
     for (i = 0; i < ss->n; i++) {
-        if (!stream_continues(&ss->run[i], off, len))
+        int own = ss->owner[i] == who;
+        if (own ? !stream_continues(&ss->run[i], off, len)
+                : !continues_other(&ss->run[i], first && ss->owner[i] == 0, off, len))
             continue;
-        if (pick == STREAM_SET_MAX || ss->feeder[i] == who)
+        if (pick == STREAM_SET_MAX || own)
             pick = i;
     }
+    if (pick != STREAM_SET_MAX && ss->owner[pick] == 0)
+        ss->owner[pick] = who; /* adopted: its reader left */
     /* Else a jump of the reader's own run. */
     for (i = 0; pick == STREAM_SET_MAX && i < ss->n; i++)
         if (ss->owner[i] == who)

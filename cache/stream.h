@@ -14,8 +14,8 @@
  *     frontier + window that were not asked for yet are returned;
  *   - a read farther away is a jump: the window collapses and a new run starts there, unless
  *     it lands exactly one stride after the start of the last record (a contiguous stretch
- *     of reads), in which case it continues a strided run. Two equal forward gaps in a row
- *     (records at x, x + d, x + 2d) make a strided run; it prefetches the next records
+ *     of reads), in which case it continues a strided run. Three equal forward gaps in a row
+ *     (records at x, x + d, x + 2d, x + 3d) make a strided run; it prefetches the next records
  *     (offset x + k*d, the largest record length seen) with a window counted in records
  *     that opens at 2 and doubles like the sequential one, capped at `max_window` bytes of
  *     records. Records closer than one block apart are asked for as whole pages (the
@@ -28,9 +28,15 @@
  *
  * A `struct stream_set` holds the runs of one file, shared by every handle that reads it
  * (several workers, or a reader that opens, reads and closes again). stream_set_feed()
- * routes a read to the run it continues (sequentially or by its stride), else to the run
- * the reader itself owns (a jump of that reader), else to a free or the least recently used
- * run, which the reader then owns. Handles are told apart by a caller-chosen nonzero id.
+ * routes a read to a run it continues, else to the run the reader itself owns (a jump of
+ * that reader), else to a free or the least recently used run, which the reader then owns.
+ * A read continues its reader's own run with the tolerances above; another reader's run
+ * only if that run has a window open (an active sequential or strided stream) and the read
+ * fits it; and a sequential run (started at offset 0, or turned sequential) whose reader
+ * left only with a handle's first read, starting exactly at the run's frontier (a reopen
+ * that goes on where the last reader stopped; the reader adopts the run). Random readers of one file thus never join each other's runs by chance (their
+ * reads stay random: only the blocks they need, and nothing new in a second epoch).
+ * Handles are told apart by a caller-chosen nonzero id.
  *
  * Both structs are values embedded by their owner (the prefetcher), which serializes calls;
  * their fields are private to stream.c.
@@ -71,7 +77,7 @@ struct stream {
     /* Strided runs: a record is a stretch of contiguous reads starting at rec_off. */
     uint64_t rec_off;   /* start of the current record */
     uint64_t stride;    /* candidate or confirmed gap between record starts; 0 = none */
-    unsigned stride_hits; /* records in a row at that stride (>= 3: strided) */
+    unsigned stride_hits; /* records in a row at that stride (>= 4: strided) */
     uint64_t base;      /* offset of record 0 of the strided run */
     uint64_t rec_len;   /* bytes per record: the largest seen */
     struct stream_win rec; /* window in records (sparse) */
@@ -111,10 +117,11 @@ struct stream_set {
 };
 
 void stream_set_init(struct stream_set *ss, const struct stream_conf *conf);
-/* Routes a read of reader `who` (nonzero) to a run and feeds it. *run gets the run's index
- * and *gen its generation after the read (prefetches queued under an older generation of a
- * run are stale); *shared is 1 when the run was last fed by another reader. */
-void stream_set_feed(struct stream_set *ss, uint64_t who, uint64_t off, size_t len,
+/* Routes a read of reader `who` (nonzero; `first`: the reader's first read) to a run and
+ * feeds it. *run gets the run's index and *gen its generation after the read (prefetches
+ * queued under an older generation of a run are stale); *shared is 1 when the run was last
+ * fed by another reader. */
+void stream_set_feed(struct stream_set *ss, uint64_t who, int first, uint64_t off, size_t len,
                      struct stream_decision *out, unsigned *run, unsigned *gen, int *shared);
 /* Reader `who` is gone: the runs it owns become anyone's. Their state and what they asked
  * for stay (like the kernel's async read-ahead, queued read-ahead is not cancelled by a

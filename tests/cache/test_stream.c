@@ -323,7 +323,7 @@ static void recs_note(struct recs *rc, uint64_t cur_off, const struct stream_dec
         rc->max_ahead = first + d->nrecs - 1 - cur;
 }
 
-/* 64 KiB every 4 MiB: the third record opens a record window; every later record is asked
+/* 64 KiB every 4 MiB: the fourth record opens a record window; every later record is asked
  * for once, as a 64 KiB range, never a page. */
 static void test_strided_sparse(void)
 {
@@ -338,15 +338,18 @@ static void test_strided_sparse(void)
     CHECK_EQ(d.nrecs, 0);
     d = feed(&r, 11 * MB, 64 * KB);
     CHECK_EQ(d.strided, 1);
+    CHECK_EQ(d.nrecs, 0); /* three records: not yet */
+    d = feed(&r, 15 * MB, 64 * KB);
+    CHECK_EQ(d.strided, 1);
     CHECK_EQ(d.opened, 1);
     CHECK_EQ(d.jumped, 0);
     CHECK_EQ(d.random, 1); /* fetch only what it reads */
     CHECK_EQ(d.nrecs, 2);
-    CHECK_EQ(d.rec_off, 15 * MB);
+    CHECK_EQ(d.rec_off, 19 * MB);
     CHECK_EQ(d.rec_len, 64 * KB);
-    recs_note(&rc, 11 * MB, &d);
+    recs_note(&rc, 15 * MB, &d);
     uint64_t jumps = r.jumps;
-    for (uint64_t k = 3; k < rc.n; k++) {
+    for (uint64_t k = 4; k < rc.n; k++) {
         uint64_t off = rc.base + k * rc.stride;
         if (off >= 1024 * MB)
             break;
@@ -360,9 +363,9 @@ static void test_strided_sparse(void)
     CHECK_EQ(r.decisions, 0);
     CHECK(rc.max_ahead <= 256);
     CHECK(rc.max_ahead >= 64); /* the window grew: 32 MiB of 64 KiB records would be 512 */
-    for (uint64_t k = 3; k < 255; k++) /* record 255 starts past the end of the file */
+    for (uint64_t k = 4; k < 255; k++) /* record 255 starts past the end of the file */
         CHECK_EQ(rc.asked[k], 1);
-    CHECK_EQ(rc.asked[0] + rc.asked[1] + rc.asked[2], 0);
+    CHECK_EQ(rc.asked[0] + rc.asked[1] + rc.asked[2] + rc.asked[3], 0);
     /* A reordered or repeated record changes nothing; a jump elsewhere ends the run. */
     d = feed(&r, rc.base + 253 * rc.stride, 64 * KB);
     CHECK_EQ(d.jumped, 0);
@@ -404,13 +407,13 @@ static void test_strided_multi_read_records(void)
     struct recs rc = {.base = 0, .stride = 8 * MB, .n = 128};
     rc.asked = calloc(rc.n, 1);
     struct stream_decision d;
-    for (uint64_t k = 0; k < 3; k++) {
+    for (uint64_t k = 0; k < 4; k++) {
         recs_note(&rc, k * 8 * MB, (d = feed(&r, k * 8 * MB, 64 * KB), &d));
         recs_note(&rc, k * 8 * MB, (d = feed(&r, k * 8 * MB + 64 * KB, 64 * KB), &d));
     }
     CHECK(d.strided);
     uint64_t decisions = r.decisions; /* the first records may open a one-page window */
-    for (uint64_t k = 3; k < rc.n; k++) {
+    for (uint64_t k = 4; k < rc.n; k++) {
         d = feed(&r, k * 8 * MB, 64 * KB);
         CHECK_EQ(d.strided, 1);
         recs_note(&rc, k * 8 * MB, &d);
@@ -420,7 +423,7 @@ static void test_strided_multi_read_records(void)
         CHECK_EQ(d.random, 1);
     }
     CHECK_EQ(r.decisions, decisions);
-    for (uint64_t k = 4; k < rc.n; k++)
+    for (uint64_t k = 5; k < rc.n; k++)
         CHECK_EQ(rc.asked[k], 1);
     free(rc.asked);
     run_fini(&r);
@@ -433,9 +436,10 @@ static void test_strided_turns_sequential(void)
     run_init(&r, 256 * MB, 16 * MB);
     feed(&r, 0, 64 * KB);
     feed(&r, 2 * MB, 64 * KB);
-    CHECK_EQ(feed(&r, 4 * MB, 64 * KB).strided, 1);
+    feed(&r, 4 * MB, 64 * KB);
+    CHECK_EQ(feed(&r, 6 * MB, 64 * KB).strided, 1);
     struct stream_decision d = {0};
-    for (uint64_t off = 4 * MB + 64 * KB; off < 16 * MB; off += 64 * KB)
+    for (uint64_t off = 6 * MB + 64 * KB; off < 16 * MB; off += 64 * KB)
         d = feed(&r, off, 64 * KB);
     CHECK_EQ(d.strided, 0);
     CHECK_EQ(d.random, 0);
@@ -450,6 +454,8 @@ struct sset {
     uint64_t npages;
     unsigned char *asked;
     uint64_t jumps, shared;
+    uint64_t seen[256]; /* readers seen (a reader's first read is special) */
+    unsigned nseen;
 };
 
 static void sset_init(struct sset *t, uint64_t file_size, uint64_t max_window)
@@ -468,7 +474,12 @@ static struct stream_decision sfeed(struct sset *t, uint64_t who, uint64_t off, 
     struct stream_decision d;
     unsigned r, gen;
     int shared;
-    stream_set_feed(&t->ss, who, off, len, &d, &r, &gen, &shared);
+    int first = 1;
+    for (unsigned i = 0; i < t->nseen; i++)
+        first &= t->seen[i] != who;
+    if (first && t->nseen < 256)
+        t->seen[t->nseen++] = who;
+    stream_set_feed(&t->ss, who, first, off, len, &d, &r, &gen, &shared);
     CHECK_EQ(gen, stream_set_gen(&t->ss, r));
     t->jumps += (uint64_t)d.jumped;
     t->shared += (uint64_t)shared;
@@ -581,11 +592,77 @@ static void test_set_recycle(void)
     g = stream_set_gen(&t.ss, r);
     stream_set_leave(&t.ss, 99); /* leaving cancels nothing */
     CHECK_EQ(stream_set_gen(&t.ss, r), g);
-    /* A departed reader's run is no one's: a jump of a new reader elsewhere takes a run of
-     * its own, and a reader continuing the run takes it over. */
+    /* A departed reader's random run is not adopted, even by a read at its frontier: the
+     * new reader gets a run of its own (the least recently used is recycled). */
     sfeed(&t, 100, 3500 * MB + 64 * KB, 64 * KB, &r);
-    CHECK_EQ(r, r0);
-    CHECK_EQ(stream_set_gen(&t.ss, r), g);
+    CHECK(r != r0);
+    CHECK_EQ(stream_set_gen(&t.ss, r0), g);
+    /* A departed reader's sequential run is adopted by a new handle's first read at its
+     * frontier. */
+    unsigned rs = 0;
+    sfeed(&t, 101, 0, 64 * KB, &rs);
+    sfeed(&t, 101, 64 * KB, 64 * KB, &rs);
+    stream_set_leave(&t.ss, 101);
+    sfeed(&t, 102, 128 * KB, 64 * KB, &r);
+    CHECK_EQ(r, rs);
+    free(t.asked);
+}
+
+/* Four random readers of one file (64 KiB reads at 64 KiB-aligned offsets), then the same
+ * reads again through new handles (a second epoch): no read ever joins another reader's run
+ * or a run left by the first epoch, so every read stays random and nothing is asked for. */
+static void test_set_random_readers_stay_random(void)
+{
+    struct sset t;
+    sset_init(&t, 128 * MB, 32 * MB);
+    uint64_t nrand = 0, nreads = 0;
+    for (int epoch = 0; epoch < 2; epoch++) {
+        uint64_t x = 1234, prev[4] = {0};
+        for (int i = 0; i < 4000; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned j = (unsigned)(x >> 62);
+            uint64_t off = ((x >> 20) % (128 * MB / (64 * KB))) * 64 * KB;
+            if (off == prev[j] + 64 * KB || off == prev[j]) /* keep each reader random */
+                continue;
+            prev[j] = off;
+            struct stream_decision d = sfeed(&t, 1 + epoch * 4 + j, off, 64 * KB, NULL);
+            nrand += (uint64_t)d.random;
+            nreads++;
+            CHECK_EQ(d.npages, 0);
+            CHECK_EQ(d.nrecs, 0);
+        }
+        for (unsigned j = 0; j < 4; j++)
+            stream_set_leave(&t.ss, 1 + epoch * 4 + j);
+    }
+    CHECK_EQ(nrand, nreads);
+    CHECK(nreads > 7000);
+    /* 1 MiB reads at 1 MiB-aligned offsets of a 128 MiB file: a new handle's first read
+     * lands on the frontier of one of 16 runs left by the first epoch one time in eight;
+     * those runs are random, so it must not adopt them. */
+    struct sset u;
+    sset_init(&u, 128 * MB, 32 * MB);
+    uint64_t y = 77, adopted = 0;
+    for (int epoch = 0; epoch < 2; epoch++) {
+        for (unsigned j = 0; j < 64; j++) {
+            uint64_t who = 1000 + (uint64_t)epoch * 64 + j, prev = UINT64_MAX;
+            for (int i = 0; i < 8; i++) {
+                y = y * 6364136223846793005ull + 1442695040888963407ull;
+                uint64_t off = ((y >> 20) % 128) * MB;
+                if (off == prev || off == prev + MB)
+                    continue;
+                prev = off;
+                struct stream_decision d = sfeed(&u, who, off, MB, NULL);
+                adopted += (uint64_t)!d.random;
+            }
+            stream_set_leave(&u.ss, who);
+        }
+    }
+    CHECK_EQ(adopted, 0);
+    for (uint64_t p = 0; p < u.npages; p++)
+        CHECK_EQ(u.asked[p], 0);
+    free(u.asked);
+    for (uint64_t p = 0; p < t.npages; p++)
+        CHECK_EQ(t.asked[p], 0);
     free(t.asked);
 }
 
@@ -608,5 +685,6 @@ int main(void)
     RUN(test_set_open_read_close);
     RUN(test_set_lagging_follower);
     RUN(test_set_recycle);
+    RUN(test_set_random_readers_stay_random);
     return test_finish();
 }
