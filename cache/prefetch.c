@@ -6,11 +6,13 @@
  * pf->lock and calls uv_async_send(), the only cross-thread libuv call. A request is one GET:
  * one page while a window is narrow, window / max_inflight pages (at most MAX_CHUNK_PAGES,
  * and so that max_inflight of them fit in mem_limit) once it is wider, so a full window is
- * about max_inflight GETs; a sparse strided record is one ranged GET of its blocks. The loop thread (on_wake, after_fetch) moves requests from the queue to the pool
- * with uv_queue_work while fewer than max_inflight fetches are under way and their page
- * buffers fit in mem_limit (one fetch always may start, so a request larger than the limit
- * still progresses). A pool thread runs page_cache_prefetch(), which skips resident and
- * in-flight pages and publishes what it fetches to waiting readers (single flight).
+ * about max_inflight GETs; a sparse strided record is one ranged GET of its blocks. The loop
+ * thread (on_wake, after_fetch) moves requests from the queue to the pool with uv_queue_work
+ * while fewer than max_inflight fetches are under way and their page buffers fit in
+ * mem_limit (one fetch always may start, so a request larger than the limit still
+ * progresses). A pool thread runs page_cache_prefetch() (or page_cache_prefetch_range()),
+ * which skips resident and in-flight pages and publishes what it fetches to waiting readers
+ * (single flight).
  *   - Per file: the detector state of an object version (pf_file, keyed by its file id) is
  *     shared by its handles, each a reader of its stream set, and kept after the last handle
  *     closes while the file is among the RETAIN_FILES most recently closed ones.
@@ -108,7 +110,7 @@ struct pf_req {
     int64_t file_id;            /* of the pages fetched (an object's: set by the pool thread) */
     uint64_t idx;
     size_t count;
-    uint64_t off, len;          /* a range request when len > 0 (count 1, idx its page) */
+    uint64_t off, len;          /* a range request when len > 0 (idx, count: its pages) */
     unsigned run;               /* index in pfile->gen */
     unsigned gen;
     uint64_t mem;  /* bytes of buffers this fetch holds */
@@ -693,14 +695,13 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     atomic_store(&pfile->gen[b.run], b.gen);
     pthread_mutex_unlock(&pfile->lock);
 
-    int opened = d.opened;
-    if (d.jumped || opened || shared) {
+    if (d.jumped || d.opened || shared) {
         pthread_mutex_lock(&pf->lock);
         if (d.jumped)
             pf->stats.jumps++;
-        if (opened && d.strided)
+        if (d.opened && d.strided)
             pf->stats.strided++;
-        else if (opened)
+        else if (d.opened)
             pf->stats.windows++;
         if (shared)
             pf->stats.shared++;
@@ -708,10 +709,10 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     }
     b.first = d.first_page;
     b.npages = d.npages;
-    /* Once the window is wider than the fetches allowed at once, larger requests: a full
-     * window is about max_inflight GETs (fewer requests to pay for, less per-request work on
-     * both ends, the same bytes in flight). */
-    b.chunk = d.window / pf->max_inflight;
+    /* Once a sequential window is wider than the fetches allowed at once, larger requests:
+     * a full window is about max_inflight GETs (fewer requests to pay for, less per-request
+     * work on both ends, the same bytes in flight). A strided run's window counts records. */
+    b.chunk = d.strided ? 1 : d.window / pf->max_inflight;
     if (b.chunk > pf->chunk_max)
         b.chunk = pf->chunk_max;
     if (b.chunk < 1)

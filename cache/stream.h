@@ -34,8 +34,9 @@
  * only if that run has a window open (an active sequential or strided stream) and the read
  * fits it; and a sequential run (started at offset 0, or turned sequential) whose reader
  * left only with a handle's first read, starting exactly at the run's frontier (a reopen
- * that goes on where the last reader stopped; the reader adopts the run). Random readers of one file thus never join each other's runs by chance (their
- * reads stay random: only the blocks they need, and nothing new in a second epoch).
+ * that goes on where the last reader stopped; the reader adopts the run). Random readers of
+ * one file thus never join each other's runs by chance (their reads stay random: only the
+ * blocks they need, and nothing new in a second epoch).
  * Handles are told apart by a caller-chosen nonzero id.
  *
  * Both structs are values embedded by their owner (the prefetcher), which serializes calls;
