@@ -29,7 +29,8 @@
  *   - Object requests (prefetch_object, for directory prefetch) carry a name instead of a
  *     stream: the pool thread opens the object in the page cache and prefetches all of it.
  *     The names of queued and running object requests are kept in `objs`, so one object is
- *     never queued twice at once; a request leaves `objs` when it is freed.
+ *     never queued twice at once; a request leaves `objs` when its fetch ends (in the
+ *     same locked step that counts it done) or when it is dropped.
  *   - Shutdown: destroy sets `stopping` and wakes the loop, which drops every queued request
  *     and, once the last fetch under way has finished (after_fetch), closes its async handle
  *     so uv_run returns; destroy joins the thread and closes the loop.
@@ -37,9 +38,9 @@
  * Invariants (under pf->lock): inflight <= max_inflight unless a single fetch exceeds it;
  * mem_inflight is the sum of the buffers of the fetches under way; every queued or running
  * request holds one reference to its pf_file and one to its pc_file, or owns its pf_obj,
- * which is in `objs` exactly while the request exists; nothing is queued once stopping is
- * set; a pf_file is in the table while it has handles or is retained, and in the retained
- * list (at most RETAIN_FILES long) exactly while it is in the table with no handle.
+ * which is in `objs` exactly while the request is queued or running; nothing is queued once
+ * stopping is set; a pf_file is in the table while it has handles or is retained, and in the
+ * retained list (at most RETAIN_FILES long) exactly while it is in the table with no handle.
  *
  * Lock order: pf_file->lock and pf->lock are never held together (the detector runs first,
  * the queue is touched after). The page cache's lock is taken with no prefetcher lock
@@ -434,9 +435,16 @@ static void after_fetch(uv_work_t *w, int status)
 {
     struct pf_req *r = w->data;
     struct prefetcher *pf = r->pf;
+    struct pf_obj *obj = r->obj;
     pthread_mutex_lock(&pf->lock);
     pf->inflight--;
     pf->mem_inflight -= r->mem;
+    /* An object leaves `objs` in the same locked step that ends its fetch: once the
+     * prefetcher looks idle, the object can be queued again. */
+    if (obj) {
+        obj_unlink(pf, obj);
+        r->obj = NULL;
+    }
     if (status < 0 || r->result == -ECANCELED) {
         pf->stats.dropped += r->count;
     } else if (r->result < 0) {
@@ -458,6 +466,7 @@ static void after_fetch(uv_work_t *w, int status)
         pthread_mutex_unlock(&pf->lock);
         dispatch(pf);
     }
+    obj_free(obj);
     req_free(r);
 }
 
