@@ -2145,6 +2145,11 @@ uint32_t page_cache_page_size(const struct page_cache *pc)
     return pc->page_size;
 }
 
+uint32_t page_cache_block_size(const struct page_cache *pc)
+{
+    return pc->block_size;
+}
+
 void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
 {
     pthread_mutex_lock(&pc->lock);

@@ -151,6 +151,8 @@ int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages
                          uint64_t *bytes);
 
 uint32_t page_cache_page_size(const struct page_cache *pc);
+/* Bytes of a block, the unit a partial page is fetched and checked in. */
+uint32_t page_cache_block_size(const struct page_cache *pc);
 void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out);
 /* Writes batched access-order updates to the index now. */
 int page_cache_flush(struct page_cache *pc);

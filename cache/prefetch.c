@@ -848,10 +848,7 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
         return -ENOMEM;
     pf->pc = pc;
     pf->page_size = page_cache_page_size(pc);
-    /* The page cache's fetch unit (page_cache.h): 64 KiB, or page_size / 16 if larger. */
-    pf->block_size = pf->page_size / 16 > (64u << 10) ? pf->page_size / 16 : (64u << 10);
-    if (pf->block_size > pf->page_size)
-        pf->block_size = pf->page_size;
+    pf->block_size = page_cache_block_size(pc);
     pf->max_readahead = conf->max_readahead ? conf->max_readahead
                                             : PREFETCH_DEFAULT_MAX_READAHEAD;
     pf->max_inflight = conf->max_inflight ? conf->max_inflight : PREFETCH_DEFAULT_MAX_INFLIGHT;
