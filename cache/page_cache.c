@@ -35,11 +35,12 @@
  *     whole pages read by non-random readers are kept in a small LRU "hot set", so the
  *     kernel's 128 KiB reads of one page do not re-read and re-hash the page each time.
  *   - Zero-copy (page_cache_map): a whole, uncompressed page is handed out as a file range.
- *     The first time it is served it is read and verified whole; the verification is
- *     remembered in `vmarks` (set-associative, bounded) keyed by (file_id, idx). Every
- *     change or removal of the page's row clears its mark, and a verification only sets the
- *     mark if the entry it started is still there (token check), so a mark always speaks of
- *     the file now at the page's path.
+ *     The first time it is served it is read and verified whole, unless this run wrote it
+ *     whole (its bytes are the ones it just hashed); the verification is remembered in
+ *     `vmarks` (set-associative, bounded) keyed by (file_id, idx). Every change or removal
+ *     of the page's row clears its mark, and a verification only sets the mark if the entry
+ *     it started is still there (token check), so a mark always speaks of the file now at
+ *     the page's path.
  *   - Compression (conf->compress_level): a whole page that shrinks by at least 1/8 is stored
  *     as one zstd frame; it is read and verified whole, and never mapped.
  *   - Warm path without sqlite. `fmap` remembers the files rows this run opened or created
@@ -72,7 +73,7 @@
  *   - at most one inflight entry per (file_id, idx); only its owner writes that page;
  *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified;
  *   - a verified mark (state VM_DONE) exists only for a whole uncompressed page whose file
- *     was read and verified after the row last changed; a mark in any state but VM_EMPTY
+ *     was read and verified, or written whole by this run, after the row last changed; a mark in any state but VM_EMPTY
  *     holds the page's current row;
  *   - an fmap entry of a key equals the key's files row; nfmap <= FMAP_MAX.
  *
@@ -585,6 +586,22 @@ static void vm_end(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_
         m->state = VM_DONE;
 }
 
+/* A whole uncompressed page this run just wrote from bytes it hashed itself (row inserted
+ * under the lock): marked verified with its row, so its first zero-copy read does not read
+ * the file back to check what was just written. After a restart nothing is marked. */
+static void vm_put_written(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t len,
+                           uint32_t blocks, const uint64_t *sums, unsigned nb)
+{
+    struct vmark *m = vm_slot(pc, file_id, idx);
+    memset(&m->row, 0, sizeof(m->row));
+    m->row.len = len;
+    m->row.blocks = blocks;
+    memcpy(m->row.sums, sums, nb * sizeof(sums[0]));
+    m->state = VM_DONE;
+    m->token = ++pc->vm_clock;
+    m->stamp = m->token;
+}
+
 static void vm_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
 {
     struct vmark *m = vm_find(pc, file_id, idx);
@@ -1007,6 +1024,8 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
     }
     pc->stats.pages_resident++;
     pc->stats.bytes_resident += stored;
+    if (flags == 0 && m == full_mask(pc, plen))
+        vm_put_written(pc, f->file_id, idx, stored, m, sums, nb);
     if (flags & CACHE_PAGE_ZSTD) {
         pc->stats.compressed++;
         pc->stats.compress_saved += plen - stored;
