@@ -326,8 +326,9 @@ def _base_env():
     return env
 
 
-def make_mount(kind, build, store, workdir, tag, cache_bytes, cleanup):
-    """A FuseMount (not started) of the bucket by kind in {pagefs, s3fs, rclone}."""
+def make_mount(kind, build, store, workdir, tag, cache_bytes, cleanup, extra_opts=()):
+    """A FuseMount (not started) of the bucket by kind in {pagefs, s3fs, rclone}; extra_opts:
+    more pagefs -o options (experiments)."""
     mp = os.path.join(workdir, "mnt-" + kind)
     cache = os.path.join(workdir, "cache-%s-%s" % (kind, tag))
     log_path = os.path.join(workdir, "%s-%s.log" % (kind, tag))
@@ -336,7 +337,7 @@ def make_mount(kind, build, store, workdir, tag, cache_bytes, cleanup):
         env.update(AWS_ACCESS_KEY_ID=store.access_key, AWS_SECRET_ACCESS_KEY=store.secret_key,
                    AWS_REGION=store.region, HOME="/nonexistent")
         opts = ["endpoint=" + store.endpoint, "cache_dir=" + cache,
-                "cache_size=%dM" % (cache_bytes >> 20)]
+                "cache_size=%dM" % (cache_bytes >> 20)] + list(extra_opts)
         cmd = [os.path.join(build, "pagefs"), "mount", "s3://" + store.bucket, mp,
                "-o", ",".join(opts), "-f"]
     elif kind == "s3fs":
