@@ -18,9 +18,11 @@
  *    is reported to it before it is served; the prefetcher lives from create to destroy. Its
  *    verdict (random or not) goes to the page cache: a random read's miss fetches only the
  *    blocks it needs (PC_READ_RANDOM).
- *  - With -o dir_prefetch=N, an open of a small object queues whole-object prefetches of the
- *    next N small objects of its directory's cached listing (name order) that are not
- *    resident yet, after the open is replied.
+ *  - With -o dir_prefetch=N, an open of a small object queues whole-object prefetches of
+ *    small objects that follow it in its directory's cached listing (name order, at most N
+ *    ahead) and are not resident yet, after the open is replied, within the directory's
+ *    budget (fuse/dir_ledger.h): files prefetched and not opened since never outnumber the
+ *    files opened in that directory.
  *  - Store errors the retries could not overcome (timeouts, refused or reset connections)
  *    reach the application as EIO from every operation (store_errno()); ESTALE, ENOENT and
  *    EACCES pass unchanged.
@@ -57,6 +59,7 @@
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
+#include "fuse/dir_ledger.h"
 #include "fuse/inode.h"
 
 struct pagefs_fs {
@@ -66,6 +69,7 @@ struct pagefs_fs {
     struct inode_table *inodes;
     struct prefetcher *pf; /* NULL: read-ahead off */
     unsigned dir_prefetch; /* objects of a listing prefetched after an open; 0: off */
+    struct dir_ledger *ledger; /* directory prefetch budget; NULL when it is off */
     uint64_t small_object; /* the prefetcher's small-object threshold */
     double ttl;
     uid_t uid;
@@ -294,7 +298,14 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
         rc = prefetcher_create(conf->prefetch, conf->pc, &fs->pf);
         if (rc < 0)
             goto out_free_control_socket;
-        fs->dir_prefetch = conf->dir_prefetch;
+        if (conf->dir_prefetch) {
+            rc = dir_ledger_create(&fs->ledger);
+            if (rc < 0) {
+                prefetcher_destroy(fs->pf);
+                goto out_free_control_socket;
+            }
+            fs->dir_prefetch = conf->dir_prefetch;
+        }
         fs->small_object = conf->prefetch->small_object ? conf->prefetch->small_object
                                                         : PREFETCH_DEFAULT_SMALL_OBJECT;
     }
@@ -329,6 +340,7 @@ void pagefs_fs_destroy(struct pagefs_fs *fs)
             fh_free((struct pagefs_fh *)h);
     }
     prefetcher_destroy(fs->pf); /* after the streams: waits for its fetches under way */
+    dir_ledger_destroy(fs->ledger);
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs->handles);
     inode_table_destroy(fs->inodes);
@@ -414,6 +426,14 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
     KV("fuse_estale", atomic_load(&fs->n_estale));
     KV("fuse_zero_copy_reads", atomic_load(&fs->n_read_zero_copy));
     KV("fuse_dir_prefetches", atomic_load(&fs->n_dir_prefetch));
+    if (fs->ledger) {
+        struct dir_ledger_stats ls;
+        dir_ledger_get_stats(fs->ledger, &ls);
+        KV("dir_prefetch_opens", ls.opens);
+        KV("dir_prefetch_taken", ls.taken);
+        KV("dir_prefetch_used", ls.used);
+        KV("dir_prefetch_denied", ls.denied);
+    }
     if (fs->pf) {
         struct prefetch_stats pfs;
         prefetcher_get_stats(fs->pf, &pfs);
@@ -768,9 +788,10 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 }
 
 /* Directory prefetch (-o dir_prefetch=N), after an open of the small object `ino`: queues
- * whole-object prefetches of the next N entries of its directory's cached listing, in name
- * order, that are small objects and not resident yet (the prefetcher never queues one object
- * twice, and its caps apply). Best effort: any failure just prefetches less. */
+ * whole-object prefetches of those of the next N entries of its directory's cached listing,
+ * in name order, that are small objects and not resident yet, as far as the directory's
+ * budget goes (the ledger; the prefetcher never queues one object twice, and its caps
+ * apply). Best effort: any failure just prefetches less. */
 static void dir_prefetch(struct pagefs_fs *fs, fuse_ino_t ino)
 {
     struct inode_info info;
@@ -780,7 +801,8 @@ static void dir_prefetch(struct pagefs_fs *fs, fuse_ino_t ino)
         return;
     dir = parent_prefix(info.key);
     name = base_name(info.key);
-    if (!dir || !name || meta_cache_next(fs->mc, dir, name, fs->dir_prefetch, &next) < 0)
+    if (!dir || !name || dir_ledger_open(fs->ledger, dir, info.key) == 0 ||
+        meta_cache_next(fs->mc, dir, name, fs->dir_prefetch, &next) < 0)
         goto out_free;
     size_t dl = strlen(dir);
     key = malloc(dl + 256 + 1);
@@ -796,7 +818,13 @@ static void dir_prefetch(struct pagefs_fs *fs, fuse_ino_t ino)
         const char *version = me->version ? me->version : "";
         if (page_cache_key_resident(fs->pc, key, version, me->size) == 1)
             continue; /* resident already: costs nothing */
-        prefetch_object(fs->pf, key, version, me->size, me->mtime_ns);
+        int taken = dir_ledger_take(fs->ledger, dir, key);
+        if (taken == -ENOSPC)
+            break;
+        if (taken == 0)
+            continue; /* prefetched already, not opened yet */
+        if (prefetch_object(fs->pf, key, version, me->size, me->mtime_ns) != 1)
+            dir_ledger_give_back(fs->ledger, dir, key);
     }
     free(key);
 out_clear_next:

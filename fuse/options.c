@@ -570,6 +570,7 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
     out->page_size = PAGEFS_DEFAULT_PAGE_SIZE;
     out->meta_ttl = PAGEFS_DEFAULT_META_TTL;
     out->readahead = 1;
+    out->dir_prefetch = PAGEFS_DEFAULT_DIR_PREFETCH;
     out->retries = PAGEFS_DEFAULT_RETRIES;
     out->timeout = PAGEFS_DEFAULT_TIMEOUT;
     out->log_level = PAGEFS_DEFAULT_LOG_LEVEL;
@@ -726,8 +727,10 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "  max_readahead=SIZE       read-ahead window of a sequential reader at most (default 32M)\n"
         "  max_inflight=N           read-ahead fetches under way at once, 1..1000 (default 16)\n"
         "  prefetch_mem=SIZE        page buffers held by read-ahead fetches at most (default 256M)\n"
-        "  dir_prefetch=N           after an open, prefetch the next N small files of the\n"
-        "                           directory listing in name order (default 0: off)\n"
+        "  dir_prefetch=N           after an open of a small file, prefetch small files that\n"
+        "                           follow it in the directory, at most N ahead; files prefetched\n"
+        "                           and not yet read never outnumber the files read there\n"
+        "                           (default 8; 0: off)\n"
         "  compress=zstd[:LEVEL]    compress pages at rest with zstd (level 1..19, default 3;\n"
         "                           pages that do not shrink are kept as they are; default none)\n"
         "\n"

@@ -34,6 +34,7 @@
 #define PAGEFS_DEFAULT_TIMEOUT 30
 #define PAGEFS_MAX_TIMEOUT 3600
 #define PAGEFS_MAX_DIR_PREFETCH 1024
+#define PAGEFS_DEFAULT_DIR_PREFETCH 8
 #define PAGEFS_DEFAULT_ZSTD_LEVEL 3
 
 /* Log levels: the syslog priorities (and libfuse's enum fuse_log_level) of the same name. A
@@ -77,7 +78,8 @@ struct pagefs_options {
     uint64_t max_readahead; /* bytes per sequential stream; 0 = the prefetcher's default */
     unsigned max_inflight;  /* concurrent read-ahead fetches; 0 = default */
     uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead fetches; 0 = default */
-    unsigned dir_prefetch;  /* files of a listing to prefetch after an open in name order; 0 off */
+    unsigned dir_prefetch;  /* small files of a listing prefetched ahead of an open, within the
+                             * directory's budget (fuse/dir_ledger.h); 0 off */
     int compress_level;     /* zstd level of pages at rest; 0 = no compression */
     char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */
     int retries;

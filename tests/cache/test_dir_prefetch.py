@@ -7,7 +7,10 @@ mount of a file:// source. Counts from user.pagefs.stats, never timings:
     never fetched;
   - dir_prefetch=0: nothing is fetched but what is read (one GET per file, no object queued);
   - warm: a second pass over the same files (kernel caches dropped) makes no backend read,
-    and queues nothing (resident small objects cost nothing at open).
+    and queues nothing (resident small objects cost nothing at open);
+  - the budget: a reader of a random subset of a 40-file directory gets at most one file
+    prefetched and never read per file it reads; a shuffled reader of the whole directory
+    gets every file fetched exactly once, some of them by the prefetcher ahead of it.
 Run by ctest (label mount) with PAGEFS_BIN set."""
 
 import os
@@ -113,9 +116,61 @@ class DirPrefetchTest(unittest.TestCase):
             self.assertEqual(s["prefetch_small_resident"], 2 * NFILES - 1, s)
             self.assertEqual(s["fuse_read_errors"], 0, s)
 
+    def make_big_dir(self, n=40):
+        d = os.path.join(self.src, "train", "c0002")
+        os.makedirs(d)
+        rng = random.Random(45)
+        data = {}
+        for i in range(n):
+            name = "img%03d.jpg" % i
+            data[name] = rng.randbytes(rng.randint(8 * KiB, 20 * KiB))
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data[name])
+        return data
+
+    def read_each(self, m, data, names):
+        """Reads names of train/c0002 one by one, each after the prefetcher went idle."""
+        d = os.path.join(m.mountpoint, "train", "c0002")
+        passes = m.stats()["fuse_dir_prefetches"]
+        for name in names:
+            self.wait_idle(m, passes)
+            self.assertEqual(read_whole(os.path.join(d, name)), data[name], name)
+            passes += 1
+        return self.wait_idle(m, passes)
+
+    def test_budget_bounds_prefetch_for_a_subset_reader(self):
+        data = self.make_big_dir()
+        names = sorted(data)
+        subset = random.Random(7).sample(names, 8)
+        with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                            options=["dir_prefetch=8"]) as m:
+            s = self.read_each(m, data, subset)
+            taken, used = s["dir_prefetch_taken"], s["dir_prefetch_used"]
+            self.assertEqual(s["dir_prefetch_opens"], len(subset), s)
+            self.assertGreater(taken, 0, s)
+            # Files prefetched and never read: at most one per file read (8 per open before
+            # the budget), and each GET beyond the files read is one of them.
+            self.assertLessEqual(taken - used, len(subset), s)
+            self.assertEqual(s["read_calls"], len(subset) - used + taken, s)
+            self.assertLessEqual(s["read_calls"], 2 * len(subset), s)
+
+    def test_shuffled_sweep_fetches_each_file_once(self):
+        data = self.make_big_dir()
+        order = sorted(data)
+        random.Random(8).shuffle(order)
+        with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                            options=["dir_prefetch=8"]) as m:
+            s = self.read_each(m, data, order)
+            self.assertEqual(s["read_calls"], len(order), s)
+            self.assertEqual(s["bytes_fetched"], sum(len(b) for b in data.values()), s)
+            self.assertGreater(s["dir_prefetch_used"], len(order) // 4, s)
+            self.assertEqual(s["dir_prefetch_used"], s["dir_prefetch_taken"], s)
+            self.assertEqual(s["prefetch_small_resident"], s["dir_prefetch_used"], s)
+
     def test_dir_prefetch_off_fetches_only_what_is_read(self):
         self.dir_prefetch = 0
-        with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path) as m:
+        with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                            options=["dir_prefetch=0"]) as m:
             resident = self.read_in_order(m)
             s = self.wait_idle(m)
             self.assertEqual(resident, [0] * NFILES, resident)

@@ -437,7 +437,7 @@ static void test_control_and_compress(void)
     CHECK_EQ(PARSE(&o, err, "s3://b", "/m"), 0);
     CHECK(o.rest == NULL);
     CHECK_EQ(o.compress_level, 0);
-    CHECK_EQ(o.dir_prefetch, 0u);
+    CHECK_EQ(o.dir_prefetch, PAGEFS_DEFAULT_DIR_PREFETCH);
     pagefs_options_clear(&o);
 
     CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "rest=127.0.0.1:28080,compress=zstd,dir_prefetch=8"),

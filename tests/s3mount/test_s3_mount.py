@@ -312,7 +312,8 @@ class S3MountTest(unittest.TestCase):
 
     def test_corrupt_page_is_refetched(self):
         cache = os.path.join(self.work.path, "cache")
-        m = self.mount(cache_dir=cache)
+        # dir_prefetch=0: only the page of the file read is in the cache.
+        m = self.mount(cache_dir=cache, options=["dir_prefetch=0"])
         rel = "val/v_05.JPEG"
         path = os.path.join(m.mountpoint, rel)
         with open(path, "rb") as f:
@@ -325,7 +326,7 @@ class S3MountTest(unittest.TestCase):
             b = f.read(1)
             f.seek(100)
             f.write(bytes([b[0] ^ 0xFF]))
-        m2 = self.mount(cache_dir=cache)
+        m2 = self.mount(cache_dir=cache, options=["dir_prefetch=0"])
         mountlib.drop_kernel_caches()
         with open(path, "rb") as f:
             self.assertEqual(f.read(), self.expected(rel))
