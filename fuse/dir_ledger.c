@@ -3,7 +3,8 @@
  *
  * Per directory: `opens` (small files opened), and the hashes of the files prefetched and not
  * opened since (`out`, n of them). The budget is min(opens, DIR_LEDGER_KEYS) - n.
- * Directories live in a fixed table, recycled least recently used first.
+ * Directories live in a fixed set-associative table (the set chosen by the directory's hash),
+ * recycled least recently used first within their set.
  *
  * Invariant (under dl->lock): for every directory, n <= min(opens, DIR_LEDGER_KEYS), and
  * `out` holds n distinct hashes.
@@ -28,7 +29,7 @@ struct dir_ledger {
     pthread_mutex_t lock;
     uint64_t clock;
     struct dir_ledger_stats stats;
-    struct ldir dirs[DIR_LEDGER_DIRS];
+    struct ldir *dirs; /* DIR_LEDGER_DIRS, DIR_LEDGER_WAYS per set */
 };
 
 int dir_ledger_create(struct dir_ledger **out)
@@ -36,8 +37,10 @@ int dir_ledger_create(struct dir_ledger **out)
     struct dir_ledger *dl = calloc(1, sizeof(*dl));
     if (!dl)
         return -ENOMEM;
-    int rc = pthread_mutex_init(&dl->lock, NULL);
+    dl->dirs = calloc(DIR_LEDGER_DIRS, sizeof(*dl->dirs));
+    int rc = dl->dirs ? pthread_mutex_init(&dl->lock, NULL) : ENOMEM;
     if (rc != 0) {
+        free(dl->dirs);
         free(dl);
         return -rc;
     }
@@ -50,6 +53,7 @@ void dir_ledger_destroy(struct dir_ledger *dl)
     if (!dl)
         return;
     pthread_mutex_destroy(&dl->lock);
+    free(dl->dirs);
     free(dl);
 }
 
@@ -59,12 +63,13 @@ static uint64_t hash_str(const char *s)
 }
 
 /* Under the lock: the directory's entry, or NULL if it has none and `make` is 0; with make,
- * a free or least recently used slot taken over for it. */
+ * a free or least recently used slot of its set taken over for it. */
 static struct ldir *find_dir(struct dir_ledger *dl, uint64_t h, int make)
 {
-    struct ldir *victim = &dl->dirs[0];
-    for (int i = 0; i < DIR_LEDGER_DIRS; i++) {
-        struct ldir *d = &dl->dirs[i];
+    struct ldir *set = &dl->dirs[(h % (DIR_LEDGER_DIRS / DIR_LEDGER_WAYS)) * DIR_LEDGER_WAYS];
+    struct ldir *victim = &set[0];
+    for (int i = 0; i < DIR_LEDGER_WAYS; i++) {
+        struct ldir *d = &set[i];
         if (d->stamp && d->hash == h) {
             d->stamp = ++dl->clock;
             return d;

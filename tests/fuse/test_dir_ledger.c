@@ -124,17 +124,23 @@ static void test_directories_recycled_lru(void)
     struct dir_ledger *dl;
     CHECK_EQ(dir_ledger_create(&dl), 0);
     char dir[32], k[64];
-    for (int d = 0; d < DIR_LEDGER_DIRS; d++) {
-        snprintf(dir, sizeof(dir), "c%03d/", d);
-        key_of(k, sizeof(k), dir, 0);
-        CHECK_EQ(dir_ledger_open(dl, dir, k), 1u);
-        CHECK_EQ(dir_ledger_open(dl, dir, "x"), 2u);
+    /* Enough directories for every one to fit: each keeps its count. */
+    for (int round = 1; round <= 2; round++)
+        for (int d = 0; d < DIR_LEDGER_DIRS / 8; d++) {
+            snprintf(dir, sizeof(dir), "c%04d/", d);
+            key_of(k, sizeof(k), dir, round);
+            CHECK_EQ(dir_ledger_open(dl, dir, k), (unsigned)round);
+        }
+    /* Four times as many directories as entries, c0000 used after each: it stays, the
+     * others are recycled and start afresh. */
+    for (int d = 0; d < 4 * DIR_LEDGER_DIRS; d++) {
+        snprintf(dir, sizeof(dir), "n%05d/", d);
+        dir_ledger_open(dl, dir, "x");
+        dir_ledger_open(dl, "c0000/", "y");
     }
-    /* Touch c000 so that c001 is the least recently used, then a new directory. */
-    CHECK_EQ(dir_ledger_open(dl, "c000/", "y"), 3u);
-    CHECK_EQ(dir_ledger_open(dl, "new/", "new/a"), 1u);
-    CHECK_EQ(dir_ledger_open(dl, "c001/", "z"), 1u); /* forgotten: starts afresh */
-    CHECK_EQ(dir_ledger_open(dl, "c000/", "w"), 4u); /* kept */
+    CHECK_EQ(dir_ledger_open(dl, "c0000/", "w"), (unsigned)DIR_LEDGER_KEYS); /* kept: at the cap */
+    CHECK_EQ(dir_ledger_open(dl, "n00000/", "z"), 1u);
+    CHECK_EQ(dir_ledger_open(dl, "c0001/", "z"), 1u);
     dir_ledger_destroy(dl);
 }
 
