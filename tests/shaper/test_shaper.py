@@ -182,9 +182,13 @@ class Client:
         self.got = 0
 
     def send(self, data):
+        """Sends data; returns the time taken before sending, so that a delay measured from
+        it is never shorter than the shaper's (a thread preempted after sendall() would
+        otherwise shorten it, and a lower-bound check could fail on a busy machine)."""
+        t0 = time.monotonic()
         self.s.sendall(data)
         self.sent += len(data)
-        return time.monotonic()
+        return t0
 
     def response(self, head=False):
         """Reads one response: dict(raw, status, headers, body, t_first). Raises on EOF."""
