@@ -206,6 +206,7 @@ void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decis
     if (s->nreads++ == 0) {
         new_run(s, end);
         end_strided(s);
+        s->run_jumped = off != 0;
         s->rec_off = off;
         s->rec_len = end - off;
         s->random = off != 0;
@@ -229,6 +230,7 @@ void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decis
         s->jumps++;
         new_run(s, end);
         end_strided(s);
+        s->run_jumped = off != 0;
         if (off > prev) { /* a forward gap: a candidate stride */
             s->stride = off - prev;
             s->stride_hits = 2;
@@ -259,7 +261,7 @@ void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decis
     s->seq_run++;
     s->random = 0;
     out->random = 0;
-    if (s->seq_run < 2)
+    if (s->seq_run < (s->run_jumped ? 3u : 2u))
         return;
     uint64_t cur = (s->frontier - 1) / s->page_size; /* last page the run reached */
     uint64_t first, n;

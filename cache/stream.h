@@ -8,7 +8,10 @@
  *     highest end read so far) and ends past it; a read that ends at or behind the frontier
  *     but starts within `slack` of it is a reordered read (the kernel's async read-ahead
  *     issues many reads at once; FUSE threads run them in any order) and changes nothing;
- *   - after two sequential reads in a row the window opens at one page; each time the
+ *   - after two sequential reads in a row (three when the run began away from offset 0,
+ *     so that two random reads that happen to be adjacent do not open one: a random
+ *     reader's second epoch must not fetch pages it never reads) the window opens at one
+ *     page; each time the
  *     frontier enters the last batch it asked for (the reader consumed what was prefetched)
  *     the window doubles, up to `max_window`, and the pages between the frontier and
  *     frontier + window that were not asked for yet are returned;
@@ -72,6 +75,8 @@ struct stream {
     uint64_t nreads;
     uint64_t frontier;  /* highest end read in the current run (bytes) */
     unsigned seq_run;   /* sequential reads in a row in the current run */
+    int run_jumped;     /* the current run began away from offset 0 (a jump or a first read
+                         * elsewhere): its window needs one more sequential read */
     struct stream_win seq;
     uint64_t jumps;     /* random jumps seen (window collapses) */
     int random;         /* the current run is not (yet) sequential */

@@ -194,7 +194,8 @@ static void test_random_never_prefetches(void)
     run_fini(&r);
 }
 
-/* A jump collapses an open window; the stream reopens on the next sequential pair. */
+/* A jump collapses an open window; the stream reopens after three sequential reads (a run
+ * that began away from offset 0 needs one more than a run from the start). */
 static void test_jump_collapses_window(void)
 {
     struct run r;
@@ -208,9 +209,39 @@ static void test_jump_collapses_window(void)
     d = feed(&r, 100 * MB, 64 * KB);
     CHECK_EQ(d.jumped, 1);
     CHECK_EQ(d.npages, 0);
-    d = feed(&r, 100 * MB + 64 * KB, 64 * KB); /* contiguous again */
+    d = feed(&r, 100 * MB + 64 * KB, 64 * KB); /* contiguous again: a pair is not enough */
+    CHECK_EQ(d.jumped, 0);
+    CHECK_EQ(d.random, 0);
+    CHECK_EQ(d.window, 0);
+    CHECK_EQ(d.npages, 0);
+    d = feed(&r, 100 * MB + 128 * KB, 64 * KB);
     CHECK_EQ(d.window, 1);
     CHECK_EQ(d.first_page, 101);
+    CHECK_EQ(d.npages, 1);
+    run_fini(&r);
+}
+
+/* Whole-page random reads: two that happen to be adjacent open no window (the second epoch
+ * of a random reader must not fetch a page it never reads); three in a row do. */
+static void test_adjacent_random_pair_opens_nothing(void)
+{
+    struct run r;
+    run_init(&r, 256 * MB, 32 * MB);
+    struct stream_decision d = feed(&r, 77 * MB, MB);
+    CHECK_EQ(d.random, 1);
+    d = feed(&r, 12 * MB, MB);
+    CHECK_EQ(d.jumped, 1);
+    d = feed(&r, 13 * MB, MB); /* adjacent by chance */
+    CHECK_EQ(d.npages, 0);
+    CHECK_EQ(d.window, 0);
+    d = feed(&r, 200 * MB, MB);
+    CHECK_EQ(d.jumped, 1);
+    CHECK_EQ(r.decisions, 0);
+    d = feed(&r, 201 * MB, MB);
+    CHECK_EQ(d.npages, 0);
+    d = feed(&r, 202 * MB, MB); /* a third: sequential after all */
+    CHECK_EQ(d.window, 1);
+    CHECK_EQ(d.first_page, 203);
     CHECK_EQ(d.npages, 1);
     run_fini(&r);
 }
@@ -674,6 +705,7 @@ int main(void)
     RUN(test_reread_from_zero_restarts);
     RUN(test_random_never_prefetches);
     RUN(test_jump_collapses_window);
+    RUN(test_adjacent_random_pair_opens_nothing);
     RUN(test_reordered_and_gaps);
     RUN(test_edges);
     RUN(test_random_classification);
