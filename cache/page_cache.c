@@ -73,8 +73,8 @@
  *   - at most one inflight entry per (file_id, idx); only its owner writes that page;
  *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified;
  *   - a verified mark (state VM_DONE) exists only for a whole uncompressed page whose file
- *     was read and verified, or written whole by this run, after the row last changed; a mark in any state but VM_EMPTY
- *     holds the page's current row;
+ *     was read and verified, or written whole by this run, after the row last changed; a
+ *     mark in any state but VM_EMPTY holds the page's current row;
  *   - an fmap entry of a key equals the key's files row; nfmap <= FMAP_MAX.
  *
  * Lock order: pc->lock is the only lock of the module. It is never held across a backend
