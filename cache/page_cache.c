@@ -592,14 +592,9 @@ static void vm_end(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_
 static void vm_put_written(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t len,
                            uint32_t blocks, const uint64_t *sums, unsigned nb)
 {
-    struct vmark *m = vm_slot(pc, file_id, idx);
-    memset(&m->row, 0, sizeof(m->row));
-    m->row.len = len;
-    m->row.blocks = blocks;
-    memcpy(m->row.sums, sums, nb * sizeof(sums[0]));
-    m->state = VM_DONE;
-    m->token = ++pc->vm_clock;
-    m->stamp = m->token;
+    struct prow r = {.len = len, .blocks = blocks};
+    memcpy(r.sums, sums, nb * sizeof(sums[0]));
+    vm_end(pc, file_id, idx, vm_begin(pc, file_id, idx, &r));
 }
 
 static void vm_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
