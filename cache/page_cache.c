@@ -14,9 +14,16 @@
  *     `flags` (CACHE_PAGE_ZSTD) and `len` = the bytes the page occupies on disk (the sum of
  *     its present blocks, or its compressed length), which is what capacity counts. An
  *     uncompressed page file is exactly as long as the page, block i at offset i*B, absent
- *     blocks are holes. Only blocks whose bit is set are ever read, and each is verified
- *     against its checksum on every read from disk; a page with a bad block is dropped
- *     (row + file) and refetched, never served.
+ *     blocks are holes. Only blocks whose bit is set are ever read.
+ *   - Verification (conf->verify). full (default): every block read from a page file is
+ *     hashed and compared with its checksum before it is served, and it is served from the
+ *     very buffer that was hashed (page_cache_read_ext hands out memory extents: no second
+ *     read, no splice of bytes nobody checked). once: a whole uncompressed page is read and
+ *     verified whole the first time this run serves it (or trusted when this run wrote it
+ *     whole), marked, and from then on handed out as a file range (zero-copy) without being
+ *     read; partial and compressed pages are verified on every read. none: nothing read back
+ *     is hashed. A page with a bad block, a wrong size or a damaged row is dropped (row +
+ *     file), counted (corrupt), logged once and refetched, never served.
  *   - A miss of a random reader (PC_READ_RANDOM) fetches the span from the first to the last
  *     block its read needs that the page lacks, with one read_range; any other miss fetches
  *     the span of all blocks the page lacks (the whole page when it has none). Read-ahead
@@ -34,13 +41,13 @@
  *   - Verified page buffers are ref-counted (`struct pbuf`, covering a span of the page);
  *     whole pages read by non-random readers are kept in a small LRU "hot set", so the
  *     kernel's 128 KiB reads of one page do not re-read and re-hash the page each time.
- *   - Zero-copy (page_cache_map): a whole, uncompressed page is handed out as a file range.
- *     The first time it is served it is read and verified whole, unless this run wrote it
- *     whole (its bytes are the ones it just hashed); the verification is remembered in
- *     `vmarks` (set-associative, bounded) keyed by (file_id, idx). Every change or removal
- *     of the page's row clears its mark, and a verification only sets the mark if the entry
- *     it started is still there (token check), so a mark always speaks of the file now at
- *     the page's path.
+ *   - Zero-copy (verify=once or none; page_cache_read_ext): a whole, uncompressed page is
+ *     handed out as a file range. Under once, the first time it is served it is read and
+ *     verified whole, unless this run wrote it whole (its bytes are the ones it just
+ *     hashed); the verification is remembered in `vmarks` (set-associative, bounded) keyed
+ *     by (file_id, idx). Every change or removal of the page's row clears its mark, and a
+ *     verification only sets the mark if the entry it started is still there (token
+ *     check), so a mark always speaks of the file now at the page's path.
  *   - Compression (conf->compress_level): a whole page that shrinks by at least 1/8 is stored
  *     as one zstd frame; it is read and verified whole, and never mapped.
  *   - Warm path without sqlite. `fmap` remembers the files rows this run opened or created
@@ -72,8 +79,9 @@
  *   - bytes_resident == SUM(pages.len), pages_resident == COUNT(pages);
  *   - at most one inflight entry per (file_id, idx); only its owner writes that page;
  *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified;
- *   - a verified mark (state VM_DONE) exists only for a whole uncompressed page whose file
- *     was read and verified, or written whole by this run, after the row last changed; a
+ *   - a verified mark (state VM_DONE) exists only under verify=once, for a whole
+ *     uncompressed page whose file was read and verified, or written whole by this run,
+ *     after the row last changed; a
  *     mark in any state but VM_EMPTY holds the page's current row;
  *   - an fmap entry of a key equals the key's files row; nfmap <= FMAP_MAX.
  *
@@ -100,6 +108,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -117,7 +126,6 @@
 #define HOT_MIN 2
 #define VM_SETS 8192u /* power of two */
 #define VM_WAYS 4
-#define MAP_VERIFY_STACK 8
 #define FMAP_BUCKETS 16384u /* power of two */
 #define FMAP_MAX 32768u
 
@@ -249,6 +257,9 @@ struct page_cache {
     uint32_t page_size;
     uint32_t block_size;
     int zlevel; /* 0: no compression */
+    enum page_cache_verify verify;
+    page_cache_log_fn log; /* NULL: none */
+    void *log_ud;
     uint64_t capacity, min_free, high_bytes, low_bytes;
     size_t hot_max;
 
@@ -693,6 +704,23 @@ static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, con
     return gone;
 }
 
+/* Under the lock: page idx of f was found damaged (why): drops its row and file, and counts
+ * and logs it once (only the caller that removed the row does). */
+static void drop_corrupt(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                         uint64_t len, const char *why)
+{
+    if (!remove_page(pc, f->file_id, idx, f->fhash, len))
+        return;
+    pc->stats.corrupt++;
+    if (pc->log) {
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "pagefs: cached page %" PRIu64 " of %s %s: dropped, fetched again when read\n",
+                 idx, f->key, why);
+        pc->log(pc->log_ud, LOG_WARNING, msg);
+    }
+}
+
 static uint64_t fs_free_bytes(const struct page_cache *pc)
 {
     struct statvfs sv;
@@ -810,8 +838,7 @@ static int row_read(struct page_cache *pc, const struct pc_file *f, uint64_t idx
     }
     sqlite3_reset(s);
     if (!ok) {
-        if (remove_page(pc, f->file_id, idx, f->fhash, r->len))
-            pc->stats.corrupt++;
+        drop_corrupt(pc, f, idx, r->len, "has a damaged index row");
         return 0;
     }
     vm_put_row(pc, f->file_id, idx, r);
@@ -862,12 +889,13 @@ static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
     return 0;
 }
 
-/* Reads blocks [lo, hi] of a page (all present in r) from its file and verifies each one; a
- * compressed page is read, decompressed and verified whole whatever lo and hi are. Returns 0
- * with *out, -EBADMSG if the page is damaged (wrong length, checksum, unreadable), or
- * -ENOMEM. */
+/* Reads blocks [lo, hi] of a page (all present in r) from its file and, with check, verifies
+ * each one; a compressed page is read, decompressed (and verified) whole whatever lo and hi
+ * are. Returns 0 with *out, -EBADMSG if the page is damaged (wrong length, checksum,
+ * unreadable), or -ENOMEM. The bytes read are the bytes hashed and handed out: no byte is
+ * read twice. */
 static int load_page(const struct page_cache *pc, int fd, int64_t file_id, uint64_t idx,
-                     size_t plen, const struct prow *r, unsigned lo, unsigned hi,
+                     size_t plen, const struct prow *r, unsigned lo, unsigned hi, int check,
                      struct pbuf **out)
 {
     struct stat st;
@@ -908,7 +936,7 @@ static int load_page(const struct page_cache *pc, int fd, int64_t file_id, uint6
         if (pread_full(fd, pb->data, end - off, (off_t)off) < 0)
             goto out_bad;
     }
-    for (unsigned i = lo; i <= hi; i++) {
+    for (unsigned i = lo; check && i <= hi; i++) {
         size_t boff = (size_t)i * pc->block_size - pb->off;
         if (XXH3_64bits(pb->data + boff, block_len(pc, plen, i)) != r->sums[i])
             goto out_bad;
@@ -1019,7 +1047,7 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
     }
     pc->stats.pages_resident++;
     pc->stats.bytes_resident += stored;
-    if (flags == 0 && m == full_mask(pc, plen))
+    if (flags == 0 && m == full_mask(pc, plen) && pc->verify == PC_VERIFY_ONCE)
         vm_put_written(pc, f->file_id, idx, stored, m, sums, nb);
     if (flags & CACHE_PAGE_ZSTD) {
         pc->stats.compressed++;
@@ -1059,8 +1087,7 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
         fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0) {
             /* A row without its file: drop it and start the page afresh. */
-            if (remove_page(pc, f->file_id, pb->idx, f->fhash, r.len))
-                pc->stats.corrupt++;
+            drop_corrupt(pc, f, pb->idx, r.len, "has no page file");
             found = 0;
         }
     }
@@ -1252,9 +1279,15 @@ retry:
     if (row_get(pc, f, idx, &r)) {
         have = r.blocks;
         if ((have & need) == need) {
-            int whole = (r.flags & CACHE_PAGE_ZSTD) || (have == full && !random);
+            /* What to read: a compressed page whole; a whole page for a non-random reader
+             * (the hot set then serves the kernel's next reads of it), and under verify=once
+             * for any reader (it is marked, and mapped from then on); else only the blocks
+             * this read needs. Every block read is hashed unless verify=none. */
+            int zstd = (r.flags & CACHE_PAGE_ZSTD) != 0;
+            int check = pc->verify != PC_VERIFY_NONE;
+            int whole = zstd || (have == full && (!random || pc->verify == PC_VERIFY_ONCE));
             unsigned lo = whole ? 0 : mask_lo(need), hi = whole ? mask_hi(full) : mask_hi(need);
-            int mark = whole && !(r.flags & CACHE_PAGE_ZSTD);
+            int mark = whole && !zstd && pc->verify == PC_VERIFY_ONCE;
             uint64_t token = mark ? vm_begin(pc, f->file_id, idx, &r) : 0;
             char path[4096];
             page_path(pc, f->fhash, idx, path, sizeof(path), 0);
@@ -1263,13 +1296,17 @@ retry:
             pthread_mutex_unlock(&pc->lock);
             rc = -EBADMSG;
             if (fd >= 0) {
-                rc = load_page(pc, fd, f->file_id, idx, plen, &r, lo, hi, &pb);
+                rc = load_page(pc, fd, f->file_id, idx, plen, &r, lo, hi, check, &pb);
                 close(fd);
             }
             pthread_mutex_lock(&pc->lock);
             if (rc == 0) {
-                if (mark)
+                if (check)
+                    pc->stats.bytes_verified += zstd ? plen : pb->len;
+                if (mark) {
                     vm_end(pc, f->file_id, idx, token); /* read and verified whole */
+                    pc->stats.verified++;
+                }
                 if (!random)
                     hot_insert(pc, pb);
                 goto out_hit;
@@ -1278,8 +1315,8 @@ retry:
                 goto out_unlock;
             /* Damaged or missing: drop it (if it was not dropped meanwhile) and refetch. */
             rc = 0;
-            if (remove_page(pc, f->file_id, idx, f->fhash, r.len))
-                pc->stats.corrupt++;
+            drop_corrupt(pc, f, idx, r.len,
+                         fd >= 0 ? "is damaged (size or checksum)" : "lost its page file");
             have = 0;
         }
     }
@@ -1636,109 +1673,88 @@ ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, 
     return page_cache_read_ex(pc, f, off, len, buf, 0);
 }
 
-int page_cache_map(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
-                   struct pc_extent *ext, size_t max_ext)
+/* Page idx of f as a file range [a, a + n) of its page file, when the verify level lets a
+ * whole uncompressed page go out without reading it (once: marked verified in this run;
+ * none: always). Returns 1 with *ext filled (counted as a hit), 0 when it cannot. */
+static int map_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t a, size_t n,
+                    struct pc_extent *ext)
 {
-    struct prow rows_stack[MAP_VERIFY_STACK];
-    uint64_t tokens_stack[MAP_VERIFY_STACK];
-    struct prow *rows = rows_stack;
-    uint64_t *tokens = tokens_stack;
     char path[4096];
-    size_t n = 0, npages;
+    struct prow r;
+    int mapped = 0;
+    size_t plen = page_len(pc, f, idx);
+
+    pthread_mutex_lock(&pc->lock);
+    if (!row_get(pc, f, idx, &r) || r.flags || r.blocks != full_mask(pc, plen))
+        goto out_unlock;
+    if (pc->verify == PC_VERIFY_ONCE && !vm_verified(pc, f->file_id, idx))
+        goto out_unlock;
+    page_path(pc, f->fhash, idx, path, sizeof(path), 0);
+    /* Opened under the lock: eviction may unlink it later, the descriptor stays good. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        goto out_unlock; /* the read path finds it missing and refetches */
+    *ext = (struct pc_extent){.fd = fd, .pos = a, .len = n};
+    touch(pc, f->file_id, idx);
+    pc->stats.hits++;
+    pc->stats.fd_hits++;
+    pc->stats.bytes_hit += n;
+    mapped = 1;
+out_unlock:
+    pthread_mutex_unlock(&pc->lock);
+    return mapped;
+}
+
+int page_cache_read_ext(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                        unsigned flags, struct pc_extent *ext, size_t max_ext)
+{
+    size_t n = 0, done = 0;
     int rc = 0;
 
-    if (!pc || !f || (!ext && max_ext))
+    if (!pc || !f || (!ext && max_ext) || (flags & ~PC_READ_RANDOM))
         return -EINVAL;
     if (off >= f->size || len == 0)
         return 0;
     if (len > f->size - off)
         len = (size_t)(f->size - off);
-    uint64_t first = off / pc->page_size, last = (off + len - 1) / pc->page_size;
-    npages = (size_t)(last - first + 1);
-    if (npages > max_ext)
-        return 0;
-    if (npages > MAP_VERIFY_STACK) {
-        rows = malloc(npages * sizeof(*rows));
-        tokens = malloc(npages * sizeof(*tokens));
-        if (!rows || !tokens) {
-            rc = -ENOMEM;
-            goto out_free;
-        }
-    }
-
-    pthread_mutex_lock(&pc->lock);
-    for (; n < npages; n++) {
-        uint64_t idx = first + n;
+    if ((off + len - 1) / pc->page_size - off / pc->page_size + 1 > max_ext)
+        return -E2BIG;
+    while (done < len) {
+        uint64_t pos = off + done;
+        uint64_t idx = pos / pc->page_size;
+        size_t in_page = (size_t)(pos % pc->page_size);
         size_t plen = page_len(pc, f, idx);
-        if (!row_get(pc, f, idx, &rows[n]) || rows[n].flags ||
-            rows[n].blocks != full_mask(pc, plen))
-            break;
-        page_path(pc, f->fhash, idx, path, sizeof(path), 0);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            break;
-        uint64_t a = idx == first ? off : idx * pc->page_size;
-        uint64_t b = idx * pc->page_size + plen;
-        if (b > off + len)
-            b = off + len;
-        ext[n].fd = fd;
-        ext[n].pos = a - idx * pc->page_size;
-        ext[n].len = (size_t)(b - a);
-        tokens[n] = vm_verified(pc, f->file_id, idx) ? 0
-                                                     : vm_begin(pc, f->file_id, idx, &rows[n]);
-    }
-    pthread_mutex_unlock(&pc->lock);
-    if (n < npages)
-        goto out_close;
-
-    /* Verify (without the lock) the pages this cache has not verified since they changed. */
-    size_t bad = npages;
-    for (size_t i = 0; i < npages && bad == npages; i++) {
-        if (!tokens[i])
-            continue;
+        size_t k = plen - in_page < len - done ? plen - in_page : len - done;
         struct pbuf *pb = NULL;
-        uint64_t idx = first + i;
-        size_t plen = page_len(pc, f, idx);
-        rc = load_page(pc, ext[i].fd, f->file_id, idx, plen, &rows[i], 0,
-                       page_blocks(pc, plen) - 1, &pb);
-        pbuf_unref(pb);
+        if (pc->verify != PC_VERIFY_FULL && map_page(pc, f, idx, in_page, k, &ext[n])) {
+            n++;
+            done += k;
+            continue;
+        }
+        rc = get_range(pc, f, idx, in_page, k, flags, &pb);
         if (rc < 0)
-            bad = i;
+            goto out_release;
+        ext[n++] = (struct pc_extent){
+            .fd = -1, .len = k, .data = pb->data + (in_page - pb->off), .ref = pb};
+        done += k;
     }
-    pthread_mutex_lock(&pc->lock);
-    if (bad < npages) {
-        if (rc == -EBADMSG) {
-            /* Damaged: drop it; the caller's page_cache_read refetches it. */
-            if (remove_page(pc, f->file_id, first + bad, f->fhash, rows[bad].len))
-                pc->stats.corrupt++;
-            rc = 0;
-        }
-        pthread_mutex_unlock(&pc->lock);
-        goto out_close;
-    }
-    for (size_t i = 0; i < npages; i++) {
-        if (tokens[i]) {
-            vm_end(pc, f->file_id, first + i, tokens[i]);
-            pc->stats.verified++;
-        }
-        touch(pc, f->file_id, first + i);
-    }
-    pc->stats.hits += npages;
-    pc->stats.fd_hits += npages;
-    pc->stats.bytes_hit += len;
-    pthread_mutex_unlock(&pc->lock);
-    rc = (int)npages;
-    goto out_free;
+    return (int)n;
 
-out_close:
-    for (size_t i = 0; i < n; i++)
-        close(ext[i].fd);
-out_free:
-    if (rows != rows_stack)
-        free(rows);
-    if (tokens != tokens_stack)
-        free(tokens);
+out_release:
+    page_cache_release_ext(ext, n);
     return rc;
+}
+
+void page_cache_release_ext(struct pc_extent *ext, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ext[i].fd >= 0)
+            close(ext[i].fd);
+        else
+            pbuf_unref(ext[i].ref);
+        ext[i].fd = -1;
+        ext[i].ref = NULL;
+    }
 }
 
 /* ---- known files (under the lock) ---- */
@@ -2223,6 +2239,11 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
                  ZSTD_minCLevel(), ZSTD_maxCLevel());
         return -EINVAL;
     }
+    if (conf->verify != PC_VERIFY_FULL && conf->verify != PC_VERIFY_ONCE &&
+        conf->verify != PC_VERIFY_NONE) {
+        snprintf(err, errlen, "unknown verify level %d", (int)conf->verify);
+        return -EINVAL;
+    }
     unsigned high = conf->high_pct ? conf->high_pct : DEFAULT_HIGH_PCT;
     unsigned low = conf->low_pct ? conf->low_pct : DEFAULT_LOW_PCT;
     if (high > 100 || low > high) {
@@ -2240,6 +2261,9 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->page_size = ps;
     pc->block_size = cache_block_size(ps);
     pc->zlevel = conf->compress_level;
+    pc->verify = conf->verify;
+    pc->log = conf->log;
+    pc->log_ud = conf->log_ud;
     pc->capacity = conf->capacity ? conf->capacity : DEFAULT_CAPACITY;
     pc->min_free = conf->min_free;
     pc->high_bytes = pc->capacity / 100 * high + pc->capacity % 100 * high / 100;

@@ -9,7 +9,9 @@
  * (PC_READ_RANDOM) fetches only the blocks its read needs and the page is recorded as
  * partial; a later whole-page reader or read-ahead fetches only the missing blocks.
  * Concurrent misses of one page share one fetch (single flight). A changed version of a key
- * drops the old version's pages. Capacity is bounded by bytes on disk; least recently used
+ * drops the old version's pages. How often bytes read from disk are checked against their
+ * block checksums is the verify level (conf->verify): every time (default), once per page and
+ * run, or never; a page that fails is dropped and refetched, never served. Capacity is bounded by bytes on disk; least recently used
  * pages are evicted in batches between a high and a low watermark. Pages may be stored
  * zstd-compressed (conf->compress_level).
  *
@@ -28,6 +30,21 @@ struct backend;
 struct page_cache;
 struct pc_file;
 
+/* How bytes read back from page files are checked (conf->verify). */
+enum page_cache_verify {
+    PC_VERIFY_FULL = 0, /* every read from disk, block by block: reads are served from memory
+                           that was hashed (never spliced from a page file) */
+    PC_VERIFY_ONCE,     /* a whole uncompressed page is verified the first time this run
+                           serves it (or trusted when this run wrote it whole), then handed out
+                           as a file range (zero-copy) without further checks; partial and
+                           compressed pages are verified on every read */
+    PC_VERIFY_NONE,     /* nothing read back is hashed: whole uncompressed pages are always
+                           handed out as file ranges (sizes are still checked) */
+};
+
+/* A log line from the cache (a page dropped as corrupt, ...): level is a syslog level. */
+typedef void (*page_cache_log_fn)(void *ud, int level, const char *msg);
+
 struct page_cache_conf {
     const char *dir;      /* cache directory (created 0700 if missing) */
     uint32_t page_size;   /* bytes, power of two, 64 KiB .. 64 MiB; default 1 MiB */
@@ -37,6 +54,9 @@ struct page_cache_conf {
     unsigned low_pct;     /* ... down to low_pct% (default 85) */
     int compress_level;   /* zstd level for pages at rest (a page is stored compressed when
                              that saves at least 1/8 of it); 0 = no compression */
+    enum page_cache_verify verify; /* default PC_VERIFY_FULL */
+    page_cache_log_fn log;         /* NULL: no log lines */
+    void *log_ud;
 };
 
 struct page_cache_stats {
@@ -53,8 +73,9 @@ struct page_cache_stats {
     uint64_t prefetch_fetched;   /* pages fetched by page_cache_prefetch() (also in misses) */
     uint64_t prefetch_waits;     /* reads that waited for a page_cache_prefetch() fetch */
     uint64_t partial_fetches;    /* fetches of only some blocks of a page (also in misses) */
-    uint64_t fd_hits;            /* pages handed out as file ranges by page_cache_map() */
-    uint64_t verified;           /* pages verified whole before page_cache_map() served them */
+    uint64_t fd_hits;            /* pages handed out as file ranges (zero-copy) */
+    uint64_t verified;           /* whole pages verified and marked (verify=once) */
+    uint64_t bytes_verified;     /* bytes read back from page files and hashed */
     uint64_t compressed;         /* pages stored compressed */
     uint64_t compress_saved;     /* bytes those pages saved on disk when they were stored */
 };
@@ -92,22 +113,30 @@ ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, 
 ssize_t page_cache_read_ex(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
                            void *buf, unsigned flags);
 
-/* One piece of a mapped read: len bytes at pos of the open file fd (the caller closes fd). */
+/* One piece of a read (page_cache_read_ext): either len bytes at pos of the open page file
+ * fd (fd >= 0: zero-copy, the kernel may splice it), or len bytes of memory at data (fd < 0),
+ * verified as the level asks, held by ref until page_cache_release_ext(). */
 struct pc_extent {
     int fd;
     uint64_t pos;
     size_t len;
+    const unsigned char *data;
+    void *ref; /* private */
 };
-/* Maps [off, off + len) of f (clipped to the object) to ranges of page files, for zero-copy
- * replies, when every page it touches is resident whole, stored uncompressed and verified:
- * a page not verified since this cache stored or opened it is read and checked whole first
- * (once; the mark is kept in memory, bounded, and dropped when the page changes or goes).
- * Counts as hits. Returns the number of extents filled (in order, one per page, at most
- * max_ext), 0 when some part cannot be mapped (not resident, partial, compressed, more than
- * max_ext pages, damaged: read it with page_cache_read instead, which refetches), or
- * -errno. */
-int page_cache_map(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
-                   struct pc_extent *ext, size_t max_ext);
+/* Reads [off, off + len) of f (clipped to the object) as extents in order, one per page
+ * touched (so max_ext must be at least the number of pages the range touches, or -E2BIG).
+ * A whole, uncompressed page is a file range when the verify level allows it without reading
+ * the page (once: the page is marked verified in this run; none: always); anything else is
+ * read from its file (each block hashed unless verify=none) or fetched, and is a memory
+ * extent. Under verify=once, a whole page that is not marked yet is read and verified whole,
+ * then marked, so its next read is a file range. A page that fails its checksum is dropped,
+ * counted (corrupt), logged and refetched: a corrupt byte is never handed out. flags: those of
+ * page_cache_read_ex(). Returns the number of extents (0 at or past the end) or -errno
+ * (nothing to release then). */
+int page_cache_read_ext(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                        unsigned flags, struct pc_extent *ext, size_t max_ext);
+/* Closes the file extents and drops the memory extents' buffers of a read_ext result. */
+void page_cache_release_ext(struct pc_extent *ext, size_t n);
 
 /* Makes pages [idx, idx + count) of f resident (clipped to the object), for read-ahead.
  * Pages that are resident or being fetched are skipped; each run of contiguous missing pages

@@ -26,9 +26,10 @@
  *  - Store errors the retries could not overcome (timeouts, refused or reset connections)
  *    reach the application as EIO from every operation (store_errno()); ESTALE, ENOENT and
  *    EACCES pass unchanged.
- *  - A read of resident whole pages is answered with their page files' descriptors
- *    (page_cache_map + fuse_reply_data, spliced: no copy through user space); anything else
- *    is read into a buffer (page_cache_read_ex) and replied with fuse_reply_buf.
+ *  - A read is one page_cache_read_ext(): extents that are page file ranges (verify=once or
+ *    none, whole pages) go out with fuse_reply_data, spliced (no copy through user space);
+ *    memory extents (verified buffers, fetched pages) are written from the very buffers the
+ *    cache hashed (fuse_reply_buf / fuse_reply_iov: no copy into a reply buffer).
  *  - Errors inside are negative errno; reply_err() flips the sign in one place.
  *
  * Invariants: every fi->fh of a file is a struct pagefs_fh, of a directory a struct
@@ -52,6 +53,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -409,6 +411,7 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
     KV("partial_fetches", ps.partial_fetches);
     KV("fd_hits", ps.fd_hits);
     KV("verified", ps.verified);
+    KV("bytes_verified", ps.bytes_verified);
     KV("compressed", ps.compressed);
     KV("compress_saved", ps.compress_saved);
     KV("lookups", ms.lookups);
@@ -897,47 +900,72 @@ out_reply:
     reply_err(req, store_errno(rc));
 }
 
-/* Pages one read may map: a 1 MiB request over 64 KiB pages touches 17. */
-#define READ_MAX_EXTENTS 20
+/* Extents a read may need on the stack: a 1 MiB request over 64 KiB pages touches 17. */
+#define READ_STACK_EXTENTS 20
 
-/* Replies with n page file ranges (fuse_reply_data splices them when the session may) and
- * closes their descriptors. */
-static void reply_extents(struct pagefs_fs *fs, fuse_req_t req, struct pc_extent *ext,
+/* Replies with the n extents of a read (page_cache_read_ext). Memory only: one write of
+ * their bytes (fuse_reply_buf / fuse_reply_iov). With page file ranges: fuse_reply_data,
+ * which splices them when the session may, so those bytes never cross user space. */
+static void reply_extents(struct pagefs_fs *fs, fuse_req_t req, const struct pc_extent *ext,
                           size_t n)
 {
+    size_t total = 0, nfd = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += ext[i].len;
+        nfd += ext[i].fd >= 0;
+    }
+    count(&fs->n_read_bytes, total);
+    if (n == 0) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    if (nfd == 0 && n == 1) {
+        fuse_reply_buf(req, (const char *)ext[0].data, ext[0].len);
+        return;
+    }
+    if (nfd == 0) {
+        struct iovec iov_stack[READ_STACK_EXTENTS];
+        struct iovec *iov = n <= READ_STACK_EXTENTS ? iov_stack : malloc(n * sizeof(*iov));
+        if (!iov) {
+            reply_err(req, -ENOMEM);
+            return;
+        }
+        for (size_t i = 0; i < n; i++)
+            iov[i] = (struct iovec){.iov_base = (void *)ext[i].data, .iov_len = ext[i].len};
+        fuse_reply_iov(req, iov, (int)n);
+        if (iov != iov_stack)
+            free(iov);
+        return;
+    }
     struct fuse_bufvec *bv = malloc(sizeof(*bv) + (n - 1) * sizeof(bv->buf[0]));
-    size_t total = 0;
     if (!bv) {
         reply_err(req, -ENOMEM);
-        goto out_close;
+        return;
     }
     bv->count = n;
     bv->idx = 0;
     bv->off = 0;
     for (size_t i = 0; i < n; i++) {
-        bv->buf[i] = (struct fuse_buf){
-            .size = ext[i].len,
-            .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK,
-            .fd = ext[i].fd,
-            .pos = (off_t)ext[i].pos,
-        };
-        total += ext[i].len;
+        if (ext[i].fd >= 0)
+            bv->buf[i] = (struct fuse_buf){
+                .size = ext[i].len,
+                .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK,
+                .fd = ext[i].fd,
+                .pos = (off_t)ext[i].pos,
+            };
+        else
+            bv->buf[i] = (struct fuse_buf){.size = ext[i].len, .mem = (void *)ext[i].data};
     }
-    count(&fs->n_read_bytes, total);
     count(&fs->n_read_zero_copy, 1);
     fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
     free(bv);
-out_close:
-    for (size_t i = 0; i < n; i++)
-        close(ext[i].fd);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     struct pagefs_fs *fs = req_fs(req);
-    ssize_t rc = 0;
-    size_t got = 0;
+    struct pc_extent ext_stack[READ_STACK_EXTENTS], *ext = ext_stack;
     count(&fs->n_read, 1);
     if (off < 0) {
         reply_err(req, -EINVAL);
@@ -945,28 +973,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     struct pagefs_fh *h = fh_get(fi);
     int random = prefetch_read(fs->pf, h->ps, (uint64_t)off, size);
-    /* Warm path: resident whole pages go to the kernel as page file ranges (spliced). */
-    struct pc_extent ext[READ_MAX_EXTENTS];
-    int next = page_cache_map(fs->pc, h->f, (uint64_t)off, size, ext, READ_MAX_EXTENTS);
-    if (next > 0) {
-        fh_put(h);
-        reply_extents(fs, req, ext, (size_t)next);
-        return;
+    /* One extent per page the request touches. */
+    size_t max_ext = size ? (size - 1) / fs->page_size + 2 : 1;
+    if (max_ext > READ_STACK_EXTENTS) {
+        ext = malloc(max_ext * sizeof(*ext));
+        if (!ext) {
+            fh_put(h);
+            reply_err(req, -ENOMEM);
+            return;
+        }
     }
-    char *buf = malloc(size ? size : 1);
-    if (!buf) {
-        fh_put(h);
-        reply_err(req, -ENOMEM);
-        return;
-    }
-    /* A short reply means end of file to the kernel: read until full, EOF, or error. */
-    while (got < size) {
-        rc = page_cache_read_ex(fs->pc, h->f, (uint64_t)off + got, size - got, buf + got,
-                                random ? PC_READ_RANDOM : 0);
-        if (rc <= 0)
-            break;
-        got += (size_t)rc;
-    }
+    int rc = page_cache_read_ext(fs->pc, h->f, (uint64_t)off, size,
+                                 random ? PC_READ_RANDOM : 0, ext, max_ext);
     if (rc < 0) {
         count(&fs->n_read_errors, 1);
         if (rc == -ESTALE) {
@@ -977,17 +995,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             free(dir);
         } else {
             fuse_log(FUSE_LOG_WARNING, "pagefs: read %s at %lld: %s\n", h->key, (long long)off,
-                     strerror((int)-rc));
+                     strerror(-rc));
         }
         fh_put(h);
         /* A store still unreachable after the retries is an I/O error to the reader. */
-        reply_err(req, store_errno((int)rc));
+        reply_err(req, store_errno(rc));
     } else {
         fh_put(h);
-        count(&fs->n_read_bytes, got);
-        fuse_reply_buf(req, buf, got);
+        reply_extents(fs, req, ext, (size_t)rc);
+        page_cache_release_ext(ext, (size_t)rc);
     }
-    free(buf);
+    if (ext != ext_stack)
+        free(ext);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -87,6 +87,14 @@ static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
     vsyslog((int)level, fmt, ap);
 }
 
+/* Log lines of the cache layers (a corrupt page dropped, ...), through the chosen log
+ * function (stderr or syslog). */
+static void cache_log(void *ud, int level, const char *msg)
+{
+    (void)ud;
+    fuse_log((enum fuse_log_level)level, "%s", msg);
+}
+
 /* Raises the mount's readahead. The kernel takes the smaller of the bdi setting and the
  * INIT reply, so this must run after INIT is answered: the stat() blocks until it is. */
 static void *readahead_main(void *arg)
@@ -290,6 +298,8 @@ static int run(struct pagefs_options *o)
         .capacity = o->cache_size,
         .min_free = o->cache_free,
         .compress_level = o->compress_level,
+        .verify = (enum page_cache_verify)o->verify,
+        .log = cache_log,
     };
     rc = page_cache_create(&pconf, be, &pc, err, sizeof(err));
     if (rc < 0) {

@@ -13,6 +13,7 @@
  */
 #include "fuse/options.h"
 
+#include "cache/page_cache.h"
 #include "cache/prefetch.h"
 
 #include <errno.h>
@@ -459,6 +460,18 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
         NEED_VALUE();
         return parse_compress(o, val, err, errlen);
     }
+    if (strcmp(name, "verify") == 0) {
+        NEED_VALUE();
+        if (strcmp(val, "full") == 0)
+            o->verify = PC_VERIFY_FULL;
+        else if (strcmp(val, "once") == 0)
+            o->verify = PC_VERIFY_ONCE;
+        else if (strcmp(val, "none") == 0)
+            o->verify = PC_VERIFY_NONE;
+        else
+            return fail(err, errlen, "invalid verify '%s' (full, once or none)", val);
+        return 0;
+    }
     if (strcmp(name, "rest") == 0) {
         NEED_VALUE();
         if (parse_listen_addr(val) < 0)
@@ -733,6 +746,11 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "                           (default 8; 0: off)\n"
         "  compress=zstd[:LEVEL]    compress pages at rest with zstd (level 1..19, default 3;\n"
         "                           pages that do not shrink are kept as they are; default none)\n"
+        "  verify=full|once|none    check cached bytes read back from disk against their\n"
+        "                           checksums: full = every read, per 64K block, served from\n"
+        "                           the buffer that was checked (default); once = the first\n"
+        "                           read of a whole page in a run, then zero-copy from its file;\n"
+        "                           none = never (zero-copy, a damaged page file is served)\n"
         "\n"
         "control (-o):\n"
         "  rest=HOST:PORT           serve the REST API, /metrics and the dashboard there\n"

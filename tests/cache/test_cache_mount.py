@@ -4,7 +4,9 @@ source (counts from user.pagefs.stats, never timings):
   - random 64 KiB reads (kernel read-ahead off, as fio's randread) fetch only the blocks they
     read: backend bytes / bytes read <= 1.25, every byte right;
   - a later sequential read fills only the holes (each byte fetched once in all);
-  - warm reads are served as page file ranges (zero-copy: fd_hits, fuse_zero_copy_reads);
+  - warm reads are checked against the page checksums every time (verify=full, the default);
+    with verify=once they are served as page file ranges (zero-copy: fd_hits,
+    fuse_zero_copy_reads) after a first verified read;
   - compress=zstd stores a CSV-like file in fewer bytes and reads it back exactly.
 Run by ctest (label mount) with PAGEFS_BIN set."""
 
@@ -28,6 +30,16 @@ def pread_all(fd, off, n):
             break
         out += b
     return bytes(out)
+
+
+def drop_and_read(path, size):
+    """The whole file, read after dropping the kernel's cached copy of it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return pread_all(fd, 0, size)
+    finally:
+        os.close(fd)
 
 
 class CacheMountTest(unittest.TestCase):
@@ -82,16 +94,29 @@ class CacheMountTest(unittest.TestCase):
             self.assertEqual(s["bytes_resident"], size)
             self.assertEqual(s["corrupt"], 0)
 
-            # Warm: the kernel's copy dropped, the pages go out as file ranges, no store call.
+            # Warm (verify=full, the default): the kernel's copy dropped, every page is read
+            # back from its file and checked before it goes out; no store call, no splice.
             reads = s["read_calls"]
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                self.assertEqual(pread_all(fd, 0, size), data)
-            finally:
-                os.close(fd)
+            self.assertEqual(drop_and_read(path, size), data)
             w = m.stats()
             self.assertEqual(w["read_calls"], reads)
+            self.assertGreaterEqual(w["bytes_verified"] - s["bytes_verified"], size)
+            self.assertEqual(w["fuse_zero_copy_reads"], 0)
+            self.assertEqual(w["fd_hits"], 0)
+
+        # verify=once on the same cache: each page is verified on its first read in this run,
+        # then goes out as a page file range (zero-copy: fd_hits, fuse_zero_copy_reads).
+        with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                            options=["verify=once"]) as m:
+            path = os.path.join(m.mountpoint, "shard.bin")
+            self.assertEqual(drop_and_read(path, size), data)
+            s = m.stats()
+            self.assertEqual(s["read_calls"], 0)
+            self.assertEqual(s["verified"], size // MiB)
+            self.assertEqual(drop_and_read(path, size), data)
+            w = m.stats()
+            self.assertEqual(w["read_calls"], 0)
+            self.assertEqual(w["verified"], s["verified"])
             self.assertGreater(w["fuse_zero_copy_reads"], s["fuse_zero_copy_reads"])
             self.assertGreater(w["fd_hits"], s["fd_hits"])
 

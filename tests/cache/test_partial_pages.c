@@ -1,6 +1,7 @@
 /*
- * test_partial_pages.c - component tests of sub-page fetches, zero-copy mapping and page
- * compression in the page cache, over stats(fault(local(root))) (cache_env.h).
+ * test_partial_pages.c - component tests of sub-page fetches, the verify levels (checks of
+ * bytes read back from disk, zero-copy file extents) and page compression in the page cache,
+ * over stats(fault(local(root))) (cache_env.h).
  *
  * Counts, never timings: read amplification is bytes the backend returned (stats layer) over
  * bytes the reader asked for. Every read is checked byte for byte against the source.
@@ -8,6 +9,7 @@
 #include "backends/backend.h"
 #include "cache/cache_fsck.h"
 #include "cache/page_cache.h"
+#include "cache/page_cache_int.h"
 #include "cache_env.h"
 #include "testlib.h"
 
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define PS (1u << 20)     /* pages of 1 MiB ... */
 #define BS (64u << 10)    /* ... have 16 blocks of 64 KiB */
@@ -82,6 +85,26 @@ static char *page_file(struct cache_env *e, uint64_t idx)
         closedir(d);
     free(pages);
     return found;
+}
+
+/* The page file of page idx of the current version of `key` (named as the cache names it:
+ * XXH3-128 of key NUL version). Caller frees. */
+static char *page_file_of(struct cache_env *e, const char *key, uint64_t idx)
+{
+    struct backend_stat st;
+    CHECK_EQ(e->be->ops->stat(e->be, key, &st), 0);
+    size_t kl = strlen(key), vl = strlen(st.version);
+    char *buf = malloc(kl + vl + 1), fhash[33], rel[128], path[4096];
+    memcpy(buf, key, kl + 1);
+    memcpy(buf + kl + 1, st.version, vl);
+    XXH128_hash_t h = XXH3_128bits(buf, kl + vl + 1);
+    snprintf(fhash, sizeof(fhash), "%016llx%016llx", (unsigned long long)h.high64,
+             (unsigned long long)h.low64);
+    free(buf);
+    backend_stat_clear(&st);
+    page_file_rel_name(fhash, idx, 0, rel, sizeof(rel));
+    snprintf(path, sizeof(path), "%s/pages/%s", e->cache, rel);
+    return strdup(path);
 }
 
 static void poke(const char *path, off_t off, unsigned char v)
@@ -297,70 +320,195 @@ static void test_partial_eviction(void)
     cache_env_fini(&e);
 }
 
-/* page_cache_map: whole pages as file ranges; a page this run wrote whole is mapped without
- * reading it back, one found on disk after a restart is verified on its first mapping, once;
- * partial or damaged pages are not mapped (the damaged one is dropped). */
-static void test_map(void)
+/* Reads [off, off + len) with page_cache_read_ext and compares every extent (file ranges are
+ * read with pread) with the source; returns the bytes covered (or the error) and the number
+ * of file extents in *nfd. */
+static ssize_t rd_ext(struct cache_env *e, struct pc_file *f, const unsigned char *data,
+                      size_t size, uint64_t off, size_t len, unsigned flags, int *nfd)
+{
+    struct pc_extent ext[8];
+    unsigned char *buf = malloc(len ? len : 1);
+    int n = page_cache_read_ext(e->pc, f, off, len, flags, ext, 8);
+    size_t got = 0;
+    *nfd = 0;
+    for (int i = 0; i < n; i++) {
+        if (ext[i].fd >= 0) {
+            (*nfd)++;
+            CHECK_EQ(pread(ext[i].fd, buf + got, ext[i].len, (off_t)ext[i].pos),
+                     (ssize_t)ext[i].len);
+        } else {
+            memcpy(buf + got, ext[i].data, ext[i].len);
+        }
+        got += ext[i].len;
+    }
+    if (n > 0) {
+        size_t want = off >= size ? 0 : (size - off < len ? size - off : len);
+        CHECK_EQ(got, want);
+        CHECK(memcmp(buf, data + off, got) == 0);
+        page_cache_release_ext(ext, (size_t)n);
+    }
+    free(buf);
+    return n < 0 ? n : (ssize_t)got;
+}
+
+/* Reads a 20-page object whole (not random): the pages of the small in-memory hot set are
+ * then all its pages, so the next read of any other page goes to its file. */
+static void push_out_hot_set(struct cache_env *e)
+{
+    size_t size = 20 * (size_t)PS;
+    unsigned char *other = cache_env_make_source(e, "hot-flush", size, 99);
+    struct pc_file *g = cache_env_open_key(e, "hot-flush", NULL);
+    CHECK_EQ(rd(e, g, other, size, 0, size, 0), (ssize_t)size);
+    CHECK_EQ(rd(e, g, other, size, 0, size, 0), (ssize_t)size);
+    pc_file_unref(g);
+    free(other);
+}
+
+static void reopen_with(struct cache_env *e, enum page_cache_verify level)
+{
+    page_cache_destroy(e->pc);
+    e->pc = NULL;
+    e->conf.verify = level;
+    CHECK_EQ(cache_env_open_cache(e), 0);
+}
+
+/* verify=full (the default): every read from disk is checked block by block, within the run
+ * that wrote the pages: a byte changed in a whole page, a partial page or in the middle of a
+ * long sequential read is never served; the page is dropped, counted and refetched. Reads go
+ * out as memory extents (the checked buffers), never as file ranges. */
+static void test_verify_full(void)
 {
     struct cache_env e;
     cache_env_init(&e, "pp", PS, 0, 0, 0);
+    CHECK_EQ(e.conf.verify, PC_VERIFY_FULL);
+    size_t size = 12 * PS + 100;
+    unsigned char *data = cache_env_make_source(&e, "v", size, 6);
+    struct pc_file *f = cache_env_open_key(&e, "v", NULL);
+    int nfd = 0;
+    CHECK_EQ(rd(&e, f, data, size, 0, size, 0), (ssize_t)size); /* all fetched, whole */
+    CHECK_EQ(rd_ext(&e, f, data, size, PS - 1000, 3000, 0, &nfd), 3000);
+    CHECK_EQ(nfd, 0);
+    CHECK_EQ(cache_env_stats(&e).fd_hits, 0);
+    push_out_hot_set(&e);
+
+    /* A whole page changed on disk while the cache runs: caught on its next read. */
+    uint64_t calls = cache_env_read_calls(&e), verified;
+    char *p3 = page_file_of(&e, "v", 3);
+    poke(p3, 12345, (unsigned char)(data[3 * PS + 12345] ^ 0x21));
+    CHECK_EQ(rd_ext(&e, f, data, size, 3 * PS + 12000, 1000, 0, &nfd), 1000);
+    CHECK_EQ(nfd, 0);
+    CHECK_EQ(cache_env_stats(&e).corrupt, 1);
+    CHECK_EQ(cache_env_read_calls(&e), calls + 1);
+
+    /* A random reader's block read: only its blocks are read and hashed, and a bad one is
+     * caught there too. */
+    char *p5 = page_file_of(&e, "v", 5);
+    poke(p5, 7 * BS + 5, (unsigned char)(data[5 * PS + 7 * BS + 5] ^ 0x01));
+    verified = cache_env_stats(&e).bytes_verified;
+    CHECK_EQ(rd_ext(&e, f, data, size, 5 * PS + 2 * BS, BS, PC_READ_RANDOM, &nfd), (ssize_t)BS);
+    CHECK_EQ(cache_env_stats(&e).bytes_verified, verified + BS); /* one block, not the page */
+    CHECK_EQ(cache_env_stats(&e).corrupt, 1);
+    CHECK_EQ(rd_ext(&e, f, data, size, 5 * PS + 7 * BS, 10, PC_READ_RANDOM, &nfd), 10);
+    CHECK_EQ(cache_env_stats(&e).corrupt, 2);
+    CHECK_EQ(cache_env_read_calls(&e), calls + 2);
+
+    /* A byte changed in the middle of a long sequential read (128 KiB requests, as the
+     * kernel's): the whole read is right, the page is refetched once. (Page 5 holds only
+     * block 7 now: fill it first.) */
+    CHECK_EQ(rd(&e, f, data, size, 5 * PS, PS, 0), (ssize_t)PS);
+    push_out_hot_set(&e);
+    calls = cache_env_read_calls(&e);
+    char *p8 = page_file_of(&e, "v", 8);
+    flip(p8, PS / 2);
+    for (uint64_t off = 0; off < size; off += 128 << 10)
+        CHECK_EQ(rd_ext(&e, f, data, size, off, 128 << 10, 0, &nfd),
+                 (ssize_t)(size - off < (128u << 10) ? size - off : (128u << 10)));
+    CHECK_EQ(cache_env_stats(&e).corrupt, 3);
+    CHECK_EQ(cache_env_read_calls(&e), calls + 1);
+
+    /* A partial page (random blocks) damaged on disk: caught too. */
+    unsigned char *pdata = cache_env_make_source(&e, "part", 2 * PS, 7);
+    struct pc_file *g = cache_env_open_key(&e, "part", NULL);
+    CHECK_EQ(rd(&e, g, pdata, 2 * PS, 3 * BS, BS, PC_READ_RANDOM), (ssize_t)BS);
+    char *q0 = page_file_of(&e, "part", 0);
+    poke(q0, 3 * BS + 9, (unsigned char)(pdata[3 * BS + 9] ^ 0x80));
+    CHECK_EQ(rd_ext(&e, g, pdata, 2 * PS, 3 * BS, BS, PC_READ_RANDOM, &nfd), (ssize_t)BS);
+    CHECK_EQ(cache_env_stats(&e).corrupt, 4);
+    CHECK_EQ(fsck_problems(&e), 0);
+
+    CHECK_EQ(page_cache_read_ext(e.pc, f, 0, 3 * PS, 0, NULL, 4), -EINVAL);
+    struct pc_extent ext[2];
+    CHECK_EQ(page_cache_read_ext(e.pc, f, 0, 3 * PS, 0, ext, 2), -E2BIG); /* 3 pages */
+    CHECK_EQ(page_cache_read_ext(e.pc, f, size, 10, 0, ext, 2), 0);       /* past the end */
+    CHECK_EQ(page_cache_read_ext(NULL, f, 0, 10, 0, ext, 2), -EINVAL);
+    char err[256];
+    struct page_cache *pc = NULL;
+    struct page_cache_conf c = e.conf;
+    c.verify = (enum page_cache_verify)7;
+    CHECK_EQ(page_cache_create(&c, e.be, &pc, err, sizeof(err)), -EINVAL);
+    free(p3);
+    free(p5);
+    free(p8);
+    free(q0);
+    pc_file_unref(g);
+    pc_file_unref(f);
+    free(pdata);
+    free(data);
+    cache_env_fini(&e);
+}
+
+/* verify=once: whole pages as file ranges; a page this run wrote whole goes out without being
+ * read back, one found on disk after a restart is read and verified whole on its first read
+ * (served from that buffer) and a file range from then on; partial pages are read; a damaged
+ * page is caught before it is ever handed out as a file range. */
+static void test_verify_once(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pp", PS, 0, 0, 0);
+    reopen_with(&e, PC_VERIFY_ONCE);
     size_t size = 3 * PS + 100;
     unsigned char *data = cache_env_make_source(&e, "m", size, 6);
     struct pc_file *f = cache_env_open_key(&e, "m", NULL);
-    struct pc_extent ext[4];
-    CHECK_EQ(page_cache_map(e.pc, f, 0, BS, ext, 4), 0); /* nothing resident */
+    int nfd = 0;
+    CHECK_EQ(rd_ext(&e, f, data, size, 0, BS, 0, &nfd), (ssize_t)BS); /* fetched */
+    CHECK_EQ(nfd, 0);
     CHECK_EQ(rd(&e, f, data, size, 0, 2 * PS, 0), (ssize_t)(2 * PS));
     CHECK_EQ(rd(&e, f, data, size, 3 * PS, 10, PC_READ_RANDOM), 10); /* page 3 whole: 100 B */
     CHECK_EQ(rd(&e, f, data, size, 2 * PS, 10, PC_READ_RANDOM), 10); /* page 2 partial */
 
-    int n = page_cache_map(e.pc, f, PS - 1000, 3000, ext, 4);
-    CHECK_EQ(n, 2);
-    for (int i = 0; i < n; i++) {
-        unsigned char buf[3000];
-        CHECK_EQ(pread(ext[i].fd, buf, ext[i].len, (off_t)ext[i].pos), (ssize_t)ext[i].len);
-        uint64_t at = (i == 0 ? 0 : PS) + ext[i].pos;
-        CHECK(memcmp(buf, data + at, ext[i].len) == 0);
-        close(ext[i].fd);
-    }
-    CHECK_EQ(ext[0].len + ext[1].len, 3000);
+    CHECK_EQ(rd_ext(&e, f, data, size, PS - 1000, 3000, 0, &nfd), 3000);
+    CHECK_EQ(nfd, 2);
     struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.fd_hits, 2);
-    uint64_t verified = s.verified;
-    CHECK_EQ(verified, 0); /* written whole by this run: not read back */
-    n = page_cache_map(e.pc, f, 0, PS, ext, 4);
-    CHECK_EQ(n, 1);
-    close(ext[0].fd);
-    CHECK_EQ(cache_env_stats(&e).verified, verified); /* marks are kept */
-    CHECK_EQ(page_cache_map(e.pc, f, 3 * PS, 100, ext, 4), 1); /* short last page */
-    CHECK_EQ(ext[0].len, 100);
-    close(ext[0].fd);
-    CHECK_EQ(page_cache_map(e.pc, f, 2 * PS, 10, ext, 4), 0); /* partial */
-    CHECK_EQ(page_cache_map(e.pc, f, 0, 3 * PS, ext, 2), 0); /* too many pages */
-    CHECK_EQ(page_cache_map(e.pc, f, size, 10, ext, 4), 0);  /* past the end */
-    CHECK_EQ(page_cache_map(NULL, f, 0, 10, ext, 4), -EINVAL);
+    CHECK_EQ(s.verified, 0); /* written whole by this run: not read back */
+    CHECK_EQ(rd_ext(&e, f, data, size, 3 * PS, 100, 0, &nfd), 100); /* short last page */
+    CHECK_EQ(nfd, 1);
+    CHECK_EQ(rd_ext(&e, f, data, size, 2 * PS, 10, 0, &nfd), 10); /* partial: read */
+    CHECK_EQ(nfd, 0);
+    CHECK_EQ(cache_env_stats(&e).verified, 0);
 
-    /* After a restart nothing is marked: pages are verified on their first mapping, once,
-     * and a damaged page is found before it is mapped. */
+    /* After a restart nothing is marked: a page is verified whole on its first read (a random
+     * reader's too), then mapped; a damaged page is found before it is mapped. */
     pc_file_unref(f);
     cache_env_restart(&e);
     f = cache_env_open_key(&e, "m", NULL);
-    CHECK_EQ(page_cache_map(e.pc, f, 0, 10, ext, 4), 1);
-    close(ext[0].fd);
+    CHECK_EQ(rd_ext(&e, f, data, size, 0, 10, PC_READ_RANDOM, &nfd), 10);
+    CHECK_EQ(nfd, 0);
     CHECK_EQ(cache_env_stats(&e).verified, 1);
-    CHECK_EQ(page_cache_map(e.pc, f, 0, 10, ext, 4), 1);
-    close(ext[0].fd);
+    CHECK_EQ(rd_ext(&e, f, data, size, 0, 10, PC_READ_RANDOM, &nfd), 10);
+    CHECK_EQ(nfd, 1);
     CHECK_EQ(cache_env_stats(&e).verified, 1);
-    char *p1 = page_file(&e, 1);
+    char *p1 = page_file_of(&e, "m", 1);
     poke(p1, 77, (unsigned char)(data[PS + 77] ^ 1));
-    CHECK_EQ(page_cache_map(e.pc, f, PS, 10, ext, 4), 0);
-    CHECK_EQ(cache_env_stats(&e).corrupt, 1);
     uint64_t calls = cache_env_read_calls(&e);
-    CHECK_EQ(rd(&e, f, data, size, PS, 10, 0), 10);
+    CHECK_EQ(rd_ext(&e, f, data, size, PS, 10, 0, &nfd), 10);
+    CHECK_EQ(nfd, 0);
+    CHECK_EQ(cache_env_stats(&e).corrupt, 1);
     CHECK_EQ(cache_env_read_calls(&e), calls + 1);
     /* The refetched page is a new file this run wrote whole: mapped without reading back. */
-    verified = cache_env_stats(&e).verified;
-    CHECK_EQ(page_cache_map(e.pc, f, PS, 10, ext, 4), 1);
-    close(ext[0].fd);
+    uint64_t verified = cache_env_stats(&e).verified;
+    CHECK_EQ(rd_ext(&e, f, data, size, PS, 10, 0, &nfd), 10);
+    CHECK_EQ(nfd, 1);
     CHECK_EQ(cache_env_stats(&e).verified, verified);
     free(p1);
     pc_file_unref(f);
@@ -368,8 +516,38 @@ static void test_map(void)
     cache_env_fini(&e);
 }
 
+/* verify=none: whole uncompressed pages go out as file ranges at once, also after a restart,
+ * and nothing read back is hashed. */
+static void test_verify_none(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pp", PS, 0, 0, 0);
+    reopen_with(&e, PC_VERIFY_NONE);
+    size_t size = 2 * PS;
+    unsigned char *data = cache_env_make_source(&e, "n", size, 8);
+    struct pc_file *f = cache_env_open_key(&e, "n", NULL);
+    int nfd = 0;
+    CHECK_EQ(rd(&e, f, data, size, 0, PS, 0), (ssize_t)PS);
+    CHECK_EQ(rd(&e, f, data, size, PS + BS, BS, PC_READ_RANDOM), (ssize_t)BS); /* partial */
+    pc_file_unref(f);
+    cache_env_restart(&e);
+    f = cache_env_open_key(&e, "n", NULL);
+    CHECK_EQ(rd_ext(&e, f, data, size, 100, 1000, 0, &nfd), 1000);
+    CHECK_EQ(nfd, 1);
+    CHECK_EQ(rd_ext(&e, f, data, size, PS + BS, BS, PC_READ_RANDOM, &nfd), (ssize_t)BS);
+    CHECK_EQ(nfd, 0);
+    struct page_cache_stats s = cache_env_stats(&e);
+    CHECK_EQ(s.verified, 0);
+    CHECK_EQ(s.bytes_verified, 0);
+    CHECK_EQ(s.fd_hits, 1);
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e);
+}
+
 /* compress_level: compressible pages are stored smaller and read back exactly (also after
- * a restart); incompressible ones are stored raw; compressed pages are never mapped. */
+ * a restart); incompressible ones are stored raw; compressed pages are never mapped, and a
+ * damaged one is caught. */
 static void test_compression(void)
 {
     struct cache_env e;
@@ -377,6 +555,7 @@ static void test_compression(void)
     page_cache_destroy(e.pc);
     e.pc = NULL;
     e.conf.compress_level = 3;
+    e.conf.verify = PC_VERIFY_ONCE; /* a raw page is mapped, a compressed one never */
     CHECK_EQ(cache_env_open_cache(&e), 0);
     size_t size = 3 * PS + 5000;
     unsigned char *text = malloc(size);
@@ -402,10 +581,11 @@ static void test_compression(void)
     CHECK_EQ(s.bytes_resident + s.compress_saved, size + PS);
     printf("csv-like: %zu bytes stored in %llu\n", size,
            (unsigned long long)(s.bytes_resident - PS));
-    struct pc_extent ext[2];
-    CHECK_EQ(page_cache_map(e.pc, f, 0, 10, ext, 2), 0);
-    CHECK_EQ(page_cache_map(e.pc, g, 0, 10, ext, 2), 1);
-    close(ext[0].fd);
+    int nfd = 0;
+    CHECK_EQ(rd_ext(&e, f, text, size, 0, 10, 0, &nfd), 10);
+    CHECK_EQ(nfd, 0);
+    CHECK_EQ(rd_ext(&e, g, rnd, PS, 0, 10, 0, &nfd), 10);
+    CHECK_EQ(nfd, 1);
     pc_file_unref(f);
     pc_file_unref(g);
     CHECK_EQ(fsck_problems(&e), 0);
@@ -478,16 +658,22 @@ static void *mix_thread(void *p)
             len = (size_t)((r >> 32) % cap) + 1;
         }
         size_t want = m->size - off < len ? m->size - off : len;
-        int n = (r & 7) == 0 ? page_cache_map(m->e->pc, m->f, off, len, ext, 8) : 0;
+        int n = (r & 7) == 0 ? page_cache_read_ext(m->e->pc, m->f, off, len,
+                                                    a->sequential ? 0 : PC_READ_RANDOM, ext, 8)
+                             : 0;
+        if (n < 0)
+            bad++;
         if (n > 0) {
             size_t got = 0;
             for (int k = 0; k < n; k++) {
-                if (pread(ext[k].fd, buf + got, ext[k].len, (off_t)ext[k].pos) !=
-                    (ssize_t)ext[k].len)
+                if (ext[k].fd < 0)
+                    memcpy(buf + got, ext[k].data, ext[k].len);
+                else if (pread(ext[k].fd, buf + got, ext[k].len, (off_t)ext[k].pos) !=
+                         (ssize_t)ext[k].len)
                     bad++;
                 got += ext[k].len;
-                close(ext[k].fd);
             }
+            page_cache_release_ext(ext, (size_t)n);
             if (got != want || memcmp(buf, m->data + off, want) != 0)
                 bad++;
             continue;
@@ -506,10 +692,11 @@ static void *mix_thread(void *p)
     return NULL;
 }
 
-static void test_stress_mixed(void)
+static void stress_mixed(enum page_cache_verify level)
 {
     struct cache_env e;
     cache_env_init(&e, "pp", PS, 6 * PS, 90, 60);
+    reopen_with(&e, level);
     struct mix m = {.e = &e};
     pthread_mutex_init(&m.lock, NULL);
     m.size = 10 * PS + 777;
@@ -538,6 +725,13 @@ static void test_stress_mixed(void)
     cache_env_fini(&e);
 }
 
+static void test_stress_mixed(void)
+{
+    stress_mixed(PC_VERIFY_FULL);
+    stress_mixed(PC_VERIFY_ONCE);
+    stress_mixed(PC_VERIFY_NONE);
+}
+
 int main(void)
 {
     RUN(test_random_reads_amplification);
@@ -545,7 +739,9 @@ int main(void)
     RUN(test_sequential_fills_runs);
     RUN(test_partial_pages_on_disk);
     RUN(test_partial_eviction);
-    RUN(test_map);
+    RUN(test_verify_full);
+    RUN(test_verify_once);
+    RUN(test_verify_none);
     RUN(test_compression);
     RUN(test_stress_mixed);
     return test_finish();

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/page_cache.h"
 #include "fuse/options.h"
 #include "testlib.h"
 
@@ -470,6 +471,27 @@ static void test_control_and_compress(void)
     EXPECT_EINVAL("invalid dir_prefetch '1025'", "s3://b", "/m", "-o", "dir_prefetch=1025");
 }
 
+static void test_verify_levels(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m"), 0);
+    CHECK_EQ(o.verify, PC_VERIFY_FULL);
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "verify=once"), 0);
+    CHECK_EQ(o.verify, PC_VERIFY_ONCE);
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "verify=none,verify=full"), 0);
+    CHECK_EQ(o.verify, PC_VERIFY_FULL);
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "verify=none"), 0);
+    CHECK_EQ(o.verify, PC_VERIFY_NONE);
+    pagefs_options_clear(&o);
+    EXPECT_EINVAL("invalid verify 'extend'", "s3://b", "/m", "-o", "verify=extend");
+    EXPECT_EINVAL("invalid verify 'FULL'", "s3://b", "/m", "-o", "verify=FULL");
+    EXPECT_EINVAL("'verify' needs a value", "s3://b", "/m", "-o", "verify");
+}
+
 static void test_error_is_one_line_without_secrets(void)
 {
     /* A bad value elsewhere must not echo other option values (e.g. an endpoint with
@@ -501,6 +523,7 @@ int main(void)
     RUN(test_einval_arguments);
     RUN(test_einval_options);
     RUN(test_control_and_compress);
+    RUN(test_verify_levels);
     RUN(test_error_is_one_line_without_secrets);
     return test_finish();
 }
