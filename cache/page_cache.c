@@ -127,6 +127,9 @@
 #define VM_SETS 8192u /* power of two */
 #define VM_WAYS 4
 #define FMAP_BUCKETS 16384u /* power of two */
+#define UNREAD_BUCKETS 4096u /* power of two */
+#define PC_FETCH_PREFETCH 0x100u /* get_range() flag: a prefetch, not a read (private) */
+#define UNREAD_PROTECT_MS (300u * 1000u) /* a prefetched page is kept unread at least this long */
 #define FMAP_MAX 32768u
 
 #ifndef NDEBUG
@@ -199,6 +202,18 @@ struct fent {
     char *version;
 };
 
+/* A page read-ahead or directory prefetch stored and nobody has read since: eviction takes
+ * it only when no other page is left, and prefetch may hold at most unread_cap bytes of them
+ * (see "Prefetch under cache pressure" above). */
+struct unread {
+    struct unread *hnext;       /* chain of pc->unread[] */
+    struct unread *older, *newer; /* age order */
+    int64_t file_id;
+    uint64_t idx;
+    uint64_t bytes; /* on disk */
+    uint64_t born_ms;
+};
+
 struct pc_file {
     atomic_uint refs;
     int64_t file_id;
@@ -246,8 +261,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                     "WHERE file_id = ?4 AND idx = ?5 AND blocks = ?6",
     [ST_PAGE_DEL] = "DELETE FROM pages WHERE file_id = ?1 AND idx = ?2",
     [ST_PAGE_TOUCH] = "UPDATE pages SET seq = ?1 WHERE file_id = ?2 AND idx = ?3",
-    [ST_LRU] = "SELECT p.file_id, p.idx, p.len, f.fhash FROM pages p "
-               "LEFT JOIN files f ON f.id = p.file_id ORDER BY p.seq LIMIT ?1",
+    [ST_LRU] = "SELECT p.file_id, p.idx, p.len, f.fhash, p.seq FROM pages p "
+               "LEFT JOIN files f ON f.id = p.file_id WHERE p.seq > ?2 ORDER BY p.seq LIMIT ?1",
     [ST_SUMS] = "SELECT count(*), coalesce(sum(len), 0), coalesce(max(seq), 0) FROM pages",
 };
 
@@ -281,6 +296,11 @@ struct page_cache {
     struct fent **fmap; /* FMAP_BUCKETS chains */
     size_t nfmap;
     size_t fmap_clock; /* next bucket to evict from when full */
+    struct unread **unread; /* UNREAD_BUCKETS chains: prefetched pages not read yet */
+    struct unread *unread_oldest, *unread_newest;
+    size_t nunread;
+    uint64_t unread_bytes;  /* sum of their bytes */
+    uint64_t pf_reserved;   /* bytes admitted for prefetches under way */
     struct page_cache_stats stats;
 };
 
@@ -622,6 +642,141 @@ static void vm_forget_file(struct page_cache *pc, int64_t file_id)
             pc->vmarks[i].state = VM_EMPTY;
 }
 
+/* ---- prefetched pages not read yet (under the lock) ---- */
+
+static size_t unread_bucket(int64_t file_id, uint64_t idx)
+{
+    uint64_t h = (uint64_t)file_id * 0x9e3779b97f4a7c15ull ^ (idx + 1) * 0xc2b2ae3d27d4eb4full;
+    return (size_t)((h ^ (h >> 29)) & (UNREAD_BUCKETS - 1));
+}
+
+static struct unread **unread_slot(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct unread **pp = &pc->unread[unread_bucket(file_id, idx)];
+    while (*pp && ((*pp)->file_id != file_id || (*pp)->idx != idx))
+        pp = &(*pp)->hnext;
+    return pp;
+}
+
+static void unread_unlink(struct page_cache *pc, struct unread **pp)
+{
+    struct unread *u = *pp;
+    *pp = u->hnext;
+    if (u->older)
+        u->older->newer = u->newer;
+    else
+        pc->unread_oldest = u->newer;
+    if (u->newer)
+        u->newer->older = u->older;
+    else
+        pc->unread_newest = u->older;
+    pc->nunread--;
+    pc->unread_bytes -= u->bytes;
+    free(u);
+}
+
+/* Page idx of f was read (or is gone): it is an ordinary page from now on. Returns 1 if it
+ * was a prefetched page not read yet. */
+static int unread_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    if (!pc->nunread)
+        return 0;
+    struct unread **pp = unread_slot(pc, file_id, idx);
+    if (!*pp)
+        return 0;
+    unread_unlink(pc, pp);
+    return 1;
+}
+
+static int unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    return pc->nunread && *unread_slot(pc, file_id, idx) != NULL;
+}
+
+static void unread_forget_file(struct page_cache *pc, int64_t file_id)
+{
+    for (struct unread *u = pc->unread_oldest, *next; u; u = next) {
+        next = u->newer;
+        if (u->file_id == file_id)
+            unread_forget(pc, file_id, u->idx);
+    }
+}
+
+/* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
+ * memory, it is an ordinary page. */
+static void unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes)
+{
+    struct unread **pp = unread_slot(pc, file_id, idx);
+    if (*pp) { /* a partial page filled in: it holds more now */
+        pc->unread_bytes += bytes - (*pp)->bytes;
+        (*pp)->bytes = bytes;
+        return;
+    }
+    struct unread *u = calloc(1, sizeof(*u));
+    if (!u)
+        return;
+    u->file_id = file_id;
+    u->idx = idx;
+    u->bytes = bytes;
+    u->born_ms = now_ms();
+    u->older = pc->unread_newest;
+    if (pc->unread_newest)
+        pc->unread_newest->newer = u;
+    else
+        pc->unread_oldest = u;
+    pc->unread_newest = u;
+    *pp = u;
+    pc->nunread++;
+    pc->unread_bytes += bytes;
+}
+
+/* Bytes of prefetched, not yet read pages the cache holds at most: half its low watermark,
+ * so what readers fetch themselves always has the other half to live in. */
+static uint64_t unread_cap(const struct page_cache *pc)
+{
+    return pc->low_bytes / 2;
+}
+
+/* Bytes a prefetch may still store now (0: none). When there is not enough room for `want`,
+ * pages prefetched more than UNREAD_PROTECT_MS ago and never read (lost bets) lose their
+ * protection first. */
+static uint64_t prefetch_room(struct page_cache *pc, uint64_t want)
+{
+    uint64_t cap = unread_cap(pc), now = now_ms();
+    while (pc->unread_oldest && pc->unread_bytes + pc->pf_reserved + want > cap &&
+           now - pc->unread_oldest->born_ms >= UNREAD_PROTECT_MS) {
+        pc->stats.prefetch_expired++;
+        unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
+    }
+    uint64_t used = pc->unread_bytes + pc->pf_reserved;
+    return used < cap ? cap - used : 0;
+}
+
+/* Admits a prefetch of up to `pages` pages from page idx of f: only as many as the cache can
+ * keep until they are read (prefetch_room). Reserves their bytes (until prefetch_done) and
+ * returns how many, or -ENOSPC when not even one fits (counted in prefetch_denied). */
+static int64_t prefetch_admit(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                              uint64_t pages, uint64_t *reserved)
+{
+    uint64_t want = 0, n = 0;
+    for (uint64_t i = 0; i < pages; i++)
+        want += page_len(pc, f, idx + i);
+    uint64_t room = prefetch_room(pc, want);
+    *reserved = 0;
+    while (n < pages && *reserved + page_len(pc, f, idx + n) <= room)
+        *reserved += page_len(pc, f, idx + n++);
+    pc->stats.prefetch_denied += pages - n;
+    if (n == 0)
+        return -ENOSPC;
+    pc->pf_reserved += *reserved;
+    return (int64_t)n;
+}
+
+static void prefetch_done(struct page_cache *pc, uint64_t bytes)
+{
+    pc->pf_reserved -= bytes;
+}
+
 /* ---- access order ---- */
 
 static int flush_touches(struct page_cache *pc)
@@ -693,6 +848,7 @@ static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, con
         return 0;
     int gone = sqlite3_changes(pc->db) > 0;
     vm_forget(pc, file_id, idx);
+    unread_forget(pc, file_id, idx);
     if (fhash) {
         page_path(pc, fhash, idx, path, sizeof(path), 0);
         unlink(path);
@@ -729,20 +885,27 @@ static uint64_t fs_free_bytes(const struct page_cache *pc)
     return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
 }
 
+/* Under the lock: least recently used pages are evicted in batches until usage is back at the
+ * low watermark (and free space above min_free). Prefetched pages nobody has read yet are
+ * skipped (a cursor on seq walks past them); only when every other page is gone are they
+ * taken too, oldest first (counted in prefetch_evicted_unread). */
 static void maybe_evict(struct page_cache *pc)
 {
     if (pc->stats.bytes_resident <= pc->high_bytes && fs_free_bytes(pc) >= pc->min_free)
         return;
     flush_touches(pc);
+    uint64_t after = 0;
+    int take_unread = 0;
     for (;;) {
         int done = pc->stats.bytes_resident <= pc->low_bytes && fs_free_bytes(pc) >= pc->min_free;
         if (done)
             break;
-        int removed = 0;
+        int removed = 0, skipped = 0;
         if (tx_begin(pc) < 0)
             break;
         sqlite3_stmt *s = stmt(pc, ST_LRU);
         sqlite3_bind_int(s, 1, EVICT_BATCH);
+        sqlite3_bind_int64(s, 2, (int64_t)after);
         /* Collect the batch first: deleting while stepping a SELECT on the same table is
          * allowed by sqlite, but keeping the two apart is clearer. */
         struct {
@@ -760,6 +923,7 @@ static void maybe_evict(struct page_cache *pc)
             batch[n].has_hash = h && strlen((const char *)h) == 32;
             if (batch[n].has_hash)
                 memcpy(batch[n].fhash, h, 33);
+            after = (uint64_t)sqlite3_column_int64(s, 4);
             n++;
         }
         sqlite3_reset(s);
@@ -767,9 +931,15 @@ static void maybe_evict(struct page_cache *pc)
             if (pc->stats.bytes_resident <= pc->low_bytes &&
                 fs_free_bytes(pc) >= pc->min_free)
                 break;
+            int unread = unread_has(pc, batch[i].file_id, batch[i].idx);
+            if (unread && !take_unread) {
+                skipped++;
+                continue;
+            }
             if (remove_page(pc, batch[i].file_id, batch[i].idx,
                             batch[i].has_hash ? batch[i].fhash : NULL, batch[i].len)) {
                 pc->stats.evictions++;
+                pc->stats.prefetch_evicted_unread += (uint64_t)unread;
                 removed++;
             }
         }
@@ -777,7 +947,14 @@ static void maybe_evict(struct page_cache *pc)
             recount(pc); /* rows whose files are gone are dropped when next read */
             break;
         }
-        if (removed == 0)
+        if (n == 0) {
+            if (take_unread || !pc->nunread)
+                break;
+            take_unread = 1; /* only unread prefetched pages are left: oldest first */
+            after = 0;
+            continue;
+        }
+        if (removed == 0 && skipped == 0)
             break;
     }
     PC_CHECK_INVARIANTS(pc);
@@ -1008,7 +1185,7 @@ out_unlink:
  * removes what was written and counts a write error. */
 static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
                        size_t plen, uint32_t m, const uint64_t *sums, uint32_t flags,
-                       uint64_t stored, const char *tmp)
+                       uint64_t stored, const char *tmp, int prefetch)
 {
     char path[4096];
     unsigned char blob[CACHE_MAX_BLOCKS * 8];
@@ -1047,6 +1224,8 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
     }
     pc->stats.pages_resident++;
     pc->stats.bytes_resident += stored;
+    if (prefetch)
+        unread_add(pc, f->file_id, idx, stored);
     if (flags == 0 && m == full_mask(pc, plen) && pc->verify == PC_VERIFY_ONCE)
         vm_put_written(pc, f->file_id, idx, stored, m, sums, nb);
     if (flags & CACHE_PAGE_ZSTD) {
@@ -1060,9 +1239,10 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
  * Stores blocks [lo, hi] (held by pb) of page pb->idx of f, those the page does not have yet.
  * Called without the lock by the owner of the page's inflight entry, the only writer of the
  * page meanwhile (eviction may still delete it: the guarded update then changes nothing).
+ * With prefetch, the page is kept as not read yet (unread_add).
  */
 static void store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *pb,
-                       unsigned lo, unsigned hi)
+                       unsigned lo, unsigned hi, int prefetch)
 {
     size_t plen = pb->plen;
     uint32_t have = span_mask(lo, hi);
@@ -1101,7 +1281,7 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
         if (rc < 0)
             write_failed(pc, rc);
         else
-            commit_new(pc, f, pb->idx, plen, have, sums, flags, stored, tmp);
+            commit_new(pc, f, pb->idx, plen, have, sums, flags, stored, tmp, prefetch);
         pthread_mutex_unlock(&pc->lock);
         return;
     }
@@ -1146,6 +1326,8 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
         pc->stats.write_errors++;
     } else if (sqlite3_changes(pc->db) > 0) {
         pc->stats.bytes_resident += added;
+        if (prefetch)
+            unread_add(pc, f->file_id, pb->idx, r.len + added);
         maybe_evict(pc);
     }
 out_unlock:
@@ -1153,10 +1335,11 @@ out_unlock:
 }
 
 /* Stores every block pb holds (see store_span). */
-static void store_page(struct page_cache *pc, struct pc_file *f, const struct pbuf *pb)
+static void store_page(struct page_cache *pc, struct pc_file *f, const struct pbuf *pb,
+                       int prefetch)
 {
     store_span(pc, f, pb, (unsigned)(pb->off / pc->block_size),
-               (unsigned)((pb->off + pb->len - 1) / pc->block_size));
+               (unsigned)((pb->off + pb->len - 1) / pc->block_size), prefetch);
 }
 
 static struct inflight *inflight_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
@@ -1201,7 +1384,7 @@ static void inflight_publish(struct page_cache *pc, struct inflight *in, int err
  * with one read_range, stores them, and publishes the result to waiters. Returns with the
  * lock held. */
 static int fetch_blocks(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t plen,
-                        uint32_t m, struct pbuf **out)
+                        uint32_t m, int prefetch, struct pbuf **out)
 {
     struct inflight *in = calloc(1, sizeof(*in));
     struct pbuf *pb = NULL;
@@ -1238,13 +1421,14 @@ static int fetch_blocks(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         rc = -EIO; /* the object is shorter than its recorded size: never cache that */
         goto out_lock;
     }
-    store_page(pc, f, pb);
+    store_page(pc, f, pb, prefetch);
 
 out_lock:
     pthread_mutex_lock(&pc->lock);
     if (rc == 0) {
         pc->stats.bytes_fetched += end - off;
-        hot_insert(pc, pb); /* whole pages only; the row has the newest seq: no touch */
+        if (!prefetch)
+            hot_insert(pc, pb); /* whole pages only; the row has the newest seq: no touch */
     }
     inflight_publish(pc, in, rc, pb);
     if (rc < 0) {
@@ -1264,6 +1448,7 @@ static int get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, siz
     uint32_t need = range_mask(pc, in_page, in_page + n);
     uint32_t full = full_mask(pc, plen);
     int random = (flags & PC_READ_RANDOM) != 0;
+    int prefetch = (flags & PC_FETCH_PREFETCH) != 0;
     int rc = 0, retries = 0;
     struct pbuf *pb;
     *out = NULL;
@@ -1332,8 +1517,11 @@ retry:
             pthread_cond_wait(&pc->fetch_done, &pc->lock);
         rc = in->err;
         int covers = rc == 0 && in->pb && pbuf_covers(in->pb, in_page, n);
-        if (covers)
+        if (covers) {
             *out = pbuf_ref(in->pb);
+            if (!prefetch)
+                unread_forget(pc, f->file_id, idx); /* a prefetched page, read now */
+        }
         if (--in->waiters == 0)
             inflight_free(in);
         if (rc == 0 && !covers)
@@ -1361,7 +1549,7 @@ retry:
             b++;
         m = span_mask(a, b);
     }
-    rc = fetch_blocks(pc, f, idx, plen, m, out);
+    rc = fetch_blocks(pc, f, idx, plen, m, prefetch, out);
     if (rc == 0 && !pbuf_covers(*out, in_page, n)) {
         pbuf_unref(*out);
         *out = NULL;
@@ -1373,6 +1561,8 @@ out_hit:
     pc->stats.hits++;
     pc->stats.bytes_hit += n;
     touch(pc, f->file_id, idx);
+    if (!prefetch)
+        unread_forget(pc, f->file_id, idx);
     *out = pb;
 out_unlock:
     pthread_mutex_unlock(&pc->lock);
@@ -1444,7 +1634,7 @@ static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx,
         else if ((size_t)got != end - off)
             rc = -EIO;
         if (rc == 0) {
-            store_span(pc, f, pb, a, b);
+            store_span(pc, f, pb, a, b, 1);
             fetched += end - off;
         }
     }
@@ -1525,7 +1715,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
                 memcpy(pb->data, buf + poff, plen);
         }
         if (pb)
-            store_page(pc, f, pb);
+            store_page(pc, f, pb, 1);
         else
             err = -ENOMEM;
         pthread_mutex_lock(&pc->lock);
@@ -1565,7 +1755,7 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     int fetched = 0, rc = 0;
 
     pthread_mutex_lock(&pc->lock);
-    uint64_t i = idx;
+    uint64_t i = idx, reserved;
     while (i < last) {
         uint32_t have = 0;
         int known = page_known(pc, f, i, &have);
@@ -1573,22 +1763,26 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
             i++;
             continue;
         }
-        if (known < 0) {
-            rc = prefetch_fill(pc, f, i, have);
-            if (rc < 0)
-                break;
-            fetched++;
-            i++;
-            continue;
-        }
         uint64_t j = i + 1;
-        while (j < last && page_known(pc, f, j, &have) == 0)
+        while (known == 0 && j < last && page_known(pc, f, j, &have) == 0)
             j++;
-        rc = prefetch_run(pc, f, i, (size_t)(j - i));
+        /* Only what the cache can keep until it is read (a run may shrink). */
+        int64_t n = prefetch_admit(pc, f, i, j - i, &reserved);
+        if (n < 0) {
+            rc = fetched ? 0 : (int)n;
+            break;
+        }
+        if (known < 0)
+            rc = prefetch_fill(pc, f, i, have);
+        else
+            rc = prefetch_run(pc, f, i, (size_t)n);
+        prefetch_done(pc, reserved);
         if (rc < 0)
             break;
-        fetched += (int)(j - i);
-        i = j;
+        fetched += (int)n;
+        i += (uint64_t)n;
+        if (i < j)
+            break; /* the run was cut short: no room for the rest */
     }
     pthread_mutex_unlock(&pc->lock);
     return rc < 0 ? rc : fetched;
@@ -1612,13 +1806,26 @@ int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t
         size_t plen = page_len(pc, f, idx);
         size_t n = plen - in_page < len - done ? plen - in_page : len - done;
         uint32_t have = 0;
+        uint32_t need = range_mask(pc, in_page, in_page + n);
+        uint64_t bytes = mask_bytes(pc, plen, need);
         pthread_mutex_lock(&pc->lock);
         int known = page_known(pc, f, idx, &have);
+        int want = known == 0 || (known < 0 && (have & need) != need);
+        /* Only what the cache can keep until it is read. */
+        int admitted = want && prefetch_room(pc, bytes) >= bytes;
+        if (want && !admitted)
+            pc->stats.prefetch_denied++;
+        if (admitted)
+            pc->pf_reserved += bytes;
         pthread_mutex_unlock(&pc->lock);
-        uint32_t need = range_mask(pc, in_page, in_page + n);
-        if (known == 0 || (known < 0 && (have & need) != need)) {
+        if (want && !admitted)
+            return fetched ? fetched : -ENOSPC;
+        if (admitted) {
             struct pbuf *pb = NULL;
-            int rc = get_range(pc, f, idx, in_page, n, PC_READ_RANDOM, &pb);
+            int rc = get_range(pc, f, idx, in_page, n, PC_READ_RANDOM | PC_FETCH_PREFETCH, &pb);
+            pthread_mutex_lock(&pc->lock);
+            prefetch_done(pc, bytes);
+            pthread_mutex_unlock(&pc->lock);
             if (rc < 0)
                 return rc;
             pbuf_unref(pb);
@@ -1696,6 +1903,7 @@ static int map_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
         goto out_unlock; /* the read path finds it missing and refetches */
     *ext = (struct pc_extent){.fd = fd, .pos = a, .len = n};
     touch(pc, f->file_id, idx);
+    unread_forget(pc, f->file_id, idx);
     pc->stats.hits++;
     pc->stats.fd_hits++;
     pc->stats.bytes_hit += n;
@@ -1902,6 +2110,7 @@ static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
         return -EIO;
     hot_drop_file(pc, file_id);
     vm_forget_file(pc, file_id);
+    unread_forget_file(pc, file_id);
     return 0;
 }
 
@@ -2123,6 +2332,7 @@ int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages
     free(idxs);
     hot_drop_file(pc, id);
     vm_forget_file(pc, id);
+    unread_forget_file(pc, id);
     pc->stats.pages_resident -= n;
     pc->stats.bytes_resident -= b;
     pc->stats.evictions += n;
@@ -2165,6 +2375,11 @@ uint64_t pc_file_size(const struct pc_file *f)
     return f->size;
 }
 
+const char *pc_file_key(const struct pc_file *f)
+{
+    return f->key;
+}
+
 int64_t pc_file_id(const struct pc_file *f)
 {
     return f->file_id;
@@ -2184,7 +2399,17 @@ void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
 {
     pthread_mutex_lock(&pc->lock);
     *out = pc->stats;
+    out->unread_pages = pc->nunread;
+    out->unread_bytes = pc->unread_bytes;
     pthread_mutex_unlock(&pc->lock);
+}
+
+uint64_t page_cache_prefetch_room(struct page_cache *pc)
+{
+    pthread_mutex_lock(&pc->lock);
+    uint64_t room = prefetch_room(pc, 0);
+    pthread_mutex_unlock(&pc->lock);
+    return room;
 }
 
 int page_cache_flush(struct page_cache *pc)
@@ -2276,7 +2501,8 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->dir = strdup(conf->dir);
     pc->vmarks = calloc((size_t)VM_SETS * VM_WAYS, sizeof(*pc->vmarks));
     pc->fmap = calloc(FMAP_BUCKETS, sizeof(*pc->fmap));
-    if (!pc->dir || !pc->vmarks || !pc->fmap) {
+    pc->unread = calloc(UNREAD_BUCKETS, sizeof(*pc->unread));
+    if (!pc->dir || !pc->vmarks || !pc->fmap || !pc->unread) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto out_free;
@@ -2329,6 +2555,7 @@ out_stmts:
         sqlite3_finalize(pc->st[i]);
     cache_db_close(pc->db);
 out_free:
+    free(pc->unread);
     free(pc->fmap);
     free(pc->vmarks);
     free(pc->dir);
@@ -2347,12 +2574,15 @@ void page_cache_destroy(struct page_cache *pc)
         pbuf_unref(pc->hot[i]);
     pc->nhot = 0;
     fmap_clear(pc);
+    while (pc->unread_oldest)
+        unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
     pthread_mutex_unlock(&pc->lock);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(pc->st[i]);
     cache_db_close(pc->db);
     pthread_cond_destroy(&pc->fetch_done);
     pthread_mutex_destroy(&pc->lock);
+    free(pc->unread);
     free(pc->fmap);
     free(pc->vmarks);
     free(pc->dir);

@@ -76,6 +76,13 @@ struct page_cache_stats {
     uint64_t fd_hits;            /* pages handed out as file ranges (zero-copy) */
     uint64_t verified;           /* whole pages verified and marked (verify=once) */
     uint64_t bytes_verified;     /* bytes read back from page files and hashed */
+    uint64_t prefetch_denied;    /* pages not prefetched: the cache could not keep them until
+                                    read (prefetched, not yet read pages at their cap) */
+    uint64_t prefetch_expired;   /* prefetched pages unread for UNREAD_PROTECT_MS that lost
+                                    their protection to make room for new prefetches */
+    uint64_t prefetch_evicted_unread; /* prefetched pages evicted before anyone read them */
+    uint64_t unread_pages;       /* prefetched pages not read yet, now (a gauge) */
+    uint64_t unread_bytes;       /* their bytes on disk, now */
     uint64_t compressed;         /* pages stored compressed */
     uint64_t compress_saved;     /* bytes those pages saved on disk when they were stored */
 };
@@ -97,6 +104,8 @@ int page_cache_open(struct page_cache *pc, const char *key, const char *version,
 struct pc_file *pc_file_ref(struct pc_file *f);
 void pc_file_unref(struct pc_file *f);
 uint64_t pc_file_size(const struct pc_file *f);
+/* The key f was opened with (valid while the reference is held). */
+const char *pc_file_key(const struct pc_file *f);
 /* The identity of the object version f is open on: equal for every open of the same
  * (key, version) while the cache knows it. */
 int64_t pc_file_id(const struct pc_file *f);
@@ -138,6 +147,15 @@ int page_cache_read_ext(struct page_cache *pc, struct pc_file *f, uint64_t off, 
 /* Closes the file extents and drops the memory extents' buffers of a read_ext result. */
 void page_cache_release_ext(struct pc_extent *ext, size_t n);
 
+/* Prefetch under cache pressure. Pages that read-ahead or directory prefetch stored and nobody
+ * has read yet are kept until they are read: eviction takes every other page first. They may
+ * hold at most half of the low watermark; a prefetch (page_cache_prefetch, _range) fetches
+ * only what fits in that (a run shrinks, or nothing is fetched: -ENOSPC, prefetch_denied), so
+ * prefetch never fetches what the cache cannot keep until it is read. A prefetched page that
+ * stayed unread for 5 minutes gives its room to a new prefetch that needs it (a lost bet).
+ * Bytes a prefetch could store now (0: none). */
+uint64_t page_cache_prefetch_room(struct page_cache *pc);
+
 /* Makes pages [idx, idx + count) of f resident (clipped to the object), for read-ahead.
  * Pages that are resident or being fetched are skipped; each run of contiguous missing pages
  * is fetched with ONE read_range and split into pages. Goes through the same single-flight
@@ -145,7 +163,8 @@ void page_cache_release_ext(struct pc_extent *ext, size_t n);
  * for this fetch instead of fetching it again, and if this fetch fails the reader fetches
  * the page itself (a reader never fails because of a prefetch). Prefetched pages are stored
  * but not put in the small in-memory hot set. Returns the number of pages fetched, or
- * -errno if a fetch failed (pages fetched before the failure stay resident). */
+ * -errno if a fetch failed (pages fetched before the failure stay resident), -ENOSPC when the
+ * cache had no room to keep any of them until read (see above). */
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count);
 
 /* Makes the bytes [off, off + len) of f resident (clipped to the object), fetching only the

@@ -123,6 +123,7 @@ struct pf_req {
  * while queued or running, so that an object is never queued twice at once. */
 struct pf_obj {
     struct pf_obj *next; /* in its `objs` chain */
+    atomic_int opened;   /* a handle opened the object before its turn: not fetched */
     uint64_t hash;
     char *key;
     char *version;
@@ -419,6 +420,10 @@ static void fetch_work(uv_work_t *w)
                            : page_cache_prefetch(r->pf->pc, r->f, r->idx, r->count);
         return;
     }
+    if (atomic_load(&r->obj->opened)) {
+        r->result = -ECANCELED; /* its reader fetches it, or has already */
+        return;
+    }
     struct pc_file *f = NULL;
     r->result = page_cache_open(r->pf->pc, r->obj->key, r->obj->version, r->obj->size,
                                 r->obj->mtime_ns, &f, NULL);
@@ -447,6 +452,8 @@ static void after_fetch(uv_work_t *w, int status)
     }
     if (status < 0 || r->result == -ECANCELED) {
         pf->stats.dropped += r->count;
+    } else if (r->result == -ENOSPC) {
+        pf->stats.denied += r->count; /* the cache could not keep them until read */
     } else if (r->result < 0) {
         pf->stats.errors++;
     } else {
@@ -666,16 +673,30 @@ int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stre
     }
     st->pf = pf;
     st->f = pc_file_ref(f);
+    /* A directory prefetch of this object still queued is not needed any more: the handle's
+     * reads fetch it (and a queued fetch that ran after the reads could fetch it again once
+     * evicted). */
+    const char *key = pc_file_key(f);
+    uint64_t kh = XXH3_64bits(key, strlen(key));
+    pthread_mutex_lock(&pf->lock);
+    struct pf_obj *queued = obj_find(pf, key, kh);
+    if (queued)
+        atomic_store(&queued->opened, 1);
+    pthread_mutex_unlock(&pf->lock);
     if (size > 0 && size <= pf->small_object) {
-        /* A resident object costs nothing more: no request, no wake-up of the loop. */
+        /* A resident object costs nothing more: no request, no wake-up of the loop. Nor one
+         * the cache has no room to keep until read: the reader fetches it itself. */
         int resident = page_cache_resident(pf->pc, f) == 1;
+        int room = resident || page_cache_prefetch_room(pf->pc) >= size;
         pthread_mutex_lock(&pf->lock);
         if (resident)
             pf->stats.small_resident++;
-        else
+        else if (room)
             pf->stats.small_objects++;
+        else
+            pf->stats.denied += (size + pf->page_size - 1) / pf->page_size;
         pthread_mutex_unlock(&pf->lock);
-        if (!resident) {
+        if (!resident && room) {
             struct pf_batch b = {
                 .run = FILE_GEN,
                 .gen = atomic_load(&st->pfile->gen[FILE_GEN]),

@@ -61,6 +61,8 @@ struct prefetch_stats {
     uint64_t used;          /* pages the prefetcher fetched that a handle read afterwards */
     uint64_t dropped;       /* pages dropped: run jumped or recycled, queue full, stop */
     uint64_t errors;        /* prefetch fetches that failed */
+    uint64_t denied;        /* pages not prefetched: the cache could not keep them until read
+                               (page_cache_prefetch_room) */
     uint64_t small_objects; /* objects queued whole at open */
     uint64_t small_resident; /* small objects opened already resident (nothing queued) */
     uint64_t objects_queued; /* whole objects queued by name (prefetch_object) */

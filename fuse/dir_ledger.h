@@ -14,7 +14,8 @@
  * the least recently used of a set recycled; ImageNet's 1000 class directories fit), with at
  * most DIR_LEDGER_KEYS outstanding files each; a recycled directory starts afresh, so the
  * bound holds for each life of a directory's entry. Keys are tracked by 64-bit hash (a
- * collision only misplaces one file's budget). Memory: about 2 KiB per directory in use.
+ * collision only misplaces one file's budget). Memory: about 2 KiB per directory in use, plus
+ * 16 bytes per file opened in its current sweep.
  * Thread-safe.
  */
 #ifndef PAGEFS_FUSE_DIR_LEDGER_H
@@ -25,6 +26,7 @@
 #define DIR_LEDGER_DIRS 1024
 #define DIR_LEDGER_WAYS 4
 #define DIR_LEDGER_KEYS 256
+#define DIR_LEDGER_SEEN_MAX 65536 /* files remembered as opened in one sweep of a directory */
 
 struct dir_ledger;
 
@@ -43,8 +45,9 @@ void dir_ledger_destroy(struct dir_ledger *dl);
  * `dir` may be prefetched now (0: none). */
 unsigned dir_ledger_open(struct dir_ledger *dl, const char *dir, const char *key);
 
-/* Records `key` of `dir` as prefetched: 1 if recorded, 0 if it is outstanding already
- * (nothing to do), -ENOSPC if the directory's budget is spent. */
+/* Records `key` of `dir` as prefetched: 1 if recorded, 0 if it is outstanding already or was
+ * opened in the directory's current sweep (nothing to do: a sweep reads each file once; a
+ * file opened a second time starts a new sweep), -ENOSPC if the directory's budget is spent. */
 int dir_ledger_take(struct dir_ledger *dl, const char *dir, const char *key);
 
 /* A recorded prefetch that was not made after all: its budget comes back. */

@@ -22,7 +22,8 @@
  *    small objects that follow it in its directory's cached listing (name order, at most N
  *    ahead) and are not resident yet, after the open is replied, within the directory's
  *    budget (fuse/dir_ledger.h): files prefetched and not opened since never outnumber the
- *    files opened in that directory.
+ *    files opened in that directory; and only while the page cache has room to keep them
+ *    until they are read (page_cache_prefetch_room).
  *  - Store errors the retries could not overcome (timeouts, refused or reset connections)
  *    reach the application as EIO from every operation (store_errno()); ESTALE, ENOENT and
  *    EACCES pass unchanged.
@@ -405,6 +406,11 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
     KV("evictions", ps.evictions);
     KV("corrupt", ps.corrupt);
     KV("write_errors", ps.write_errors);
+    KV("cache_prefetch_denied", ps.prefetch_denied);
+    KV("prefetch_expired", ps.prefetch_expired);
+    KV("prefetch_evicted_unread", ps.prefetch_evicted_unread);
+    KV("unread_pages", ps.unread_pages);
+    KV("unread_bytes", ps.unread_bytes);
     KV("singleflight_waits", ps.singleflight_waits);
     KV("prefetch_fetched", ps.prefetch_fetched);
     KV("prefetch_waits", ps.prefetch_waits);
@@ -445,6 +451,7 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
         KV("prefetch_used", pfs.used);
         KV("prefetch_dropped", pfs.dropped);
         KV("prefetch_errors", pfs.errors);
+        KV("prefetch_denied", pfs.denied);
         KV("prefetch_small_objects", pfs.small_objects);
         KV("prefetch_small_resident", pfs.small_resident);
         KV("prefetch_objects_queued", pfs.objects_queued);
@@ -821,6 +828,8 @@ static void dir_prefetch(struct pagefs_fs *fs, fuse_ino_t ino)
         const char *version = me->version ? me->version : "";
         if (page_cache_key_resident(fs->pc, key, version, me->size) == 1)
             continue; /* resident already: costs nothing */
+        if (page_cache_prefetch_room(fs->pc) < me->size)
+            break; /* the cache could not keep it until it is read */
         int taken = dir_ledger_take(fs->ledger, dir, key);
         if (taken == -ENOSPC)
             break;

@@ -296,6 +296,56 @@ static void test_eviction_bounds_capacity(void)
     cache_env_fini(&e);
 }
 
+/* Prefetch under cache pressure: prefetched pages nobody has read are evicted last, and a
+ * prefetch fetches only what the cache can keep until it is read (half the low watermark):
+ * a run shrinks, then nothing is fetched (-ENOSPC, prefetch_denied). Reading a prefetched
+ * page makes it an ordinary page and gives its room back. */
+static void test_prefetch_kept_until_read(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 20 * PS, 100, 50); /* low watermark 10 pages: room for 5 */
+    size_t asize = 8 * PS, bsize = 40 * PS;
+    unsigned char *a = cache_env_make_source(&e, "a.bin", asize, 5);
+    unsigned char *b = cache_env_make_source(&e, "b.bin", bsize, 6);
+    struct pc_file *fa = cache_env_open_key(&e, "a.bin", NULL);
+    struct pc_file *fb = cache_env_open_key(&e, "b.bin", NULL);
+    CHECK_EQ(page_cache_prefetch_room(e.pc), 5 * PS);
+    CHECK_EQ(page_cache_prefetch(e.pc, fa, 0, 8), 5);
+    CHECK_EQ(page_cache_prefetch_room(e.pc), 0);
+    CHECK_EQ(page_cache_prefetch(e.pc, fa, 5, 3), -ENOSPC);
+    CHECK_EQ(page_cache_prefetch_range(e.pc, fa, 6 * PS + 10, 100), -ENOSPC);
+    struct page_cache_stats s = cache_env_stats(&e);
+    CHECK_EQ(s.prefetch_denied, 3 + 3 + 1);
+    CHECK_EQ(s.unread_pages, 5);
+    CHECK_EQ(s.unread_bytes, 5 * PS);
+    /* A reader streams 40 pages through a 20-page cache: the 5 unread pages stay. */
+    for (size_t off = 0; off < bsize; off += PS)
+        CHECK_EQ(read_check(&e, fb, b, bsize, off, PS), (ssize_t)PS);
+    s = cache_env_stats(&e);
+    CHECK(s.evictions >= 20);
+    CHECK_EQ(s.prefetch_evicted_unread, 0);
+    uint64_t calls = cache_env_read_calls(&e);
+    CHECK_EQ(read_check(&e, fa, a, asize, 0, 5 * PS), (ssize_t)(5 * PS));
+    CHECK_EQ(cache_env_read_calls(&e), calls); /* all five were still there */
+    s = cache_env_stats(&e);
+    CHECK_EQ(s.unread_pages, 0);
+    CHECK_EQ(page_cache_prefetch_room(e.pc), 5 * PS);
+    CHECK_EQ(page_cache_prefetch(e.pc, fa, 5, 3), 3);
+    uint64_t pages = 0;
+    CHECK_EQ(page_cache_evict_key(e.pc, "a.bin", &pages, NULL), 0);
+    CHECK_EQ(cache_env_stats(&e).unread_pages, 0);
+    pc_file_unref(fb);
+    pc_file_unref(fa);
+    page_cache_destroy(e.pc);
+    e.pc = NULL;
+    e.conf.capacity = 2 * PS;
+    CHECK_EQ(cache_env_open_cache(&e), 0); /* a restart forgets what was unread */
+    CHECK(cache_env_stats(&e).bytes_resident <= 2 * PS);
+    free(a);
+    free(b);
+    cache_env_fini(&e);
+}
+
 static void test_min_free_evicts(void)
 {
     struct cache_env e;
@@ -805,6 +855,7 @@ int main(void)
     RUN(test_warm_reads_make_no_calls);
     RUN(test_lru_order_survives_restart);
     RUN(test_eviction_bounds_capacity);
+    RUN(test_prefetch_kept_until_read);
     RUN(test_min_free_evicts);
     RUN(test_damaged_pages_are_refetched);
     RUN(test_version_change_drops_pages);

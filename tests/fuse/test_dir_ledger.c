@@ -2,8 +2,8 @@
  * test_dir_ledger.c - unit tests of the directory prefetch budget (fuse/dir_ledger.c):
  * the budget grows with opens and comes back when a prefetched file is opened, a reader that
  * never opens what was prefetched gets at most one extra file per file it opens, duplicates
- * and give-backs, the per-directory cap, directories recycled least recently used first, and
- * a multithreaded run that keeps the bound.
+ * and give-backs, the per-directory cap, directories recycled least recently used first, a
+ * multithreaded run that keeps the bound, and a sweep that never prefetches what it read.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -183,6 +183,36 @@ static void test_threads_keep_the_bound(void)
     dir_ledger_destroy(shared);
 }
 
+/* A file opened in the directory's current sweep is never prefetched again in it (under cache
+ * pressure it may be gone already: fetching it again would fetch it twice in one epoch); a
+ * file opened a second time starts a new sweep. */
+static void test_sweep_never_prefetches_what_it_read(void)
+{
+    struct dir_ledger *dl;
+    CHECK_EQ(dir_ledger_create(&dl), 0);
+    const char *dir = "train/c0002/";
+    char k[64];
+    for (int i = 0; i < 200; i++) { /* a shuffled sweep: every other file, then the rest */
+        key_of(k, sizeof(k), dir, (i * 2) % 200 + (i >= 100));
+        dir_ledger_open(dl, dir, k);
+        for (int j = 0; j <= i; j++) {
+            char r[64];
+            key_of(r, sizeof(r), dir, (j * 2) % 200 + (j >= 100));
+            CHECK_EQ(dir_ledger_take(dl, dir, r), 0); /* read in this sweep */
+        }
+    }
+    key_of(k, sizeof(k), dir, 0);
+    dir_ledger_open(dl, dir, k); /* f0 again: the next sweep */
+    key_of(k, sizeof(k), dir, 5);
+    CHECK_EQ(dir_ledger_take(dl, dir, k), 1);
+    key_of(k, sizeof(k), dir, 0);
+    CHECK_EQ(dir_ledger_take(dl, dir, k), 0);
+    struct dir_ledger_stats s;
+    dir_ledger_get_stats(dl, &s);
+    CHECK_EQ(s.taken, 1);
+    dir_ledger_destroy(dl);
+}
+
 int main(void)
 {
     RUN(test_budget_ramps_with_a_sweep);
@@ -190,5 +220,6 @@ int main(void)
     RUN(test_cap_per_directory);
     RUN(test_directories_recycled_lru);
     RUN(test_threads_keep_the_bound);
+    RUN(test_sweep_never_prefetches_what_it_read);
     return test_finish();
 }
