@@ -3,7 +3,8 @@
 scripts/install-deps.sh (no flags: the build set) ran - as the README promises a newcomer.
 
 The restricted PATH is derived, not hand-listed: the packages `debootstrap --variant=minbase`
-installs (Essential: yes or Priority: required, plus apt) and the build set parsed from
+installs (Essential: yes or Priority: required - the archive's priority where apt knows it -
+plus apt) and the build set parsed from
 scripts/install-deps.sh, closed over Depends and Pre-Depends (not Recommends: install-deps.sh
 uses --no-install-recommends) as installed on this machine. Each command those packages ship in
 /usr/sbin, /usr/bin, /sbin or /bin - directly, or as an /etc/alternatives link whose target is
@@ -68,6 +69,21 @@ def installed_packages():
         p["deps"] += [g for g in (depends + ", " + predepends).split(",") if g.strip()]
         p["provides"] += [bare(x) for x in provides.split(",") if x.strip()]
     return pkgs
+
+
+def archive_priorities(names):
+    """{name: Priority} as Debian's archive states it (debootstrap goes by that; a package's own
+    control field, which dpkg keeps, can differ: sensible-utils says required, the archive
+    important). Empty when apt has no package lists here."""
+    r = subprocess.run(["apt-cache", "show", "--no-all-versions"] + sorted(names),
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    prio, name = {}, None
+    for line in r.stdout.splitlines():
+        if line.startswith("Package: "):
+            name = line.split(None, 1)[1]
+        elif line.startswith("Priority: ") and name:
+            prio[name] = line.split(None, 1)[1]
+    return prio
 
 
 def bare(relation):
@@ -136,6 +152,8 @@ def fresh_machine_path(dest):
         raise AssertionError("build set not installed here: %s (run scripts/install-deps.sh)"
                              % " ".join(missing))
     base = [n for n, p in pkgs.items() if p["essential"] or p["priority"] == "required"]
+    archive = archive_priorities(base)
+    base = [n for n in base if pkgs[n]["essential"] or archive.get(n, "required") == "required"]
     if "apt" in pkgs:
         base.append("apt")
     names = closure(base + build_set, pkgs)
