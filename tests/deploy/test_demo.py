@@ -4,13 +4,15 @@ scripts/install-deps.sh (no flags: the build set) ran - as the README promises a
 
 The restricted PATH is derived, not hand-listed: the packages `debootstrap --variant=minbase`
 installs (Essential: yes or Priority: required - the archive's priority where apt knows it -
-plus apt) and the build set parsed from
-scripts/install-deps.sh, closed over Depends and Pre-Depends (not Recommends: install-deps.sh
-uses --no-install-recommends) as installed on this machine. Each command those packages ship in
-/usr/sbin, /usr/bin, /sbin or /bin - directly, or as an /etc/alternatives link whose target is
-theirs - gets a symlink in one directory, and the demo runs with PATH set to that directory
-alone and a minimal environment. A command of the test set (getfattr from attr, aws from
-awscli, ...) is then "command not found", so a demo that calls one fails here.
+plus apt) and the build set parsed from scripts/install-deps.sh, closed over Depends and
+Pre-Depends (not Recommends: install-deps.sh uses --no-install-recommends) as installed on this
+machine. Each command those packages ship in /usr/sbin, /usr/bin, /sbin or /bin - directly, or
+as an /etc/alternatives link to one of theirs (the one of highest priority where this machine
+chose another package's) - gets a symlink in one directory, and the demo runs with PATH set to
+that directory alone and a minimal environment. A command of the test set (getfattr from attr,
+aws from awscli, ...) is then "command not found", so a demo that calls one fails here.
+Checked by hand against a real `debootstrap --variant=minbase bookworm` root after the demo ran
+in it: the same 207 packages and the same commands.
 
 The demo builds in and runs pagefs from this suite's build directory (PAGEFS_BUILD_DIR), which
 it does not reconfigure (it has a CMakeCache.txt) and where `cmake --build --target pagefs`
@@ -142,6 +144,23 @@ def alternatives_target(path):
     return os.path.realpath(p) if via_alternatives else None
 
 
+def best_allowed_alternative(name, allowed_real):
+    """For an alternatives link whose current choice is not allowed: the allowed alternative
+    of highest priority (what a machine without the current choice would use), else None."""
+    r = subprocess.run(["update-alternatives", "--query", name], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    best, best_prio, cur = None, None, None
+    for line in r.stdout.splitlines():
+        key, _, value = line.partition(": ")
+        if key == "Alternative":
+            cur = value
+        elif key == "Priority" and cur is not None:
+            if os.path.realpath(cur) in allowed_real and (best is None or int(value) > best_prio):
+                best, best_prio = cur, int(value)
+            cur = None
+    return best
+
+
 def fresh_machine_path(dest):
     """Fills dest with symlinks to the commands of a fresh minbase machine plus the build set.
     Returns (the packages, the build set, the command names)."""
@@ -168,8 +187,13 @@ def fresh_machine_path(dest):
             if entry in linked or not os.access(path, os.X_OK) or os.path.isdir(path):
                 continue
             alt = alternatives_target(path)
+            target = None
             if path in allowed or (alt is not None and alt in allowed_real):
-                os.symlink(path, os.path.join(dest, entry))
+                target = path
+            elif alt is not None:
+                target = best_allowed_alternative(entry, allowed_real)
+            if target:
+                os.symlink(target, os.path.join(dest, entry))
                 linked.add(entry)
     return names, build_set, linked
 
