@@ -241,29 +241,32 @@ class DemoTest(unittest.TestCase):
                             "demo.sh runs $PAGEFS_BUILD_DIR/pagefs, not %s" % pagefs)
         demo = os.path.join(deploylib.source_dir(), "scripts", "demo.sh")
         r = self.run_in_fresh_path([demo], timeout=600)
-        out = r.stdout
-        self.assertEqual(r.returncode, 0, out)
-        self.assertTrue(out.rstrip().endswith("demo: OK"), out)
-        self.assertNotIn("command not found", out)
+        check_demo_output(self, r.returncode, r.stdout,
+                          os.path.join(deploylib.source_dir(), "sample", "imagenet-mini"))
 
-        sample = os.path.join(deploylib.source_dir(), "sample", "imagenet-mini")
-        files = total = 0
-        for top, _, names in os.walk(sample):
-            for n in names:
-                files += 1
-                total += os.path.getsize(os.path.join(top, n))
-        self.assertRegex(out, r"(?m)^pass +files +from store +from cache +hit ratio +time$")
-        rows = re.findall(r"(?m)^([12]) [a-z ]+?  +(\d+) +(\d+(?:\.\d)? [KMGT]?i?B) +"
-                          r"(\d+(?:\.\d)? [KMGT]?i?B) +(--|\d+\.\d %) +(\d+\.\d{3}) s$", out)
-        self.assertEqual([r[0] for r in rows], ["1", "2"], out)
-        first, second = rows
-        self.assertEqual((int(first[1]), int(second[1])), (files, files), out)
-        # First pass: every byte came from the store (read-ahead may have fetched some of it
-        # before the reader asked, those count as cache hits).
-        self.assertGreaterEqual(parse_bytes(first[2]), parse_bytes(human(total)), out)
-        # Second pass, after the remount: nothing from the store, everything from the cache.
-        self.assertEqual((second[2], second[3], second[4]), ("0 B", human(total), "100.0 %"),
-                         out)
+
+def check_demo_output(test, returncode, out, sample):
+    """demo.sh ended well and its table shows both passes over every file of the sample tree,
+    the second one all from the cache. Also used by test_demo_fresh.py."""
+    test.assertEqual(returncode, 0, out)
+    test.assertTrue(out.rstrip().endswith("demo: OK"), out)
+    test.assertNotIn("command not found", out)
+    files = total = 0
+    for top, _, names in os.walk(sample):
+        for n in names:
+            files += 1
+            total += os.path.getsize(os.path.join(top, n))
+    test.assertRegex(out, r"(?m)^pass +files +from store +from cache +hit ratio +time$")
+    rows = re.findall(r"(?m)^([12]) [a-z ]+?  +(\d+) +(\d+(?:\.\d)? [KMGT]?i?B) +"
+                      r"(\d+(?:\.\d)? [KMGT]?i?B) +(--|\d+\.\d %) +(\d+\.\d{3}) s$", out)
+    test.assertEqual([r[0] for r in rows], ["1", "2"], out)
+    first, second = rows
+    test.assertEqual((int(first[1]), int(second[1])), (files, files), out)
+    # First pass: every byte came from the store (read-ahead may have fetched some of it just
+    # before the reader asked: those also count as cache hits).
+    test.assertGreaterEqual(parse_bytes(first[2]), parse_bytes(human(total)), out)
+    # Second pass, after the remount: nothing from the store, everything from the cache.
+    test.assertEqual((second[2], second[3], second[4]), ("0 B", human(total), "100.0 %"), out)
 
 
 def human(n):
