@@ -7,6 +7,7 @@
 # After the suite, scripts/fuzz.sh runs every libFuzzer target for 20 s (skipped for a subset).
 # The benchmark smoke test (label bench) is left out; scripts/bench.sh runs the benchmarks.
 # The long reliability runs (label soak) are left out too: CTEST_ARGS="-L soak" runs them.
+# So is the demo on a debootstrapped fresh Debian (label fresh): `cd build && ctest -L fresh`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh" --test
@@ -22,7 +23,7 @@ cmake -S "$here" -B "$build" "${flags[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
 # shellcheck disable=SC2086
-ctest --output-on-failure -j2 -LE 'bench|soak' ${CTEST_ARGS:-}
+ctest --output-on-failure -j2 -LE 'bench|soak|fresh' ${CTEST_ARGS:-}
 # Then every libFuzzer target for a fixed 20 s (Clang, build-fuzz; tests/fuzz). Not for a
 # subset run (CTEST_ARGS given).
 if [ -z "${CTEST_ARGS:-}" ]; then
