@@ -34,26 +34,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# `pagefs stats --json` (pretty-printed, one member a line) flattened to section.key=value.
-stats_flat() {
-  "$pagefs" stats "$mnt" --json | awk '
-    /"[^"]*": *\{/ { split($0, p, "\""); path[++depth] = p[2]; next }
-    /^[ \t]*\}/ { if (depth > 0) depth--; next }
-    /"[^"]*": / {
-      split($0, p, "\""); v = $0
-      sub(/^[^:]*: */, "", v); sub(/,[ \t]*$/, "", v); gsub(/"/, "", v)
-      k = ""; for (i = 1; i <= depth; i++) k = k path[i] "."
-      print k p[2] "=" v
-    }'
-}
-counter() { # FILE KEY: a counter of a stats_flat file (must be there)
-  local v
-  v=$(sed -n "s/^$2=//p" "$1")
-  if [ -z "$v" ]; then
-    echo "demo: pagefs stats has no $2" >&2
-    return 1
-  fi
-  echo "$v"
+# The counters a pass row needs, one a line (pagefs stats --get: no JSON parser needed).
+counters="cache.hit_pages,cache.miss_pages,remote.bytes,cache.hit_bytes"
+snapshot() { # FILE
+  "$pagefs" stats "$mnt" --get "$counters" > "$1"
 }
 human() { # BYTES
   awk -v b="$1" 'BEGIN { split("B KiB MiB GiB TiB", u, " "); i = 1
@@ -99,16 +83,16 @@ rows=()
 # from the counters' growth during the pass.
 read_pass() { # N LABEL
   local n=$1 label=$2 t0 t1 files hits misses store cached ratio secs
-  stats_flat > "$work/before$n"
+  snapshot "$work/before$n"
   t0=$(date +%s%N)
   (cd "$mnt" && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$work/pass$n"
   t1=$(date +%s%N)
-  stats_flat > "$work/after$n"
+  snapshot "$work/after$n"
   files=$(wc -l < "$work/pass$n")
-  hits=$(grown "$n" cache.hit_pages)
-  misses=$(grown "$n" cache.miss_pages)
-  store=$(human "$(grown "$n" remote.bytes)")
-  cached=$(human "$(grown "$n" cache.hit_bytes)")
+  hits=$(grown "$n" 1)
+  misses=$(grown "$n" 2)
+  store=$(human "$(grown "$n" 3)")
+  cached=$(human "$(grown "$n" 4)")
   if [ $((hits + misses)) -gt 0 ]; then
     ratio=$(awk -v h="$hits" -v m="$misses" 'BEGIN { printf "%.1f %%", 100 * h / (h + m) }')
   else
@@ -118,10 +102,10 @@ read_pass() { # N LABEL
   # shellcheck disable=SC2059
   rows+=("$(printf "$row_format" "$label" "$files" "$store" "$cached" "$ratio" "$secs")")
 }
-grown() { # N KEY: how much a counter grew during pass N
+grown() { # N I: how much the I-th counter of $counters grew during pass N
   local before after
-  before=$(counter "$work/before$1" "$2")
-  after=$(counter "$work/after$1" "$2")
+  before=$(sed -n "$2p" "$work/before$1")
+  after=$(sed -n "$2p" "$work/after$1")
   echo $((after - before))
 }
 row_format='%-16s %6s %12s %12s %10s %9s'

@@ -151,6 +151,11 @@ static struct json_object *json_walk(struct json_object *obj, const char *path)
     return obj;
 }
 
+struct json_object *ctl_json_get(struct json_object *obj, const char *path)
+{
+    return json_walk(obj, path);
+}
+
 uint64_t ctl_json_u64(struct json_object *obj, const char *path)
 {
     struct json_object *v = json_walk(obj, path);

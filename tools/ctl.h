@@ -132,6 +132,8 @@ const char *ctl_fmt_duration(double seconds, char *buf, size_t len);
 uint64_t ctl_json_u64(struct json_object *obj, const char *path);
 /* String member; "" if missing. */
 const char *ctl_json_str(struct json_object *obj, const char *path);
+/* The member at a dotted path (borrowed), or NULL if a step is missing. */
+struct json_object *ctl_json_get(struct json_object *obj, const char *path);
 /* Prints obj as pretty JSON plus a newline on f; returns 0 or -ENOMEM. */
 int ctl_json_print(FILE *f, struct json_object *obj, int pretty);
 

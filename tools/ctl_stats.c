@@ -3,7 +3,9 @@
  *
  * Design: one GET /api/v1/stats, printed as a table of sections (cache, remote, prefetch,
  * fuse) with the derived figures a person wants (hit ratio, cache fill, prefetch use), or as
- * the daemon's JSON object with --json. --watch prints the table once and then, every
+ * the daemon's JSON object with --json, or with --get KEY[,KEY...] the values of those members
+ * (dotted paths into the JSON object, e.g. cache.hit_bytes), one a line, for scripts that
+ * have no JSON parser. --watch prints the table once and then, every
  * SECONDS (default 1), one line of rates computed from the deltas of the monotonic counters
  * between two samples (hit ratio of the interval, MB/s from cache and from remote, remote
  * requests/s); with --json, one compact JSON object per sample and line. A watch ends on
@@ -24,13 +26,15 @@
 #include <time.h>
 
 static const char stats_usage[] =
-    "Usage: pagefs stats [PATH] [--json] [--watch [SECONDS]]\n"
+    "Usage: pagefs stats [PATH] [--json | --get KEY[,KEY...]] [--watch [SECONDS]]\n"
     "Shows the counters of the pagefs daemon serving PATH (default: the current directory,\n"
     "or the only pagefs mount): cache hits and misses, bytes served from the cache and\n"
     "fetched from the remote store, cache fill, remote requests, prefetching, FUSE requests.\n"
     "\n"
     "Options:\n"
     "  --json               print the daemon's JSON object (with --watch: one per line)\n"
+    "  --get KEY[,KEY...]   print the values of these members of the JSON object, one a\n"
+    "                       line (dotted paths, e.g. cache.hit_bytes,remote.bytes)\n"
     "  --watch [SECONDS]    then print rates every SECONDS (default 1) until interrupted\n"
     "  --help               print this text\n"
     "\n"
@@ -118,6 +122,34 @@ static void print_rate_line(struct json_object *s, struct json_object *p, double
 
 #undef U
 
+/* Prints the values of the comma-separated dotted paths of `keys`, one a line. Returns
+ * CTL_EXIT_OK, or CTL_EXIT_USAGE (with a message) for a key the object does not have. */
+static int print_keys(struct json_object *s, const char *keys)
+{
+    char key[128];
+    for (const char *p = keys; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        struct json_object *v = NULL;
+        if (n > 0 && n < sizeof(key)) {
+            memcpy(key, p, n);
+            key[n] = '\0';
+            v = ctl_json_get(s, key);
+        }
+        if (!v || json_object_is_type(v, json_type_object) ||
+            json_object_is_type(v, json_type_array)) {
+            ctl_errorf("stats: no value '%.*s' (see pagefs stats --json)", (int)n, p);
+            return CTL_EXIT_USAGE;
+        }
+        if (json_object_is_type(v, json_type_int))
+            printf("%" PRIu64 "\n", ctl_json_u64(s, key));
+        else
+            printf("%s\n", json_object_get_string(v));
+        p = comma ? comma + 1 : p + n;
+    }
+    return CTL_EXIT_OK;
+}
+
 /* Parses a positive number of seconds; 0 on success. */
 static int parse_seconds(const char *s, double *out)
 {
@@ -132,7 +164,7 @@ static int parse_seconds(const char *s, double *out)
 
 int ctl_cmd_stats(int argc, char **argv)
 {
-    const char *path = NULL;
+    const char *path = NULL, *keys = NULL;
     int json = 0, watch = 0, only_operands = 0;
     double interval = 1.0;
     for (int i = 1; i < argc; i++) {
@@ -144,6 +176,12 @@ int ctl_cmd_stats(int argc, char **argv)
             return CTL_EXIT_OK;
         } else if (!only_operands && strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (!only_operands && strcmp(a, "--get") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                ctl_errorf("stats: --get needs KEY[,KEY...]");
+                return CTL_EXIT_USAGE;
+            }
+            keys = argv[++i];
         } else if (!only_operands && strcmp(a, "--watch") == 0) {
             watch = 1;
             if (i + 1 < argc && parse_seconds(argv[i + 1], &interval) == 0)
@@ -165,6 +203,10 @@ int ctl_cmd_stats(int argc, char **argv)
         }
     }
 
+    if (keys && (json || watch)) {
+        ctl_errorf("stats: --get goes with neither --json nor --watch");
+        return CTL_EXIT_USAGE;
+    }
     struct ctl_target t;
     struct ctl_http *h = NULL;
     struct json_object *s = NULL, *prev = NULL;
@@ -180,6 +222,10 @@ int ctl_cmd_stats(int argc, char **argv)
     code = ctl_call(h, "GET", "/api/v1/stats", NULL, &s);
     if (code != CTL_EXIT_OK)
         goto out_destroy;
+    if (keys) {
+        code = print_keys(s, keys);
+        goto out_put;
+    }
     if (json)
         ctl_json_print(stdout, s, !watch);
     else

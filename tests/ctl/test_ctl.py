@@ -188,6 +188,10 @@ class CtlCases:
         self.assertGreaterEqual(s["cache"]["resident_bytes"], len(FILES["top.bin"]))
         self.assertGreaterEqual(s["remote"]["bytes"], len(FILES["top.bin"]))
         self.assertGreaterEqual(s["fuse"]["read_bytes"], len(FILES["top.bin"]))
+        # --get: the values of members, one a line, for scripts
+        r = self.ok("stats", m.mountpoint, "--get", "remote.bytes,source,cache.hit_pages")
+        self.assertEqual(r.stdout.splitlines(),
+                         [str(s["remote"]["bytes"]), s["source"], str(s["cache"]["hit_pages"])])
         # the text table, found from inside the mount without a PATH
         r = self.ok("stats", cwd=os.path.join(m.mountpoint, "d"))
         for word in ("hit ratio", "resident", "requests", "prefetch", "fuse"):
@@ -379,6 +383,10 @@ class CliTest(unittest.TestCase):
                              (["cache", "ls", mp, mp], "one PATH"),
                              (["stats", mp, mp], "one PATH"),
                              (["stats", "--watch=0", mp], "--watch"),
+                             (["stats", mp, "--get"], "--get needs"),
+                             (["stats", mp, "--get", "cache.nope"], "no value 'cache.nope'"),
+                             (["stats", mp, "--get", "cache"], "no value 'cache'"),
+                             (["stats", mp, "--get", "remote.bytes", "--json"], "neither"),
                              (["fsck"], "missing CACHE_DIR"),
                              (["fsck", "--frob", "x"], "unknown option")):
             r = self.ctl(*args)
