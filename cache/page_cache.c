@@ -81,9 +81,14 @@
  *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified;
  *   - a verified mark (state VM_DONE) exists only under verify=once, for a whole
  *     uncompressed page whose file was read and verified, or written whole by this run,
- *     after the row last changed; a
- *     mark in any state but VM_EMPTY holds the page's current row;
- *   - an fmap entry of a key equals the key's files row; nfmap <= FMAP_MAX.
+ *     after the row last changed; a mark in any state but VM_EMPTY holds the page's current
+ *     row; a page has at most one mark;
+ *   - an fmap entry of a key equals the key's files row; nfmap <= FMAP_MAX;
+ *   - unread_bytes and nunread are the sums over the unread list, each of whose pages is in
+ *     the table once; pf_reserved is what admitted prefetches under way reserved.
+ * Checked (backends/invariants.h) by page_cache_check_invariants() - the whole state, after
+ * eviction, opens that touched the index, evict_key, flush, create and destroy - and by
+ * page_cache_check_page() for the page a read, store, fetch or prefetch just changed.
  *
  * Lock order: pc->lock is the only lock of the module. It is never held across a backend
  * call, and never across page file reads/writes (only open/rename/unlink/sqlite). pbuf and
@@ -92,6 +97,7 @@
 #include "cache/page_cache.h"
 
 #include "backends/backend.h"
+#include "backends/invariants.h"
 #include "cache/cache_db.h"
 #include "cache/page_cache_int.h"
 
@@ -132,11 +138,6 @@
 #define UNREAD_PROTECT_MS (300u * 1000u) /* a prefetched page is kept unread at least this long */
 #define FMAP_MAX 32768u
 
-#ifndef NDEBUG
-#define PC_CHECK_INVARIANTS(pc) page_cache_check_invariants(pc)
-#else
-#define PC_CHECK_INVARIANTS(pc) ((void)0)
-#endif
 
 /* Verified bytes of page idx: [off, off + len) of the page's plen bytes. refs is atomic;
  * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
@@ -304,8 +305,9 @@ struct page_cache {
     struct page_cache_stats stats;
 };
 
-#ifndef NDEBUG
+#ifdef PAGEFS_INVARIANTS
 static void page_cache_check_invariants(struct page_cache *pc);
+static void page_cache_check_page(struct page_cache *pc, int64_t file_id, uint64_t idx);
 #endif
 
 static uint64_t now_ms(void)
@@ -957,7 +959,7 @@ static void maybe_evict(struct page_cache *pc)
         if (removed == 0 && skipped == 0)
             break;
     }
-    PC_CHECK_INVARIANTS(pc);
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
 }
 
 /* Under the lock: a page could not be written (counted in write_errors). If the file system
@@ -1233,6 +1235,7 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
         pc->stats.compress_saved += plen - stored;
     }
     maybe_evict(pc);
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_page(pc, f->file_id, idx));
 }
 
 /*
@@ -1331,6 +1334,7 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
         maybe_evict(pc);
     }
 out_unlock:
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_page(pc, f->file_id, pb->idx));
     pthread_mutex_unlock(&pc->lock);
 }
 
@@ -1375,6 +1379,7 @@ static void inflight_publish(struct page_cache *pc, struct inflight *in, int err
     in->err = err;
     in->pb = err == 0 && pb ? pbuf_ref(pb) : NULL;
     inflight_unlink(pc, in);
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_page(pc, in->file_id, in->idx));
     pthread_cond_broadcast(&pc->fetch_done);
     if (in->waiters == 0)
         inflight_free(in);
@@ -1565,6 +1570,7 @@ out_hit:
         unread_forget(pc, f->file_id, idx);
     *out = pb;
 out_unlock:
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_page(pc, f->file_id, idx));
     pthread_mutex_unlock(&pc->lock);
     return rc;
 }
@@ -1784,6 +1790,7 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         if (i < j)
             break; /* the run was cut short: no room for the rest */
     }
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_page(pc, f->file_id, idx));
     pthread_mutex_unlock(&pc->lock);
     return rc < 0 ? rc : fetched;
 }
@@ -1909,6 +1916,7 @@ static int map_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
     pc->stats.bytes_hit += n;
     mapped = 1;
 out_unlock:
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_page(pc, f->file_id, idx));
     pthread_mutex_unlock(&pc->lock);
     return mapped;
 }
@@ -2205,6 +2213,7 @@ out_commit:
         goto out_unlock;
     }
     fmap_put(pc, key, kh, version, size, f->file_id, f->fhash);
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
     pthread_mutex_unlock(&pc->lock);
     *out = f;
     return 0;
@@ -2336,6 +2345,7 @@ int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages
     pc->stats.pages_resident -= n;
     pc->stats.bytes_resident -= b;
     pc->stats.evictions += n;
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
     pthread_mutex_unlock(&pc->lock);
     if (pages)
         *pages = n;
@@ -2416,6 +2426,7 @@ int page_cache_flush(struct page_cache *pc)
 {
     pthread_mutex_lock(&pc->lock);
     int rc = flush_touches(pc);
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
     pthread_mutex_unlock(&pc->lock);
     return rc;
 }
@@ -2543,7 +2554,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     }
     pthread_mutex_lock(&pc->lock);
     maybe_evict(pc); /* the capacity may have shrunk since the last run */
-    PC_CHECK_INVARIANTS(pc);
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
     pthread_mutex_unlock(&pc->lock);
     *out = pc;
     return 0;
@@ -2569,7 +2580,7 @@ void page_cache_destroy(struct page_cache *pc)
         return;
     pthread_mutex_lock(&pc->lock);
     flush_touches(pc);
-    PC_CHECK_INVARIANTS(pc);
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
     for (size_t i = 0; i < pc->nhot; i++)
         pbuf_unref(pc->hot[i]);
     pc->nhot = 0;
@@ -2589,34 +2600,83 @@ void page_cache_destroy(struct page_cache *pc)
     free(pc);
 }
 
-#ifndef NDEBUG
-/* Debug check (under the lock): the in-memory counters match the index, the hot set and
- * the touch batch are within bounds, and nothing in flight is finished. */
+#ifdef PAGEFS_INVARIANTS
+/* The whole state (under the lock; O(pages + marks + known files)): the in-memory counters
+ * match the index, the hot set and the touch batch are within bounds, nothing in flight is
+ * finished or registered twice, every verified mark is allowed by the verify level, every
+ * known file sits in the bucket of its hash, and the unread list and its sums agree. */
 static void page_cache_check_invariants(struct page_cache *pc)
 {
-    int ok = 1;
     sqlite3_stmt *s = stmt(pc, ST_SUMS);
     if (sqlite3_step(s) == SQLITE_ROW) {
-        if ((uint64_t)sqlite3_column_int64(s, 0) != pc->stats.pages_resident ||
-            (uint64_t)sqlite3_column_int64(s, 1) != pc->stats.bytes_resident)
-            ok = 0;
+        uint64_t n = (uint64_t)sqlite3_column_int64(s, 0), b = (uint64_t)sqlite3_column_int64(s, 1);
+        if (n != pc->stats.pages_resident || b != pc->stats.bytes_resident)
+            pagefs_invariant_failed("page_cache", "resident %" PRIu64 " pages, %" PRIu64
+                                    " bytes; the index says %" PRIu64 ", %" PRIu64,
+                                    pc->stats.pages_resident, pc->stats.bytes_resident, n, b);
         if ((uint64_t)sqlite3_column_int64(s, 2) > pc->seq)
-            ok = 0;
+            pagefs_invariant_failed("page_cache", "access sequence behind the index");
     }
     sqlite3_reset(s);
     if (pc->nhot > pc->hot_max || pc->ntouch > TOUCH_MAX || pc->nfmap > FMAP_MAX)
-        ok = 0;
+        pagefs_invariant_failed("page_cache", "bounds: hot %zu/%zu, touches %zu, files %zu",
+                                pc->nhot, pc->hot_max, pc->ntouch, pc->nfmap);
     for (size_t i = 0; i < pc->nhot; i++)
-        if (atomic_load(&pc->hot[i]->refs) == 0)
-            ok = 0;
+        if (atomic_load(&pc->hot[i]->refs) == 0 || !pbuf_whole(pc->hot[i]))
+            pagefs_invariant_failed("page_cache", "hot set entry %zu", i);
     for (struct inflight *in = pc->inflight; in; in = in->next)
-        if (in->done)
-            ok = 0;
-    if (!ok) {
-        fprintf(stderr, "page_cache: invariant violated (resident %" PRIu64 " pages, %" PRIu64
-                        " bytes)\n",
-                pc->stats.pages_resident, pc->stats.bytes_resident);
-        abort();
+        page_cache_check_page(pc, in->file_id, in->idx);
+    for (size_t i = 0; i < (size_t)VM_SETS * VM_WAYS; i++)
+        if (pc->vmarks[i].state != VM_EMPTY)
+            page_cache_check_page(pc, pc->vmarks[i].file_id, pc->vmarks[i].idx);
+    size_t nf = 0;
+    for (size_t b = 0; b < FMAP_BUCKETS; b++)
+        for (struct fent *e = pc->fmap[b]; e; e = e->next, nf++)
+            if ((e->hash & (FMAP_BUCKETS - 1)) != b || e->hash != XXH3_64bits(e->key, strlen(e->key)))
+                pagefs_invariant_failed("page_cache", "known file %s in the wrong bucket", e->key);
+    if (nf != pc->nfmap)
+        pagefs_invariant_failed("page_cache", "%zu known files counted as %zu", nf, pc->nfmap);
+    size_t nu = 0;
+    uint64_t ub = 0;
+    for (struct unread *u = pc->unread_oldest; u; u = u->newer, nu++) {
+        ub += u->bytes;
+        if ((u->newer ? u->newer->older : pc->unread_newest) != u ||
+            *unread_slot(pc, u->file_id, u->idx) != u)
+            pagefs_invariant_failed("page_cache", "unread list broken at page %" PRIu64, u->idx);
+    }
+    if (nu != pc->nunread || ub != pc->unread_bytes)
+        pagefs_invariant_failed("page_cache", "unread: %zu pages, %" PRIu64 " bytes; counted "
+                                "%zu, %" PRIu64, nu, ub, pc->nunread, pc->unread_bytes);
+}
+
+/* One page (under the lock; cheap enough for every read): at most one fetch of it in flight,
+ * not finished, fetching some blocks; at most one mark of it, verified only under
+ * verify=once and then for a whole page with no compression. */
+static void page_cache_check_page(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    int n = 0;
+    for (struct inflight *in = pc->inflight; in; in = in->next) {
+        if (in->file_id != file_id || in->idx != idx)
+            continue;
+        if (++n > 1 || in->done || in->mask == 0)
+            pagefs_invariant_failed("page_cache", "fetch of page %" PRIu64 " of file %" PRId64
+                                    ": %d in flight, done %d, mask %#x", idx, file_id, n,
+                                    in->done, in->mask);
+    }
+    struct vmark *set = vm_set(pc, file_id, idx);
+    n = 0;
+    for (int i = 0; i < VM_WAYS; i++) {
+        struct vmark *m = &set[i];
+        if (m->state == VM_EMPTY || m->file_id != file_id || m->idx != idx)
+            continue;
+        if (++n > 1)
+            pagefs_invariant_failed("page_cache", "two marks of page %" PRIu64, idx);
+        if (m->state == VM_DONE &&
+            (pc->verify != PC_VERIFY_ONCE || m->row.flags || m->row.blocks == 0 ||
+             (m->row.blocks & (m->row.blocks + 1)) != 0))
+            pagefs_invariant_failed("page_cache", "page %" PRIu64 " marked verified (level %d, "
+                                    "flags %#x, blocks %#x)", idx, (int)pc->verify,
+                                    m->row.flags, m->row.blocks);
     }
 }
 #endif

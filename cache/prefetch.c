@@ -87,6 +87,11 @@ struct pf_file {
      * at FILE_GEN the file's own, bumped when its last handle closes (drops whole-object
      * fetches queued at open). */
     atomic_uint gen[STREAM_SET_MAX + 1];
+    /* 1 + the highest page read in each run's current generation, and at FILE_GEN in the
+     * file since its last handle closed (0: none). A queued request's pages at or below it
+     * were read already (the kernel's read-ahead overtook the prefetcher): they are skipped
+     * when its turn comes, so a small cache never fetches them a second time. */
+    atomic_uint_fast64_t front[STREAM_SET_MAX + 1];
 };
 #define FILE_GEN STREAM_SET_MAX
 
@@ -115,6 +120,7 @@ struct pf_req {
     unsigned run;               /* index in pfile->gen */
     unsigned gen;
     uint64_t mem;  /* bytes of buffers this fetch holds */
+    size_t overtaken; /* pages skipped when its turn came: the reader had read them */
     int result;    /* page_cache_prefetch() result, set by the pool thread */
     uv_work_t work;
 };
@@ -248,8 +254,10 @@ static struct pf_file *pfile_get(struct prefetcher *pf, int64_t file_id, uint64_
             .file_size = size,
         };
         stream_set_init(&p->set, &sc);
-        for (unsigned i = 0; i <= FILE_GEN; i++)
+        for (unsigned i = 0; i <= FILE_GEN; i++) {
             atomic_init(&p->gen[i], 0);
+            atomic_init(&p->front[i], 0);
+        }
         size_t b = file_bucket(file_id);
         p->hnext = pf->files[b];
         pf->files[b] = p;
@@ -269,6 +277,7 @@ static struct pf_file *pfile_put(struct prefetcher *pf, struct pf_file *pfile)
     if (--pfile->handles > 0 || !pfile->in_table)
         return NULL;
     atomic_fetch_add(&pfile->gen[FILE_GEN], 1);
+    atomic_store(&pfile->front[FILE_GEN], 0);
     pfile->lprev = NULL;
     pfile->lnext = pf->lru_head;
     if (pf->lru_head)
@@ -416,6 +425,18 @@ static void fetch_work(uv_work_t *w)
         return;
     }
     if (!r->obj) {
+        /* Pages the reader has read meanwhile are not fetched (see pf_file.front). */
+        uint64_t front = r->len ? 0 : atomic_load(&r->pfile->front[r->run]);
+        if (front > r->idx) {
+            size_t skip = front - r->idx < r->count ? (size_t)(front - r->idx) : r->count;
+            r->idx += skip;
+            r->count -= skip;
+            r->overtaken = skip;
+            if (r->count == 0) {
+                r->result = -ECANCELED;
+                return;
+            }
+        }
         r->result = r->len ? page_cache_prefetch_range(r->pf->pc, r->f, r->off, (size_t)r->len)
                            : page_cache_prefetch(r->pf->pc, r->f, r->idx, r->count);
         return;
@@ -450,6 +471,7 @@ static void after_fetch(uv_work_t *w, int status)
         obj_unlink(pf, obj);
         r->obj = NULL;
     }
+    pf->stats.dropped += r->overtaken;
     if (status < 0 || r->result == -ECANCELED) {
         pf->stats.dropped += r->count;
     } else if (r->result == -ENOSPC) {
@@ -722,6 +744,12 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     pthread_mutex_lock(&pfile->lock);
     stream_set_feed(&pfile->set, st->reader, st->nreads++ == 0, off, len, &d, &b.run, &b.gen,
                     &shared);
+    uint64_t page1 = (off + len - 1) / pf->page_size + 1;
+    if (atomic_load(&pfile->gen[b.run]) != b.gen ||
+        atomic_load(&pfile->front[b.run]) < page1) /* a new generation starts afresh */
+        atomic_store(&pfile->front[b.run], page1);
+    if (atomic_load(&pfile->front[FILE_GEN]) < page1)
+        atomic_store(&pfile->front[FILE_GEN], page1);
     atomic_store(&pfile->gen[b.run], b.gen);
     pthread_mutex_unlock(&pfile->lock);
 

@@ -73,6 +73,8 @@ class CachePressureTest(unittest.TestCase):
             before = m.stats()["bytes_read"]
             with concurrent.futures.ThreadPoolExecutor(readers) as ex:
                 list(ex.map(lambda rel: self.read_checked(m, rel, files[rel]), names))
+            # A global drop (opening each file to drop its pages would be 800 more opens,
+            # each a small-object prefetch): this test runs alone (RUN_SERIAL).
             self.assertTrue(mountlib.drop_kernel_caches())
             out.append(m.stats()["bytes_read"] - before)
         return out
