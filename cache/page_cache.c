@@ -24,10 +24,10 @@
  *     read; partial and compressed pages are verified on every read. none: nothing read back
  *     is hashed. A page with a bad block, a wrong size or a damaged row is dropped (row +
  *     file), counted (corrupt), logged once and refetched, never served.
- *   - A miss of a random reader (PC_READ_RANDOM) fetches the span from the first to the last
- *     block its read needs that the page lacks, with one read_range; any other miss fetches
- *     the span of all blocks the page lacks (the whole page when it has none). Read-ahead
- *     fetches whole pages and fills in what a partial page lacks.
+ *   - A miss of a random reader (PC_READ_RANDOM) fetches each run of blocks its read needs
+ *     and the page lacks, one read_range per run (never a block the page has); any other miss
+ *     fetches the page's whole run of missing blocks around it (the whole page when it has
+ *     none). Read-ahead fetches whole pages and fills in what a partial page lacks.
  *   - Storing: a page with no row is written to a temporary file in CACHE_DIR/tmp/ (sparse
  *     when partial), renamed into place, then its row inserted. Blocks added to a partial
  *     page are written in place, into the holes of the existing file, and then the row is
@@ -1539,21 +1539,17 @@ retry:
         }
         goto out_unlock;
     }
-    /* Random: the span of the blocks this read lacks (one GET). Otherwise: the whole run of
-     * missing blocks around the first one this read lacks (the rest of the page's holes,
-     * never a block the page has); if the read needs more runs, look again. */
-    uint32_t want = need & ~have, m;
-    if (random) {
-        m = span_mask(mask_lo(want), mask_hi(want));
-    } else {
-        unsigned a = mask_lo(want), b = a;
-        uint32_t missing = full & ~have;
-        while (a > 0 && (missing & (1u << (a - 1))))
-            a--;
-        while (b + 1 < CACHE_MAX_BLOCKS && (missing & (1u << (b + 1))))
-            b++;
-        m = span_mask(a, b);
-    }
+    /* One GET of the run of missing blocks around the first block this read lacks: for a
+     * random reader only blocks the read needs, otherwise the page's whole hole there.
+     * Never a block the page has; if the read needs more runs, look again. */
+    uint32_t want = need & ~have;
+    uint32_t runs = random ? want : full & ~have;
+    unsigned a = mask_lo(want), b = a;
+    while (a > 0 && (runs & (1u << (a - 1))))
+        a--;
+    while (b + 1 < CACHE_MAX_BLOCKS && (runs & (1u << (b + 1))))
+        b++;
+    uint32_t m = span_mask(a, b);
     rc = fetch_blocks(pc, f, idx, plen, m, prefetch, out);
     if (rc == 0 && !pbuf_covers(*out, in_page, n)) {
         pbuf_unref(*out);

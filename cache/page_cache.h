@@ -117,7 +117,8 @@ ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, 
 
 /* Flags of page_cache_read_ex(). */
 #define PC_READ_RANDOM 1u /* a random reader: a miss fetches only the blocks [off, off + len)
-                             needs (one ranged GET per page), not the whole page */
+                             needs and the page lacks (one ranged GET per run of them), not
+                             the whole page */
 /* page_cache_read() with flags (0 = page_cache_read()). */
 ssize_t page_cache_read_ex(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
                            void *buf, unsigned flags);
