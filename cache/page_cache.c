@@ -98,6 +98,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -131,6 +132,7 @@
  * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
 struct pbuf {
     atomic_uint refs;
+    int mapped; /* its own mapping (pbuf_new_mapped): unmapped, not freed */
     int64_t file_id;
     uint64_t idx;
     size_t plen;
@@ -424,11 +426,34 @@ static struct pbuf *pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t 
     if (!pb)
         return NULL;
     atomic_init(&pb->refs, 1);
+    pb->mapped = 0;
     pb->file_id = file_id;
     pb->idx = idx;
     pb->plen = plen;
     pb->off = off;
     pb->len = len;
+    pb->stamp = 0;
+    return pb;
+}
+
+/* A whole-page buffer in a mapping of its own, for the fetches of page_cache_prefetch():
+ * callers bound their buffers (page_cache_prefetch_mem, mem_budget.h), and a mapping goes
+ * back to the kernel when it is released, where a malloc'd buffer would stay in its thread's
+ * arena (main.c keeps freed chunks), so that the process would keep a page or a run per
+ * arena whatever the bound. */
+static struct pbuf *pbuf_new_mapped(int64_t file_id, uint64_t idx, size_t plen)
+{
+    struct pbuf *pb = mmap(NULL, sizeof(*pb) + (plen ? plen : 1), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pb == MAP_FAILED)
+        return NULL;
+    atomic_init(&pb->refs, 1);
+    pb->mapped = 1;
+    pb->file_id = file_id;
+    pb->idx = idx;
+    pb->plen = plen;
+    pb->off = 0;
+    pb->len = plen;
     pb->stamp = 0;
     return pb;
 }
@@ -441,7 +466,11 @@ static struct pbuf *pbuf_ref(struct pbuf *pb)
 
 static void pbuf_unref(struct pbuf *pb)
 {
-    if (pb && atomic_fetch_sub(&pb->refs, 1) == 1)
+    if (!pb || atomic_fetch_sub(&pb->refs, 1) != 1)
+        return;
+    if (pb->mapped)
+        munmap(pb, sizeof(*pb) + (pb->len ? pb->len : 1));
+    else
         free(pb);
 }
 
@@ -1385,7 +1414,7 @@ static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx,
     pc->stats.partial_fetches++;
     pthread_mutex_unlock(&pc->lock);
 
-    pb = pbuf_new(f->file_id, idx, plen, 0, plen); /* only the fetched runs are valid */
+    pb = pbuf_new_mapped(f->file_id, idx, plen); /* only the fetched runs are valid */
     if (!pb) {
         rc = -ENOMEM;
         goto out_lock;
@@ -1459,10 +1488,14 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     pc->stats.misses += n;
     pthread_mutex_unlock(&pc->lock);
 
-    if (n == 1)
-        one = pbuf_new(f->file_id, idx, total, 0, total);
-    else
-        buf = malloc(total ? total : 1);
+    /* Mapped buffers, as pbuf_new_mapped's, for the same reason. */
+    if (n == 1) {
+        one = pbuf_new_mapped(f->file_id, idx, total);
+    } else {
+        buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (buf == MAP_FAILED)
+            buf = NULL;
+    }
     if (!one && !buf) {
         rc = -ENOMEM;
         goto out_lock;
@@ -1483,7 +1516,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         struct pbuf *pb = one;
         one = NULL;
         if (!pb) {
-            pb = pbuf_new(f->file_id, idx + i, plen, 0, plen);
+            pb = pbuf_new_mapped(f->file_id, idx + i, plen);
             if (pb)
                 memcpy(pb->data, buf + poff, plen);
         }
@@ -1512,7 +1545,8 @@ out_publish:
         if (ins[i])
             inflight_publish(pc, ins[i], rc < 0 ? rc : -EIO, NULL);
     pbuf_unref(one);
-    free(buf);
+    if (buf)
+        munmap(buf, total);
     free(ins);
     return rc;
 }
@@ -1555,6 +1589,16 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     }
     pthread_mutex_unlock(&pc->lock);
     return rc < 0 ? rc : fetched;
+}
+
+uint64_t page_cache_prefetch_mem(const struct page_cache *pc, size_t count)
+{
+    /* prefetch_run: the run (count > 1), a copy of one page at a time; store_page: the zstd
+     * frame of that page. prefetch_fill: one page. */
+    uint64_t mem = (uint64_t)(count > 1 ? count + 1 : 1) * pc->page_size;
+    if (pc->zlevel)
+        mem += ZSTD_compressBound(pc->page_size);
+    return mem;
 }
 
 int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t off,

@@ -118,6 +118,11 @@ int page_cache_map(struct page_cache *pc, struct pc_file *f, uint64_t off, size_
  * but not put in the small in-memory hot set. Returns the number of pages fetched, or
  * -errno if a fetch failed (pages fetched before the failure stay resident). */
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count);
+/* The most bytes of buffers page_cache_prefetch() of `count` pages holds at once: the run
+ * buffer of a run of several pages, the page being stored, and its compression buffer when
+ * compression is on (a waiting reader that takes a page over holds it as its own). What a
+ * caller that bounds fetch memory (mem_budget.h) takes for the call. */
+uint64_t page_cache_prefetch_mem(const struct page_cache *pc, size_t count);
 
 /* Makes the bytes [off, off + len) of f resident (clipped to the object), fetching only the
  * blocks they lack, one ranged GET per page, as a random read would (strided read-ahead:
