@@ -63,7 +63,10 @@
  *   - Read-ahead (page_cache_prefetch) registers the not-whole pages of a run as in flight
  *     (flagged `prefetch`), fetches the run with one read_range and publishes page by page,
  *     so readers wait on it exactly as on a foreground miss. A reader whose awaited prefetch
- *     failed fetches the page itself. Prefetched pages skip the hot set.
+ *     failed fetches the page itself. Prefetched pages skip the hot set. Its buffers (the run,
+ *     the page copies) come from the fetch buffer pool when the cache has one
+ *     (conf->fetch_bufs, buf_pool.h), which keeps their memory within the bound its callers
+ *     keep on them (page_cache_prefetch_mem, mem_budget.h).
  *
  * Invariants (under pc->lock):
  *   - a `pages` row exists only after its file was renamed into place, and a block's bit is
@@ -84,6 +87,7 @@
 #include "cache/page_cache.h"
 
 #include "backends/backend.h"
+#include "cache/buf_pool.h"
 #include "cache/cache_db.h"
 #include "cache/page_cache_int.h"
 
@@ -98,7 +102,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -132,7 +135,7 @@
  * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
 struct pbuf {
     atomic_uint refs;
-    int mapped; /* its own mapping (pbuf_new_mapped): unmapped, not freed */
+    struct buf_pool *pool; /* where it came from (pbuf_new_fetch); NULL: malloc'd */
     int64_t file_id;
     uint64_t idx;
     size_t plen;
@@ -251,6 +254,7 @@ struct page_cache {
     uint32_t page_size;
     uint32_t block_size;
     int zlevel; /* 0: no compression */
+    struct buf_pool *fetch_bufs; /* borrowed; NULL: page_cache_prefetch buffers are malloc'd */
     uint64_t capacity, min_free, high_bytes, low_bytes;
     size_t hot_max;
 
@@ -426,7 +430,7 @@ static struct pbuf *pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t 
     if (!pb)
         return NULL;
     atomic_init(&pb->refs, 1);
-    pb->mapped = 0;
+    pb->pool = NULL;
     pb->file_id = file_id;
     pb->idx = idx;
     pb->plen = plen;
@@ -436,19 +440,20 @@ static struct pbuf *pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t 
     return pb;
 }
 
-/* A whole-page buffer in a mapping of its own, for the fetches of page_cache_prefetch():
- * callers bound their buffers (page_cache_prefetch_mem, mem_budget.h), and a mapping goes
- * back to the kernel when it is released, where a malloc'd buffer would stay in its thread's
- * arena (main.c keeps freed chunks), so that the process would keep a page or a run per
- * arena whatever the bound. */
-static struct pbuf *pbuf_new_mapped(int64_t file_id, uint64_t idx, size_t plen)
+/* A whole-page buffer for the fetches of page_cache_prefetch(): from the fetch buffer pool
+ * when the cache has one (conf->fetch_bufs: callers bound these fetches' buffers, and the
+ * pool keeps the process's memory for them within that bound, buf_pool.h), else malloc'd.
+ * Always room for a whole page, so that pool buffers are of one size. */
+static struct pbuf *pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uint64_t idx,
+                                   size_t plen)
 {
-    struct pbuf *pb = mmap(NULL, sizeof(*pb) + (plen ? plen : 1), PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (pb == MAP_FAILED)
+    if (!pc->fetch_bufs)
+        return pbuf_new(file_id, idx, plen, 0, plen);
+    struct pbuf *pb = buf_pool_get(pc->fetch_bufs, sizeof(*pb) + pc->page_size);
+    if (!pb)
         return NULL;
     atomic_init(&pb->refs, 1);
-    pb->mapped = 1;
+    pb->pool = pc->fetch_bufs;
     pb->file_id = file_id;
     pb->idx = idx;
     pb->plen = plen;
@@ -468,8 +473,8 @@ static void pbuf_unref(struct pbuf *pb)
 {
     if (!pb || atomic_fetch_sub(&pb->refs, 1) != 1)
         return;
-    if (pb->mapped)
-        munmap(pb, sizeof(*pb) + (pb->len ? pb->len : 1));
+    if (pb->pool)
+        buf_pool_put(pb->pool, pb);
     else
         free(pb);
 }
@@ -1414,7 +1419,7 @@ static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx,
     pc->stats.partial_fetches++;
     pthread_mutex_unlock(&pc->lock);
 
-    pb = pbuf_new_mapped(f->file_id, idx, plen); /* only the fetched runs are valid */
+    pb = pbuf_new_fetch(pc, f->file_id, idx, plen); /* only the fetched runs are valid */
     if (!pb) {
         rc = -ENOMEM;
         goto out_lock;
@@ -1488,14 +1493,13 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     pc->stats.misses += n;
     pthread_mutex_unlock(&pc->lock);
 
-    /* Mapped buffers, as pbuf_new_mapped's, for the same reason. */
-    if (n == 1) {
-        one = pbuf_new_mapped(f->file_id, idx, total);
-    } else {
-        buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (buf == MAP_FAILED)
-            buf = NULL;
-    }
+    /* Buffers from the fetch buffer pool, as pbuf_new_fetch's; a run's of whole pages. */
+    if (n == 1)
+        one = pbuf_new_fetch(pc, f->file_id, idx, total);
+    else if (pc->fetch_bufs)
+        buf = buf_pool_get(pc->fetch_bufs, n * (size_t)pc->page_size);
+    else
+        buf = malloc(total ? total : 1);
     if (!one && !buf) {
         rc = -ENOMEM;
         goto out_lock;
@@ -1516,7 +1520,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         struct pbuf *pb = one;
         one = NULL;
         if (!pb) {
-            pb = pbuf_new_mapped(f->file_id, idx + i, plen);
+            pb = pbuf_new_fetch(pc, f->file_id, idx + i, plen);
             if (pb)
                 memcpy(pb->data, buf + poff, plen);
         }
@@ -1545,8 +1549,10 @@ out_publish:
         if (ins[i])
             inflight_publish(pc, ins[i], rc < 0 ? rc : -EIO, NULL);
     pbuf_unref(one);
-    if (buf)
-        munmap(buf, total);
+    if (pc->fetch_bufs)
+        buf_pool_put(pc->fetch_bufs, buf);
+    else
+        free(buf);
     free(ins);
     return rc;
 }
@@ -2284,6 +2290,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->page_size = ps;
     pc->block_size = cache_block_size(ps);
     pc->zlevel = conf->compress_level;
+    pc->fetch_bufs = conf->fetch_bufs;
     pc->capacity = conf->capacity ? conf->capacity : DEFAULT_CAPACITY;
     pc->min_free = conf->min_free;
     pc->high_bytes = pc->capacity / 100 * high + pc->capacity % 100 * high / 100;

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 struct backend;
+struct buf_pool;
 struct page_cache;
 struct pc_file;
 
@@ -37,6 +38,8 @@ struct page_cache_conf {
     unsigned low_pct;     /* ... down to low_pct% (default 85) */
     int compress_level;   /* zstd level for pages at rest (a page is stored compressed when
                              that saves at least 1/8 of it); 0 = no compression */
+    struct buf_pool *fetch_bufs; /* page buffers of page_cache_prefetch() come from it (borrowed,
+                                    outlives the cache; buf_pool.h); NULL: malloc */
 };
 
 struct page_cache_stats {

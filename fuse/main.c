@@ -4,8 +4,9 @@
  * Start-up order, each step undone in reverse on the way out (goto ladder in run()):
  *   parse options -> [detach: fork, the parent waits for a status byte] -> backend_open ->
  *   backend check (missing bucket / bad credentials / unreachable store end here, before
- *   anything is mounted) -> page cache + metadata cache -> the fetch memory budget (one bound,
- *   -o prefetch_mem, on the page buffers of read-ahead and load jobs together) -> file system
+ *   anything is mounted) -> fetch buffer pool + page cache + metadata cache -> the fetch
+ *   memory budget (one bound, -o prefetch_mem, on the page buffers of read-ahead and load jobs
+ *   together; the pool keeps the memory mapped for them within it) -> file system
  *   (its prefetcher draws on the budget) -> control-plane server (load jobs draw on it too)
  *   (fuse/rest.h: control socket, -o rest= listener; a bind failure ends here) -> FUSE session,
  *   signal handlers -> clean a stale mount point -> mount -> [tell the parent: ok; stdio to
@@ -41,6 +42,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "cache/buf_pool.h"
 #include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
@@ -241,6 +243,7 @@ static int run(struct pagefs_options *o)
     char err[512] = "";
     int rc, exit_code = 1, notify_fd = -1;
     struct backend *be = NULL;
+    struct buf_pool *fetch_bufs = NULL;
     struct page_cache *pc = NULL;
     struct meta_cache *mc = NULL;
     struct mem_budget *budget = NULL;
@@ -288,17 +291,26 @@ static int run(struct pagefs_options *o)
         goto out_destroy_backend;
     }
 
+    /* The page buffers of read-ahead and load fetches are bounded by the budget below; the
+     * pool keeps the memory the process maps for them within the same bound. */
+    uint64_t fetch_mem = o->prefetch_mem ? o->prefetch_mem : PREFETCH_DEFAULT_MEM_LIMIT;
+    rc = buf_pool_create(fetch_mem, &fetch_bufs);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", strerror(-rc));
+        goto out_destroy_backend;
+    }
     struct page_cache_conf pconf = {
         .dir = cache_dir,
         .page_size = o->page_size,
         .capacity = o->cache_size,
         .min_free = o->cache_free,
         .compress_level = o->compress_level,
+        .fetch_bufs = fetch_bufs,
     };
     rc = page_cache_create(&pconf, be, &pc, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
-        goto out_destroy_backend;
+        goto out_destroy_fetch_bufs;
     }
     struct meta_cache_conf mconf = {
         .dir = cache_dir,
@@ -309,7 +321,7 @@ static int run(struct pagefs_options *o)
         fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
         goto out_destroy_page_cache;
     }
-    rc = mem_budget_create(o->prefetch_mem ? o->prefetch_mem : PREFETCH_DEFAULT_MEM_LIMIT, &budget);
+    rc = mem_budget_create(fetch_mem, &budget);
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", strerror(-rc));
         goto out_destroy_meta_cache;
@@ -444,6 +456,8 @@ out_destroy_meta_cache:
 out_destroy_page_cache:
     page_cache_flush(pc);
     page_cache_destroy(pc);
+out_destroy_fetch_bufs:
+    buf_pool_destroy(fetch_bufs); /* after the cache: its last fetch buffers are back */
 out_destroy_backend:
     backend_destroy(be);
 out_free_paths:

@@ -5,6 +5,7 @@
  * Data is checked byte for byte against the source files.
  */
 #include "backends/backend.h"
+#include "cache/buf_pool.h"
 #include "cache/mem_budget.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
@@ -681,15 +682,21 @@ static void test_wide_window_larger_gets(void)
 
 /* A budget shared with other fetchers (load jobs): while they hold all of it, read-ahead is
  * queued and not started (the reader is served all the same); once they give it back, the
- * budget wakes the prefetcher, which fetches what is queued. */
+ * budget wakes the prefetcher, which fetches what is queued. The fetch buffers come from a
+ * pool of the budget's size: all back at the end, reused, never more kept than its cap. */
 static void test_shared_budget(void)
 {
     struct cache_env e;
     struct mem_budget *b;
+    struct buf_pool *pool;
     CHECK_EQ(mem_budget_create(4 * PS, &b), 0);
+    CHECK_EQ(buf_pool_create(4 * PS, &pool), 0);
     struct prefetch_conf pc = {
         .max_readahead = 8 * PS, .max_inflight = 4, .small_object = PS, .budget = b};
-    env_init(&e, &pc);
+    cache_env_init(&e, "pf", PS, 0, 0, 0);
+    e.conf.fetch_bufs = pool;
+    cache_env_restart(&e);
+    CHECK_EQ(prefetcher_create(&pc, e.pc, &e.pf), 0);
     struct prefetcher *other;
     CHECK_EQ(prefetcher_create(&pc, e.pc, &other), -EBUSY); /* one deferred taker a budget */
     size_t size = 32 * PS;
@@ -729,11 +736,17 @@ static void test_shared_budget(void)
     mem_budget_get_stats(b, &ms);
     CHECK_EQ(ms.held, 0);
     CHECK(ms.peak <= 4 * PS);
+    struct buf_pool_stats ps;
+    buf_pool_get_stats(pool, &ps);
+    CHECK_EQ(ps.in_use, 0);
+    CHECK(ps.free <= 4 * PS); /* within its cap */
+    CHECK(ps.reuses > 0);
     prefetch_close(st);
     pc_file_unref(f);
     free(data);
     cache_env_fini(&e); /* the prefetcher first: it unregisters from the budget */
     mem_budget_destroy(b);
+    buf_pool_destroy(pool);
 }
 
 int main(void)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "cache/buf_pool.h"
 #include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
@@ -43,12 +44,16 @@ static void on_file(void *cls, const char *key)
     __atomic_add_fetch(&e->seen, 1, __ATOMIC_RELAXED);
 }
 
-/* A budget of `budget` bytes (0: 256 MiB, plenty). */
-static void env_init_budget(struct env *e, const char *tag, uint64_t budget)
+/* A budget of `budget` bytes (0: 256 MiB, plenty); fetch buffers from `pool` (may be NULL). */
+static void env_init_budget(struct env *e, const char *tag, uint64_t budget, struct buf_pool *pool)
 {
     char err[256];
     memset(e, 0, sizeof(*e));
     cache_env_init(&e->ce, tag, PSZ, 1ull << 30, 0, 0);
+    if (pool) {
+        e->ce.conf.fetch_bufs = pool;
+        cache_env_restart(&e->ce);
+    }
     struct meta_cache_conf mconf = {.dir = e->ce.cache, .ttl_ms = 600000};
     CHECK_EQ(meta_cache_create(&mconf, e->ce.be, &e->mc, err, sizeof(err)), 0);
     CHECK_EQ(mem_budget_create(budget ? budget : 256ull << 20, &e->budget), 0);
@@ -59,7 +64,7 @@ static void env_init_budget(struct env *e, const char *tag, uint64_t budget)
 
 static void env_init(struct env *e, const char *tag)
 {
-    env_init_budget(e, tag, 0);
+    env_init_budget(e, tag, 0, NULL);
 }
 
 static void env_fini(struct env *e)
@@ -260,12 +265,15 @@ static void test_arguments(void)
 }
 
 /* Many workers, a budget of two runs: every file resident, one GET and one grant per file,
- * and never more than the limit held, however many workers. */
+ * and never more than the limit held, however many workers. The run buffers come from a pool
+ * of the budget's size: all back at the end, reused, never more kept than its cap. */
 static void test_budget_bounds_runs(void)
 {
     struct env e;
     const uint64_t npg = 40; /* pages per file: one run each (RUN_BYTES is 128 pages) */
-    env_init_budget(&e, "load-budget", 2 * (npg + 1) * PSZ);
+    struct buf_pool *pool;
+    CHECK_EQ(buf_pool_create(2 * (npg + 1) * PSZ, &pool), 0);
+    env_init_budget(&e, "load-budget", 2 * (npg + 1) * PSZ, pool);
     CHECK_EQ(page_cache_prefetch_mem(e.ce.pc, (size_t)npg), (npg + 1) * PSZ);
     char name[64];
     for (int i = 0; i < 12; i++) {
@@ -292,11 +300,17 @@ static void test_budget_bounds_runs(void)
         snprintf(name, sizeof(name), "b/f%02d.bin", i);
         CHECK_EQ(resident_pages(&e, name), npg);
     }
+    struct buf_pool_stats ps;
+    buf_pool_get_stats(pool, &ps);
+    CHECK_EQ(ps.in_use, 0);
+    CHECK(ps.free <= ps.cap);
+    CHECK(ps.reuses > 0);
     env_fini(&e);
+    buf_pool_destroy(pool);
 
     /* A budget smaller than a run: runs are cut to what it can grant (9 pages and their
      * copy = 10 pages), so a 30-page file is 4 GETs. */
-    env_init_budget(&e, "load-budget-small", 10 * PSZ);
+    env_init_budget(&e, "load-budget-small", 10 * PSZ, NULL);
     free(cache_env_make_source(&e.ce, "c.bin", 30 * PSZ, 300));
     reads = cache_env_read_calls(&e.ce);
     char *one[] = {"c.bin"};
@@ -316,7 +330,7 @@ static void test_budget_bounds_runs(void)
 static void test_stop_while_waiting_for_budget(void)
 {
     struct env e;
-    env_init_budget(&e, "load-budget-stop", 4 * PSZ);
+    env_init_budget(&e, "load-budget-stop", 4 * PSZ, NULL);
     char name[64];
     for (int i = 0; i < 4; i++) {
         snprintf(name, sizeof(name), "w/f%d.bin", i);
