@@ -114,6 +114,13 @@ def proc_status(pid, field):
     raise AssertionError("no %s in /proc/%d/status" % (field, pid))
 
 
+def sanitizer_build(pid):
+    """True if the daemon runs with ASan or TSan (its maps show the runtime library)."""
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read()
+    return "libasan" in maps or "libtsan" in maps
+
+
 class RssSampler(threading.Thread):
     def __init__(self, pid):
         super().__init__(daemon=True)
@@ -221,10 +228,13 @@ class LoadMemoryTest(unittest.TestCase):
                   % (rss_mount / MIB, rss_read / MIB, peak / MIB, hwm / MIB,
                      sampler.peak / MIB, bound / MIB, after.get("mem_budget_peak"),
                      after.get("mem_budget_waits")), file=sys.stderr)
-            self.assertLessEqual(peak, bound,
-                                 "peak RSS %.1f MiB over baseline %.1f + prefetch_mem %.1f + "
-                                 "margin %.1f MiB" % (peak / MIB, baseline / MIB,
-                                                      PREFETCH_MEM / MIB, MARGIN / MIB))
+            # A sanitizer build carries shadow memory and ASan's 256 MiB free quarantine: the
+            # bound is for the daemon as shipped (the rest of the test runs all the same).
+            if not sanitizer_build(pid):
+                self.assertLessEqual(peak, bound,
+                                     "peak RSS %.1f MiB over baseline %.1f + prefetch_mem %.1f "
+                                     "+ margin %.1f MiB" % (peak / MIB, baseline / MIB,
+                                                            PREFETCH_MEM / MIB, MARGIN / MIB))
             # The budget in the stats text: its limit, nothing held once idle, its peak.
             self.assertEqual(first.get("mem_budget_limit"), PREFETCH_MEM)
             self.assertEqual(after["mem_budget_held"], 0)
