@@ -70,7 +70,10 @@
  *   - Read-ahead (page_cache_prefetch) registers the not-whole pages of a run as in flight
  *     (flagged `prefetch`), fetches the run with one read_range and publishes page by page,
  *     so readers wait on it exactly as on a foreground miss. A reader whose awaited prefetch
- *     failed fetches the page itself. Prefetched pages skip the hot set.
+ *     failed fetches the page itself. Prefetched pages skip the hot set. Its buffers (the run,
+ *     the page copies) come from the fetch buffer pool when the cache has one
+ *     (conf->fetch_bufs, buf_pool.h), which keeps their memory within the bound its callers
+ *     keep on them (page_cache_prefetch_mem, mem_budget.h).
  *
  * Invariants (under pc->lock):
  *   - a `pages` row exists only after its file was renamed into place, and a block's bit is
@@ -98,6 +101,7 @@
 
 #include "backends/backend.h"
 #include "backends/invariants.h"
+#include "cache/buf_pool.h"
 #include "cache/cache_db.h"
 #include "cache/page_cache_int.h"
 
@@ -143,6 +147,7 @@
  * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
 struct pbuf {
     atomic_uint refs;
+    struct buf_pool *pool; /* where it came from (pbuf_new_fetch); NULL: malloc'd */
     int64_t file_id;
     uint64_t idx;
     size_t plen;
@@ -276,6 +281,7 @@ struct page_cache {
     enum page_cache_verify verify;
     page_cache_log_fn log; /* NULL: none */
     void *log_ud;
+    struct buf_pool *fetch_bufs; /* borrowed; NULL: page_cache_prefetch buffers are malloc'd */
     uint64_t capacity, min_free, high_bytes, low_bytes;
     size_t hot_max;
 
@@ -457,11 +463,35 @@ static struct pbuf *pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t 
     if (!pb)
         return NULL;
     atomic_init(&pb->refs, 1);
+    pb->pool = NULL;
     pb->file_id = file_id;
     pb->idx = idx;
     pb->plen = plen;
     pb->off = off;
     pb->len = len;
+    pb->stamp = 0;
+    return pb;
+}
+
+/* A whole-page buffer for the fetches of page_cache_prefetch(): from the fetch buffer pool
+ * when the cache has one (conf->fetch_bufs: callers bound these fetches' buffers, and the
+ * pool keeps the process's memory for them within that bound, buf_pool.h), else malloc'd.
+ * Always room for a whole page, so that pool buffers are of one size. */
+static struct pbuf *pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uint64_t idx,
+                                   size_t plen)
+{
+    if (!pc->fetch_bufs)
+        return pbuf_new(file_id, idx, plen, 0, plen);
+    struct pbuf *pb = buf_pool_get(pc->fetch_bufs, sizeof(*pb) + pc->page_size);
+    if (!pb)
+        return NULL;
+    atomic_init(&pb->refs, 1);
+    pb->pool = pc->fetch_bufs;
+    pb->file_id = file_id;
+    pb->idx = idx;
+    pb->plen = plen;
+    pb->off = 0;
+    pb->len = plen;
     pb->stamp = 0;
     return pb;
 }
@@ -474,7 +504,11 @@ static struct pbuf *pbuf_ref(struct pbuf *pb)
 
 static void pbuf_unref(struct pbuf *pb)
 {
-    if (pb && atomic_fetch_sub(&pb->refs, 1) == 1)
+    if (!pb || atomic_fetch_sub(&pb->refs, 1) != 1)
+        return;
+    if (pb->pool)
+        buf_pool_put(pb->pool, pb);
+    else
         free(pb);
 }
 
@@ -1614,7 +1648,7 @@ static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx,
     pc->stats.partial_fetches++;
     pthread_mutex_unlock(&pc->lock);
 
-    pb = pbuf_new(f->file_id, idx, plen, 0, plen); /* only the fetched runs are valid */
+    pb = pbuf_new_fetch(pc, f->file_id, idx, plen); /* only the fetched runs are valid */
     if (!pb) {
         rc = -ENOMEM;
         goto out_lock;
@@ -1688,8 +1722,11 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     pc->stats.misses += n;
     pthread_mutex_unlock(&pc->lock);
 
+    /* Buffers from the fetch buffer pool, as pbuf_new_fetch's; a run's of whole pages. */
     if (n == 1)
-        one = pbuf_new(f->file_id, idx, total, 0, total);
+        one = pbuf_new_fetch(pc, f->file_id, idx, total);
+    else if (pc->fetch_bufs)
+        buf = buf_pool_get(pc->fetch_bufs, n * (size_t)pc->page_size);
     else
         buf = malloc(total ? total : 1);
     if (!one && !buf) {
@@ -1712,7 +1749,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         struct pbuf *pb = one;
         one = NULL;
         if (!pb) {
-            pb = pbuf_new(f->file_id, idx + i, plen, 0, plen);
+            pb = pbuf_new_fetch(pc, f->file_id, idx + i, plen);
             if (pb)
                 memcpy(pb->data, buf + poff, plen);
         }
@@ -1741,7 +1778,10 @@ out_publish:
         if (ins[i])
             inflight_publish(pc, ins[i], rc < 0 ? rc : -EIO, NULL);
     pbuf_unref(one);
-    free(buf);
+    if (pc->fetch_bufs)
+        buf_pool_put(pc->fetch_bufs, buf);
+    else
+        free(buf);
     free(ins);
     return rc;
 }
@@ -1789,6 +1829,16 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     PAGEFS_CHECK_INVARIANTS(page_cache_check_page(pc, f->file_id, idx));
     pthread_mutex_unlock(&pc->lock);
     return rc < 0 ? rc : fetched;
+}
+
+uint64_t page_cache_prefetch_mem(const struct page_cache *pc, size_t count)
+{
+    /* prefetch_run: the run (count > 1), a copy of one page at a time; store_page: the zstd
+     * frame of that page. prefetch_fill: one page. */
+    uint64_t mem = (uint64_t)(count > 1 ? count + 1 : 1) * pc->page_size;
+    if (pc->zlevel)
+        mem += ZSTD_compressBound(pc->page_size);
+    return mem;
 }
 
 int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t off,
@@ -2496,6 +2546,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->verify = conf->verify;
     pc->log = conf->log;
     pc->log_ud = conf->log_ud;
+    pc->fetch_bufs = conf->fetch_bufs;
     pc->capacity = conf->capacity ? conf->capacity : DEFAULT_CAPACITY;
     pc->min_free = conf->min_free;
     pc->high_bytes = pc->capacity / 100 * high + pc->capacity % 100 * high / 100;

@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 struct backend;
+struct buf_pool;
 struct page_cache;
 struct pc_file;
 
@@ -57,6 +58,8 @@ struct page_cache_conf {
     enum page_cache_verify verify; /* default PC_VERIFY_FULL */
     page_cache_log_fn log;         /* NULL: no log lines */
     void *log_ud;
+    struct buf_pool *fetch_bufs; /* page buffers of page_cache_prefetch() come from it (borrowed,
+                                    outlives the cache; buf_pool.h); NULL: malloc */
 };
 
 struct page_cache_stats {
@@ -167,6 +170,11 @@ uint64_t page_cache_prefetch_room(struct page_cache *pc);
  * -errno if a fetch failed (pages fetched before the failure stay resident), -ENOSPC when the
  * cache had no room to keep any of them until read (see above). */
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count);
+/* The most bytes of buffers page_cache_prefetch() of `count` pages holds at once: the run
+ * buffer of a run of several pages, the page being stored, and its compression buffer when
+ * compression is on (a waiting reader that takes a page over holds it as its own). What a
+ * caller that bounds fetch memory (mem_budget.h) takes for the call. */
+uint64_t page_cache_prefetch_mem(const struct page_cache *pc, size_t count);
 
 /* Makes the bytes [off, off + len) of f resident (clipped to the object), fetching only the
  * blocks they lack, one ranged GET per page, as a random read would (strided read-ahead:

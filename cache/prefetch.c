@@ -8,11 +8,16 @@
  * and so that max_inflight of them fit in mem_limit) once it is wider, so a full window is
  * about max_inflight GETs; a sparse strided record is one ranged GET of its blocks. The loop
  * thread (on_wake, after_fetch) moves requests from the queue to the pool with uv_queue_work
- * while fewer than max_inflight fetches are under way and their page buffers fit in
- * mem_limit (one fetch always may start, so a request larger than the limit still
- * progresses). A pool thread runs page_cache_prefetch() (or page_cache_prefetch_range()),
- * which skips resident and in-flight pages and publishes what it fetches to waiting readers
- * (single flight).
+ * while fewer than max_inflight fetches are under way and the memory budget (mem_budget.h;
+ * shared with load jobs) grants the request's page buffers (page_cache_prefetch_mem). The
+ * budget grants a take when nothing is held, so a request larger than the limit still
+ * progresses. The loop thread never blocks on the budget: mem_budget_try_take() asks for the
+ * head request's buffers and those of the requests that could start with it, and either
+ * grants as many as fit or records the wish; when bytes come free (given back by our fetches
+ * or a load worker's) the budget reserves them and calls on_budget, which wakes the loop
+ * (uv_async_send) to collect them. A pool thread runs page_cache_prefetch() (or
+ * page_cache_prefetch_range()), which skips resident and in-flight pages and publishes what
+ * it fetches to waiting readers (single flight).
  *   - Per file: the detector state of an object version (pf_file, keyed by its file id) is
  *     shared by its handles, each a reader of its stream set, and kept after the last handle
  *     closes while the file is among the RETAIN_FILES most recently closed ones.
@@ -35,20 +40,24 @@
  *     and, once the last fetch under way has finished (after_fetch), closes its async handle
  *     so uv_run returns; destroy joins the thread and closes the loop.
  *
- * Invariants (under pf->lock): inflight <= max_inflight unless a single fetch exceeds it;
- * mem_inflight is the sum of the buffers of the fetches under way; every queued or running
+ * Invariants (under pf->lock): inflight <= max_inflight; mem_inflight is the sum of the
+ * buffers of the fetches under way, all taken from the budget; the budget holds a wish or a
+ * reservation of ours only while a request is queued; every queued or running
  * request holds one reference to its pf_file and one to its pc_file, or owns its pf_obj,
  * which is in `objs` exactly while the request is queued or running; nothing is queued once
  * stopping is set; a pf_file is in the table while it has handles or is retained, and in the
  * retained list (at most RETAIN_FILES long) exactly while it is in the table with no handle.
  *
  * Lock order: pf_file->lock and pf->lock are never held together (the detector runs first,
- * the queue is touched after). The page cache's lock is taken with no prefetcher lock
- * held: by pool threads (page_cache_open/page_cache_prefetch) and by prefetch_open()
- * (page_cache_resident: a resident small object queues nothing).
+ * the queue is touched after). The budget's lock is taken under pf->lock (try_take, give,
+ * cancel_wish) and is innermost; on_budget runs under it and only calls uv_async_send. The
+ * page cache's lock is taken with no prefetcher lock held: by pool threads
+ * (page_cache_open/page_cache_prefetch) and by prefetch_open() (page_cache_resident: a
+ * resident small object queues nothing).
  */
 #include "cache/prefetch.h"
 
+#include "cache/mem_budget.h"
 #include "cache/page_cache.h"
 #include "cache/stream.h"
 
@@ -149,6 +158,8 @@ struct prefetcher {
                            max_inflight of them fit in mem_limit */
     uint64_t max_readahead, mem_limit, small_object;
     unsigned max_inflight;
+    struct mem_budget *budget; /* the conf's (shared), or own_budget */
+    struct mem_budget *own_budget;
 
     uv_loop_t loop; /* owned by the loop thread once it runs */
     uv_async_t wake;
@@ -402,6 +413,7 @@ static struct pf_req *stop_locked(struct prefetcher *pf)
         pf->stats.dropped += r->count;
     pf->head = pf->tail = NULL;
     pf->npending = 0;
+    mem_budget_cancel_wish(pf->budget);
     if (pf->inflight == 0 && !uv_is_closing((uv_handle_t *)&pf->wake))
         uv_close((uv_handle_t *)&pf->wake, NULL);
     signal_if_idle(pf);
@@ -465,6 +477,7 @@ static void after_fetch(uv_work_t *w, int status)
     pthread_mutex_lock(&pf->lock);
     pf->inflight--;
     pf->mem_inflight -= r->mem;
+    mem_budget_give(pf->budget, r->mem);
     /* An object leaves `objs` in the same locked step that ends its fetch: once the
      * prefetcher looks idle, the object can be queued again. */
     if (obj) {
@@ -499,17 +512,40 @@ static void after_fetch(uv_work_t *w, int status)
     req_free(r);
 }
 
+/* Under pf->lock, on the loop thread: takes from the budget the buffers of r (at least) and
+ * of the requests that could start with it (up to max_inflight under way), as many as fit.
+ * 1 with *granted set, or 0: the wish is recorded and on_budget wakes the loop once bytes are
+ * reserved for it. */
+static int take_for(struct prefetcher *pf, struct pf_req *r, uint64_t *granted)
+{
+    uint64_t want = 0;
+    unsigned k = pf->max_inflight - pf->inflight;
+    for (struct pf_req *q = r; q && k > 0; q = q->next) {
+        if (q != r && req_stale(q))
+            continue;
+        want += q->mem;
+        k--;
+    }
+    return mem_budget_try_take(pf->budget, r->mem, want, granted) == 1;
+}
+
 /* Loop thread: starts queued fetches while the caps allow. */
 static void dispatch(struct prefetcher *pf)
 {
     struct pf_req *start = NULL, **tail = &start, *drop = NULL;
+    uint64_t granted = 0; /* taken from the budget, not handed to a request yet */
     pthread_mutex_lock(&pf->lock);
     while (pf->head && !pf->stopping) {
         struct pf_req *r = pf->head;
         int stale = req_stale(r);
-        if (!stale && pf->inflight > 0 &&
-            (pf->inflight >= pf->max_inflight || pf->mem_inflight + r->mem > pf->mem_limit))
+        if (!stale && pf->inflight >= pf->max_inflight)
             break;
+        if (!stale && r->mem > granted) {
+            mem_budget_give(pf->budget, granted);
+            granted = 0;
+            if (!take_for(pf, r, &granted))
+                break;
+        }
         pf->head = r->next;
         if (!pf->head)
             pf->tail = NULL;
@@ -521,11 +557,15 @@ static void dispatch(struct prefetcher *pf)
             drop = r;
             continue;
         }
+        granted -= r->mem;
         pf->inflight++;
         pf->mem_inflight += r->mem;
         *tail = r;
         tail = &r->next;
     }
+    mem_budget_give(pf->budget, granted);
+    if (!pf->head)
+        mem_budget_cancel_wish(pf->budget); /* the requests it was for were dropped */
     signal_if_idle(pf);
     pthread_mutex_unlock(&pf->lock);
 
@@ -537,6 +577,7 @@ static void dispatch(struct prefetcher *pf)
             pthread_mutex_lock(&pf->lock);
             pf->inflight--;
             pf->mem_inflight -= r->mem;
+            mem_budget_give(pf->budget, r->mem);
             pf->stats.errors++;
             signal_if_idle(pf);
             pthread_mutex_unlock(&pf->lock);
@@ -544,6 +585,14 @@ static void dispatch(struct prefetcher *pf)
         }
     }
     free_list(drop);
+}
+
+/* The budget's notify function (any thread, under the budget's lock): bytes were reserved
+ * for the requests at the head of the queue. */
+static void on_budget(void *arg)
+{
+    struct prefetcher *pf = arg;
+    uv_async_send(&pf->wake);
 }
 
 static void on_wake(uv_async_t *a)
@@ -609,7 +658,7 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
             break;
         r->idx = b->first + i * chunk;
         r->count = (size_t)(b->npages - i * chunk < chunk ? b->npages - i * chunk : chunk);
-        r->mem = (uint64_t)r->count * pf->page_size;
+        r->mem = page_cache_prefetch_mem(pf->pc, r->count);
         units += r->count;
         if (last)
             last->next = r;
@@ -632,7 +681,7 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
         r->len = len;
         r->idx = p0;
         r->count = (size_t)(p1 - p0 + 1);
-        r->mem = (uint64_t)r->count * pf->page_size;
+        r->mem = (uint64_t)r->count * pf->page_size; /* one page at a time; at most this */
         units += r->count;
         made++;
         if (last)
@@ -813,7 +862,7 @@ int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
         goto out_free;
     r->pf = pf;
     r->count = (size_t)((size + pf->page_size - 1) / pf->page_size);
-    r->mem = (uint64_t)r->count * pf->page_size;
+    r->mem = page_cache_prefetch_mem(pf->pc, r->count);
     r->file_id = -1;
 
     pthread_mutex_lock(&pf->lock);
@@ -902,10 +951,22 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
                                             : PREFETCH_DEFAULT_MAX_READAHEAD;
     pf->max_inflight = conf->max_inflight ? conf->max_inflight : PREFETCH_DEFAULT_MAX_INFLIGHT;
     pf->mem_limit = conf->mem_limit ? conf->mem_limit : PREFETCH_DEFAULT_MEM_LIMIT;
+    if (conf->budget)
+        pf->mem_limit = mem_budget_limit(conf->budget);
     pf->small_object = conf->small_object ? conf->small_object : PREFETCH_DEFAULT_SMALL_OBJECT;
-    pf->chunk_max = pf->mem_limit / pf->page_size / pf->max_inflight;
-    if (pf->chunk_max > MAX_CHUNK_PAGES)
-        pf->chunk_max = MAX_CHUNK_PAGES;
+    /* The widest GET such that max_inflight of them fit in the memory bound. */
+    pf->chunk_max = 1;
+    while (pf->chunk_max < MAX_CHUNK_PAGES &&
+           page_cache_prefetch_mem(pc, (size_t)pf->chunk_max + 1) <=
+               pf->mem_limit / pf->max_inflight)
+        pf->chunk_max++;
+    pf->budget = conf->budget;
+    if (!pf->budget) {
+        rc = mem_budget_create(pf->mem_limit, &pf->own_budget);
+        if (rc < 0)
+            goto out_free;
+        pf->budget = pf->own_budget;
+    }
     pf->track = calloc(TRACK_SLOTS, sizeof(*pf->track));
     pf->objs = calloc(OBJ_BUCKETS, sizeof(*pf->objs));
     pf->files = calloc(FILE_BUCKETS, sizeof(*pf->files));
@@ -932,6 +993,9 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     if (rc < 0)
         goto out_close_loop;
     pf->wake.data = pf;
+    rc = mem_budget_set_notify(pf->budget, on_budget, pf);
+    if (rc < 0)
+        goto out_close_async;
     /* The loop thread, and the libuv pool threads it starts, run with every signal blocked
      * (they inherit the mask): a SIGTERM or SIGINT must reach a thread that libfuse's
      * handlers can act on, or the session would not notice it until the next request. */
@@ -941,10 +1005,12 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     rc = -pthread_create(&pf->thread, NULL, loop_main, pf);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc < 0)
-        goto out_close_async;
+        goto out_clear_notify;
     *out = pf;
     return 0;
 
+out_clear_notify:
+    mem_budget_set_notify(pf->budget, NULL, NULL);
 out_close_async:
     uv_close((uv_handle_t *)&pf->wake, NULL);
     uv_run(&pf->loop, UV_RUN_DEFAULT);
@@ -959,6 +1025,7 @@ out_free:
     free(pf->files);
     free(pf->objs);
     free(pf->track);
+    mem_budget_destroy(pf->own_budget);
     free(pf);
     return rc;
 }
@@ -969,6 +1036,8 @@ void prefetcher_destroy(struct prefetcher *pf)
         return;
     pthread_mutex_lock(&pf->lock);
     pf->stopping = 1;
+    /* No notify after this (the loop closes its async handle): a wish is withdrawn. */
+    mem_budget_set_notify(pf->budget, NULL, NULL);
     pthread_mutex_unlock(&pf->lock);
     uv_async_send(&pf->wake);
     pthread_join(pf->thread, NULL);
@@ -989,5 +1058,6 @@ void prefetcher_destroy(struct prefetcher *pf)
     }
     free(pf->files);
     free(pf->track);
+    mem_budget_destroy(pf->own_budget); /* every fetch gave its bytes back */
     free(pf);
 }

@@ -11,12 +11,13 @@
  * The read-ahead state of a file outlives its last handle for a while (the 64 most recently
  * closed files). The loop thread hands queued pages to the
  * libuv thread pool, where page_cache_prefetch() fetches them through the page cache's
- * single-flight path, within two global caps: max_inflight concurrent fetches and mem_limit
- * bytes of page buffers. Past a cap, requests wait in the queue; a request whose run jumped
- * elsewhere or was recycled since, or a small object's fetch queued at open once no handle
- * has the object open, is dropped when its turn comes. Closing a handle does not cancel its
- * runs' read-ahead (as the kernel's; a reader that reopens continues the runs). Foreground
- * reads never go through the prefetcher and never wait for its capacity.
+ * single-flight path, within two global caps: max_inflight concurrent fetches and the bytes
+ * of page buffers of a memory budget (mem_budget.h: mem_limit bytes, or a budget shared with
+ * load jobs, taken in turns with them). Past a cap, requests wait in the queue; a request
+ * whose run jumped elsewhere or was recycled since, or a small object's fetch queued at open
+ * once no handle has the object open, is dropped when its turn comes. Closing a handle does
+ * not cancel its runs' read-ahead (as the kernel's; a reader that reopens continues the
+ * runs). Foreground reads never go through the prefetcher and never wait for its capacity.
  *
  * Ownership: prefetcher_create/destroy (destroy waits for fetches under way, drops queued
  * requests); a stream is created by prefetch_open and released by prefetch_close (the
@@ -35,6 +36,7 @@
 
 struct page_cache;
 struct pc_file;
+struct mem_budget;
 struct prefetcher;
 struct prefetch_stream;
 
@@ -49,7 +51,12 @@ struct prefetch_stream;
 struct prefetch_conf {
     uint64_t max_readahead; /* bytes of read-ahead per sequential stream; 0 = default */
     unsigned max_inflight;  /* concurrent prefetch fetches; 0 = default; <= PREFETCH_MAX_INFLIGHT */
-    uint64_t mem_limit;     /* bytes of page buffers held by prefetch fetches; 0 = default */
+    uint64_t mem_limit;     /* bytes of page buffers held by prefetch fetches; 0 = default;
+                               ignored with a budget (its limit applies) */
+    struct mem_budget *budget; /* the budget the fetches' page buffers are taken from, shared
+                                  with other fetchers (load jobs); borrowed, must outlive the
+                                  prefetcher, which registers as its deferred taker (one per
+                                  budget). NULL: a budget of its own of mem_limit bytes */
     uint64_t small_object;  /* objects of 1..small_object bytes are fetched whole at open (one
                                GET); 0 = default; UINT64_MAX is not special */
 };
@@ -78,7 +85,8 @@ struct prefetch_stats {
 /* Starts the loop thread. Sets UV_THREADPOOL_SIZE to max_inflight + 4 if it is not set yet
  * (libuv sizes its process-wide pool once, at the first uv_queue_work; the pool must be at
  * least max_inflight threads or the cap is never reached, and a few more keep room for other
- * users). Returns 0 or -errno (-EINVAL for a bad conf). */
+ * users). Returns 0 or -errno (-EINVAL for a bad conf, -EBUSY if the budget has a deferred
+ * taker already). */
 int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
                       struct prefetcher **out);
 void prefetcher_destroy(struct prefetcher *pf);

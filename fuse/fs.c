@@ -60,6 +60,7 @@
 
 #include "backends/backend.h"
 #include "cache/meta_cache.h"
+#include "cache/mem_budget.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
 #include "fuse/dir_ledger.h"
@@ -82,6 +83,7 @@ struct pagefs_fs {
     uint32_t page_size;
     int64_t mount_time_ns; /* mtime of the root */
     char *control_socket;  /* shown in the stats text; NULL: none */
+    struct mem_budget *mem_budget; /* shown in the stats text; borrowed; NULL: none */
     pthread_mutex_t handles_lock;
     struct pagefs_handle *handles; /* open file and directory handles (list head sentinel) */
     /* Request counters for the stats text. */
@@ -288,6 +290,7 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     fs->file_mode = 0444 & ~conf->umask;
     fs->dir_mode = 0555 & ~conf->umask;
     fs->page_size = page_cache_page_size(conf->pc);
+    fs->mem_budget = conf->mem_budget;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     fs->mount_time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
@@ -462,6 +465,16 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
         KV("prefetch_shared", pfs.shared);
         KV("prefetch_inflight", pfs.inflight);
         KV("prefetch_pending", pfs.pending);
+    }
+    if (fs->mem_budget) {
+        struct mem_budget_stats mbs;
+        mem_budget_get_stats(fs->mem_budget, &mbs);
+        KV("mem_budget_limit", mbs.limit);
+        KV("mem_budget_held", mbs.held);
+        KV("mem_budget_peak", mbs.peak);
+        KV("mem_budget_grants", mbs.grants);
+        KV("mem_budget_waits", mbs.waits);
+        KV("mem_budget_waiting", mbs.waiting);
     }
     if (fs->control_socket)
         fprintf(m, "control_socket=%s\n", fs->control_socket);

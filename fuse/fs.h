@@ -23,6 +23,7 @@ struct pagefs_fs;
 struct fuse_lowlevel_ops;
 struct prefetch_conf;
 struct prefetcher;
+struct mem_budget;
 
 #define PAGEFS_STATS_XATTR "user.pagefs.stats"
 
@@ -40,6 +41,8 @@ struct pagefs_fs_conf {
                               read-ahead */
     const char *control_socket; /* the daemon's control socket path, shown in the stats text
                                    (copied); NULL: none */
+    struct mem_budget *mem_budget; /* the fetch memory budget, shown in the stats text
+                                      (borrowed); NULL: none */
 };
 
 /* The daemon's request counters (monotonic). */
@@ -61,7 +64,9 @@ const struct fuse_lowlevel_ops *pagefs_fs_ops(void);
  * lookups, listings_fetched, stale_served), inodes, and the daemon's request counters
  * (fuse_lookups, fuse_reads, fuse_read_bytes, ...), and with read-ahead on, the fields of
  * struct prefetch_stats but `fetched` (the page cache's prefetch_fetched) prefixed "prefetch_"
- * (prefetch_queued, prefetch_used, ...), and with a control socket, "control_socket=<path>".
+ * (prefetch_queued, prefetch_used, ...), with a memory budget the fields of struct
+ * mem_budget_stats prefixed "mem_budget_" (mem_budget_limit, mem_budget_held, ...), and with
+ * a control socket, "control_socket=<path>".
  * All values but backend and control_socket are integers.
  * buf is NUL-terminated if len > 0. Returns the length of the whole text, which may exceed
  * len - 1 (as with snprintf). */

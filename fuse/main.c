@@ -4,7 +4,10 @@
  * Start-up order, each step undone in reverse on the way out (goto ladder in run()):
  *   parse options -> [detach: fork, the parent waits for a status byte] -> backend_open ->
  *   backend check (missing bucket / bad credentials / unreachable store end here, before
- *   anything is mounted) -> page cache + metadata cache -> file system -> control-plane server
+ *   anything is mounted) -> fetch buffer pool + page cache + metadata cache -> the fetch
+ *   memory budget (one bound, -o prefetch_mem, on the page buffers of read-ahead and load jobs
+ *   together; the pool keeps the memory mapped for them within it) -> file system
+ *   (its prefetcher draws on the budget) -> control-plane server (load jobs draw on it too)
  *   (fuse/rest.h: control socket, -o rest= listener; a bind failure ends here) -> FUSE session,
  *   signal handlers -> clean a stale mount point -> mount -> [tell the parent: ok; stdio to
  *   /dev/null, log to syslog] -> multithreaded loop until unmount / SIGINT / SIGTERM.
@@ -39,6 +42,8 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "cache/buf_pool.h"
+#include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
@@ -246,8 +251,10 @@ static int run(struct pagefs_options *o)
     char err[512] = "";
     int rc, exit_code = 1, notify_fd = -1;
     struct backend *be = NULL;
+    struct buf_pool *fetch_bufs = NULL;
     struct page_cache *pc = NULL;
     struct meta_cache *mc = NULL;
+    struct mem_budget *budget = NULL;
     struct pagefs_fs *fs = NULL;
     struct rest_server *rest = NULL;
     char *control_path = NULL;
@@ -292,6 +299,14 @@ static int run(struct pagefs_options *o)
         goto out_destroy_backend;
     }
 
+    /* The page buffers of read-ahead and load fetches are bounded by the budget below; the
+     * pool keeps the memory the process maps for them within the same bound. */
+    uint64_t fetch_mem = o->prefetch_mem ? o->prefetch_mem : PREFETCH_DEFAULT_MEM_LIMIT;
+    rc = buf_pool_create(fetch_mem, &fetch_bufs);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", strerror(-rc));
+        goto out_destroy_backend;
+    }
     struct page_cache_conf pconf = {
         .dir = cache_dir,
         .page_size = o->page_size,
@@ -300,11 +315,12 @@ static int run(struct pagefs_options *o)
         .compress_level = o->compress_level,
         .verify = (enum page_cache_verify)o->verify,
         .log = cache_log,
+        .fetch_bufs = fetch_bufs,
     };
     rc = page_cache_create(&pconf, be, &pc, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
-        goto out_destroy_backend;
+        goto out_destroy_fetch_bufs;
     }
     struct meta_cache_conf mconf = {
         .dir = cache_dir,
@@ -315,10 +331,15 @@ static int run(struct pagefs_options *o)
         fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
         goto out_destroy_page_cache;
     }
+    rc = mem_budget_create(fetch_mem, &budget);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", strerror(-rc));
+        goto out_destroy_meta_cache;
+    }
     struct prefetch_conf pfconf = {
         .max_readahead = o->max_readahead,
         .max_inflight = o->max_inflight,
-        .mem_limit = o->prefetch_mem,
+        .budget = budget,
     };
     struct pagefs_fs_conf fconf = {
         .prefetch = o->readahead ? &pfconf : NULL,
@@ -330,17 +351,18 @@ static int run(struct pagefs_options *o)
         .uid = o->set_uid ? o->uid : getuid(),
         .gid = o->set_gid ? o->gid : getgid(),
         .umask = o->umask,
+        .mem_budget = budget,
     };
     if (asprintf(&control_path, "%s/control.sock", cache_dir) < 0) {
         control_path = NULL;
         fprintf(stderr, "pagefs: out of memory\n");
-        goto out_destroy_meta_cache;
+        goto out_destroy_budget;
     }
     fconf.control_socket = control_path;
     rc = pagefs_fs_create(&fconf, &fs);
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", strerror(-rc));
-        goto out_destroy_meta_cache;
+        goto out_destroy_budget;
     }
     /* The control plane: the control socket always, TCP with -o rest=. */
     struct rest_conf rconf = {
@@ -352,6 +374,7 @@ static int run(struct pagefs_options *o)
         .pc = pc,
         .mc = mc,
         .fs = fs,
+        .budget = budget,
         .cache_capacity = o->cache_size,
     };
     rc = rest_start(&rconf, &rest, err, sizeof(err));
@@ -436,11 +459,15 @@ out_free_args:
     fuse_opt_free_args(&args);
     rest_stop(rest); /* before the layers it serves from (NULL if it never started) */
     pagefs_fs_destroy(fs);
+out_destroy_budget:
+    mem_budget_destroy(budget); /* after its takers: load jobs and the prefetcher */
 out_destroy_meta_cache:
     meta_cache_destroy(mc);
 out_destroy_page_cache:
     page_cache_flush(pc);
     page_cache_destroy(pc);
+out_destroy_fetch_bufs:
+    buf_pool_destroy(fetch_bufs); /* after the cache: its last fetch buffers are back */
 out_destroy_backend:
     backend_destroy(be);
 out_free_paths:

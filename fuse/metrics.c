@@ -144,6 +144,20 @@ int metrics_render(const struct metrics_input *in, char **out, size_t *len)
     }
     gauge(m, "pagefs_load_jobs_running", "Load (warm-up) jobs under way now.",
           (double)in->load_jobs_running);
+    if (in->have_budget) {
+        const struct mem_budget_stats *b = &in->mb;
+        gauge(m, "pagefs_fetch_memory_limit_bytes",
+              "Bound on page buffers of read-ahead and load fetches (prefetch_mem).",
+              (double)b->limit);
+        gauge(m, "pagefs_fetch_memory_held_bytes",
+              "Page buffers read-ahead and load fetches hold now.", (double)b->held);
+        gauge(m, "pagefs_fetch_memory_peak_bytes",
+              "Most page buffers read-ahead and load fetches held at once.", (double)b->peak);
+        counter(m, "pagefs_fetch_memory_waits_total",
+                "Read-ahead and load fetches that waited for buffer memory.", b->waits);
+        gauge(m, "pagefs_fetch_memory_waiting", "Fetches waiting for buffer memory now.",
+              (double)b->waiting);
+    }
 
     if (fclose(m) != 0 || !text) {
         free(text);

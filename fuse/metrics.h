@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
+#include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
@@ -35,6 +36,8 @@ struct metrics_input {
     int have_fs;
     struct pagefs_fs_counters fs;
     uint64_t load_jobs_running; /* load jobs under way */
+    int have_budget;
+    struct mem_budget_stats mb; /* page buffers of read-ahead and load fetches */
 };
 
 /* Renders the text into *out (caller frees), its length into *len. 0 or -ENOMEM. */

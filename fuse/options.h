@@ -77,7 +77,8 @@ struct pagefs_options {
     int readahead;          /* 0: read-ahead off (readahead=0); default 1 */
     uint64_t max_readahead; /* bytes per sequential stream; 0 = the prefetcher's default */
     unsigned max_inflight;  /* concurrent read-ahead fetches; 0 = default */
-    uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead fetches; 0 = default */
+    uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead and load fetches; 0 =
+                               default */
     unsigned dir_prefetch;  /* small files of a listing prefetched ahead of an open, within the
                              * directory's budget (fuse/dir_ledger.h); 0 off */
     int compress_level;     /* zstd level of pages at rest; 0 = no compression */

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
@@ -104,6 +105,7 @@ struct rest_server {
     struct meta_cache *mc;
     struct prefetcher *pf;
     struct pagefs_fs *fs;
+    struct mem_budget *budget;
     uint64_t capacity;
     uint64_t start_ms; /* CLOCK_MONOTONIC */
     struct id_map ids;
@@ -868,6 +870,10 @@ static void fill_metrics_input(struct rest_server *rs, struct metrics_input *in)
         pagefs_fs_get_counters(rs->fs, &in->fs);
     }
     in->load_jobs_running = load_engine_running(rs->loads);
+    if (rs->budget) {
+        in->have_budget = 1;
+        mem_budget_get_stats(rs->budget, &in->mb);
+    }
 }
 
 static enum MHD_Result h_metrics(struct rest_server *rs, struct MHD_Connection *c,
@@ -897,12 +903,14 @@ static enum MHD_Result h_stats(struct rest_server *rs, struct MHD_Connection *c,
     struct json_object *remote = json_object_new_object();
     struct json_object *pre = json_object_new_object();
     struct json_object *fuse = json_object_new_object();
-    if (!o || !cache || !remote || !pre || !fuse) {
+    struct json_object *mem = json_object_new_object();
+    if (!o || !cache || !remote || !pre || !fuse || !mem) {
         json_object_put(o);
         json_object_put(cache);
         json_object_put(remote);
         json_object_put(pre);
         json_object_put(fuse);
+        json_object_put(mem);
         return MHD_NO;
     }
     json_object_object_add(o, "version", json_object_new_string(PAGEFS_VERSION));
@@ -945,6 +953,12 @@ static enum MHD_Result h_stats(struct rest_server *rs, struct MHD_Connection *c,
     add_u64(fuse, "opens", in.fs.opens);
     add_u64(fuse, "lookups", in.fs.lookups);
     json_object_object_add(o, "fuse", fuse);
+
+    add_u64(mem, "limit_bytes", in.mb.limit); /* zeroed without a budget */
+    add_u64(mem, "held_bytes", in.mb.held);
+    add_u64(mem, "peak_bytes", in.mb.peak);
+    add_u64(mem, "waits", in.mb.waits);
+    json_object_object_add(o, "fetch_memory", mem);
     return reply_json(c, ctx, 200, o);
 }
 
@@ -1487,13 +1501,14 @@ int rest_start(const struct rest_conf *conf, struct rest_server **out, char *err
     rs->mc = conf->mc;
     rs->pf = conf->pf;
     rs->fs = conf->fs;
+    rs->budget = conf->budget;
     rs->capacity = conf->cache_capacity;
     rs->start_ms = mono_ms();
     rc = -pthread_mutex_init(&rs->ids.lock, NULL);
     if (rc < 0)
         goto out_free_server;
     struct load_engine_conf lconf = {
-        .pc = conf->pc, .mc = conf->mc, .on_file = on_load_file, .cls = rs};
+        .pc = conf->pc, .mc = conf->mc, .budget = conf->budget, .on_file = on_load_file, .cls = rs};
     rc = load_engine_create(&lconf, &rs->loads);
     if (rc < 0)
         goto out_destroy_lock;

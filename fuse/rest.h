@@ -8,8 +8,8 @@
  * Everything is read-only except the control endpoints (POST /api/v1/evict), which answer 403
  * on TCP. Load jobs (rest_load.h) run in the server and are stopped at rest_stop().
  *
- * Ownership: rest_start/rest_stop. The backend, caches, prefetcher and file system are
- * borrowed: start the server after they exist and stop it before any of them is destroyed.
+ * Ownership: rest_start/rest_stop. The backend, caches, prefetcher, budget and file system
+ * are borrowed: start the server after they exist and stop it before any of them is destroyed.
  * Strings in conf are copied.
  */
 #ifndef PAGEFS_REST_H
@@ -22,6 +22,7 @@ struct backend;
 struct page_cache;
 struct meta_cache;
 struct prefetcher;
+struct mem_budget;
 struct pagefs_fs;
 struct rest_server;
 
@@ -35,6 +36,7 @@ struct rest_conf {
     struct meta_cache *mc;
     struct prefetcher *pf; /* may be NULL: then the file system's, if any */
     struct pagefs_fs *fs;  /* may be NULL (no FUSE counters) */
+    struct mem_budget *budget; /* fetch memory, shared by load jobs and read-ahead; required */
     uint64_t cache_capacity;
 };
 

@@ -9,8 +9,13 @@
  * the walk. A worker pins the listed version of a file (page_cache_open) and asks for its
  * pages with page_cache_prefetch() a run at a time: resident pages are skipped, each run of
  * missing pages is one ranged GET, and the run's bytes are counted as done when it returns.
+ * Before each run a worker takes the buffers the run holds (page_cache_prefetch_mem) from the
+ * memory budget shared with read-ahead (cache/mem_budget.h, -o prefetch_mem), waiting for
+ * them if need be, and gives them back after: however many jobs and workers run, their page
+ * buffers stay within the one global bound. A run is cut to what the budget can grant.
  * A queued file's strings are handed to the worker that takes it, so memory is bounded by the
- * files not yet taken. Stopping sets a flag checked between runs and wakes waiting workers.
+ * files not yet taken. Stopping sets a flag checked between runs and wakes waiting workers
+ * (those waiting for the budget too).
  *
  * Invariants: a job's counters only grow; state leaves RUNNING exactly once, when the
  * coordinator has joined its workers (`finished` is then set and the job may be freed by the
@@ -32,6 +37,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 
@@ -73,6 +79,7 @@ struct load_job {
 struct load_engine {
     struct page_cache *pc;
     struct meta_cache *mc;
+    struct mem_budget *budget;
     void (*on_file)(void *cls, const char *key);
     void *cls;
     pthread_mutex_t lock;
@@ -159,13 +166,17 @@ static int load_one(struct load_job *j, const struct load_file *lf)
     uint64_t psz = page_cache_page_size(pc);
     uint64_t npages = (lf->size + psz - 1) / psz;
     uint64_t run = RUN_BYTES / psz ? RUN_BYTES / psz : 1;
+    /* A run larger than the budget would only ever be granted alone: cut it to fit. */
+    while (run > 1 && page_cache_prefetch_mem(pc, (size_t)run) > mem_budget_limit(j->le->budget))
+        run--;
     for (uint64_t idx = 0; idx < npages; idx += run) {
-        if (atomic_load(&j->stop)) {
-            rc = -ECANCELED;
-            break;
-        }
         uint64_t cnt = npages - idx < run ? npages - idx : run;
+        uint64_t mem = page_cache_prefetch_mem(pc, (size_t)cnt);
+        rc = mem_budget_take(j->le->budget, mem, &j->stop);
+        if (rc < 0)
+            break; /* -ECANCELED: stopped */
         rc = page_cache_prefetch(pc, f, idx, (size_t)cnt);
+        mem_budget_give(j->le->budget, mem);
         if (rc < 0)
             break;
         rc = 0;
@@ -426,7 +437,7 @@ static void job_free(struct load_job *j)
 
 int load_engine_create(const struct load_engine_conf *conf, struct load_engine **out)
 {
-    if (!conf->pc || !conf->mc)
+    if (!conf->pc || !conf->mc || !conf->budget)
         return -EINVAL;
     struct load_engine *le = calloc(1, sizeof(*le));
     if (!le)
@@ -438,6 +449,7 @@ int load_engine_create(const struct load_engine_conf *conf, struct load_engine *
     }
     le->pc = conf->pc;
     le->mc = conf->mc;
+    le->budget = conf->budget;
     le->on_file = conf->on_file;
     le->cls = conf->cls;
     *out = le;
@@ -458,6 +470,7 @@ void load_engine_destroy(struct load_engine *le)
     struct load_job *j = le->jobs;
     le->jobs = NULL;
     pthread_mutex_unlock(&le->lock);
+    mem_budget_interrupt(le->budget); /* workers waiting for buffers see their stop flag */
     while (j) {
         struct load_job *next = j->next;
         pthread_join(j->coordinator, NULL);
@@ -630,6 +643,7 @@ int load_job_stop(struct load_engine *le, const char *id)
         pthread_mutex_lock(&j->lock);
         pthread_cond_broadcast(&j->cond);
         pthread_mutex_unlock(&j->lock);
+        mem_budget_interrupt(le->budget);
     }
     pthread_mutex_unlock(&le->lock);
     return j ? 0 : -ENOENT;

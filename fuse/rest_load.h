@@ -4,12 +4,14 @@
  *
  * A job walks its paths through the metadata cache (directories recursively) and fetches
  * every missing page of every file it finds with page_cache_prefetch(), a run of pages per
- * request. Pages already resident cost nothing, so re-running a job is idempotent and resumes
- * where a stopped one ended. Progress counters are readable at any time.
+ * request, each run's page buffers taken from a memory budget shared with read-ahead (so
+ * load jobs and read-ahead together stay within one bound, -o prefetch_mem). Pages already
+ * resident cost nothing, so re-running a job is idempotent and resumes where a stopped one
+ * ended. Progress counters are readable at any time.
  *
  * Ownership: load_engine_create/destroy; destroy stops every job and joins its threads. Jobs
  * live in the engine; finished jobs are kept (the most recent LOAD_KEEP_FINISHED) so their
- * status can still be read. The caches are borrowed and must outlive the engine.
+ * status can still be read. The caches and the budget are borrowed and must outlive the engine.
  * Thread safety: every function may be called from many threads at once.
  */
 #ifndef PAGEFS_REST_LOAD_H
@@ -20,6 +22,7 @@
 
 struct page_cache;
 struct meta_cache;
+struct mem_budget;
 struct load_engine;
 
 #define LOAD_JOB_ID_LEN 16 /* hex digits */
@@ -37,6 +40,7 @@ enum load_state {
 struct load_engine_conf {
     struct page_cache *pc;
     struct meta_cache *mc;
+    struct mem_budget *budget; /* page buffers of the jobs' fetches are taken from it */
     /* Called for every file a job finds (mount-relative key), e.g. to learn its file id.
      * May be NULL. Runs on a job thread. */
     void (*on_file)(void *cls, const char *key);

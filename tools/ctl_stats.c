@@ -82,6 +82,11 @@ static void print_table(struct json_object *s)
            pct(U("prefetch.used_pages"), U("prefetch.fetched_pages")));
     printf("  %-16s %" PRIu64 "\n", "in flight", U("prefetch.inflight"));
     printf("  %-16s %" PRIu64 "\n", "pending", U("prefetch.pending"));
+    printf("  %-16s %s held of %s (peak %s), %" PRIu64 " waits (read-ahead and loads)\n", "buffers",
+           ctl_fmt_bytes((double)U("fetch_memory.held_bytes"), b1, sizeof(b1)),
+           ctl_fmt_bytes((double)U("fetch_memory.limit_bytes"), b2, sizeof(b2)),
+           ctl_fmt_bytes((double)U("fetch_memory.peak_bytes"), d, sizeof(d)),
+           U("fetch_memory.waits"));
     printf("\nfuse\n");
     printf("  %-16s %" PRIu64 " (%s)\n", "reads", U("fuse.reads"),
            ctl_fmt_bytes((double)U("fuse.read_bytes"), b1, sizeof(b1)));

@@ -5,6 +5,8 @@
  * Data is checked byte for byte against the source files.
  */
 #include "backends/backend.h"
+#include "cache/buf_pool.h"
+#include "cache/mem_budget.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
 #include "cache_env.h"
@@ -678,6 +680,75 @@ static void test_wide_window_larger_gets(void)
     cache_env_fini(&e);
 }
 
+/* A budget shared with other fetchers (load jobs): while they hold all of it, read-ahead is
+ * queued and not started (the reader is served all the same); once they give it back, the
+ * budget wakes the prefetcher, which fetches what is queued. The fetch buffers come from a
+ * pool of the budget's size: all back at the end, reused, never more kept than its cap. */
+static void test_shared_budget(void)
+{
+    struct cache_env e;
+    struct mem_budget *b;
+    struct buf_pool *pool;
+    CHECK_EQ(mem_budget_create(4 * PS, &b), 0);
+    CHECK_EQ(buf_pool_create(4 * PS, &pool), 0);
+    struct prefetch_conf pc = {
+        .max_readahead = 8 * PS, .max_inflight = 4, .small_object = PS, .budget = b};
+    cache_env_init(&e, "pf", PS, 0, 0, 0);
+    e.conf.fetch_bufs = pool;
+    cache_env_restart(&e);
+    CHECK_EQ(prefetcher_create(&pc, e.pc, &e.pf), 0);
+    struct prefetcher *other;
+    CHECK_EQ(prefetcher_create(&pc, e.pc, &other), -EBUSY); /* one deferred taker a budget */
+    size_t size = 32 * PS;
+    unsigned char *data = cache_env_make_source(&e, "shared.bin", size, 21);
+    struct pc_file *f = cache_env_open_key(&e, "shared.bin", NULL);
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+
+    CHECK_EQ(mem_budget_take(b, 4 * PS, NULL), 0); /* a load job holds it all */
+    for (uint64_t off = 0; off < 4 * PS; off += PS)
+        CHECK(read_check(&e, st, f, data, size, off, PS));
+    struct prefetch_stats p = pf_stats(&e);
+    CHECK(p.pending > 0);
+    CHECK_EQ(p.inflight, 0);
+    CHECK_EQ(cache_env_stats(&e).prefetch_fetched, 0);
+    CHECK_EQ(cache_env_read_calls(&e), 4); /* the reader's own */
+    struct mem_budget_stats ms;
+    int wished = 0;
+    for (int i = 0; i < 20000 && !wished; i++) {
+        mem_budget_get_stats(b, &ms);
+        wished = ms.waiting == 1;
+        if (!wished)
+            usleep(500);
+    }
+    CHECK(wished);
+
+    mem_budget_give(b, 4 * PS);
+    prefetcher_wait_idle(e.pf); /* returns only if the budget woke the prefetcher */
+    CHECK(pf_stats(&e).fetched > 0);
+    for (uint64_t off = 4 * PS; off < size; off += PS) {
+        CHECK(read_check(&e, st, f, data, size, off, PS));
+        prefetcher_wait_idle(e.pf);
+    }
+    check_accounting(&e);
+    CHECK(pf_stats(&e).used > 0);
+    CHECK_EQ(cache_env_read_calls(&e), 32);
+    mem_budget_get_stats(b, &ms);
+    CHECK_EQ(ms.held, 0);
+    CHECK(ms.peak <= 4 * PS);
+    struct buf_pool_stats ps;
+    buf_pool_get_stats(pool, &ps);
+    CHECK_EQ(ps.in_use, 0);
+    CHECK(ps.free <= 4 * PS); /* within its cap */
+    CHECK(ps.reuses > 0);
+    prefetch_close(st);
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e); /* the prefetcher first: it unregisters from the budget */
+    mem_budget_destroy(b);
+    buf_pool_destroy(pool);
+}
+
 int main(void)
 {
     RUN(test_sequential_reader_is_prefetched);
@@ -693,6 +764,7 @@ int main(void)
     RUN(test_strided_reader_ranges);
     RUN(test_open_read_close_reader);
     RUN(test_wide_window_larger_gets);
+    RUN(test_shared_budget);
     RUN(test_invalid);
     return test_finish();
 }

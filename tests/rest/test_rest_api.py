@@ -407,16 +407,18 @@ class RestApiBase:
     def test_stats_json(self):
         s1 = self.tcp.json("GET", "/api/v1/stats")
         for k in ("version", "source", "mountpoint", "uptime_s", "page_size", "time_ms", "cache",
-                  "remote", "prefetch", "fuse"):
+                  "remote", "prefetch", "fuse", "fetch_memory"):
             self.assertIn(k, s1)
         self.assertEqual(s1["page_size"], PAGE)
         self.assertEqual(s1["mountpoint"], self.mnt.mountpoint)
+        self.assertEqual(s1["fetch_memory"]["limit_bytes"], 256 << 20)  # prefetch_mem default
         groups = {"cache": ("capacity_bytes", "resident_bytes", "resident_pages", "hit_pages",
                             "miss_pages", "hit_bytes", "fetched_bytes", "evicted_pages",
                             "corrupt_pages", "write_errors"),
                   "remote": ("requests", "stat", "list", "read", "bytes", "errors", "inflight"),
                   "prefetch": ("fetched_pages", "used_pages", "inflight", "pending"),
-                  "fuse": ("reads", "read_bytes", "opens", "lookups")}
+                  "fuse": ("reads", "read_bytes", "opens", "lookups"),
+                  "fetch_memory": ("limit_bytes", "held_bytes", "peak_bytes", "waits")}
         for g, keys in groups.items():
             self.assertEqual(set(s1[g]), set(keys), g)
             for k in keys:

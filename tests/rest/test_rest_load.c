@@ -3,7 +3,9 @@
  * and metadata caches and the local backend with the fault and stats layers (cache_env.h):
  * a tree made resident, idempotent re-runs, partially cached files, missing paths, failing
  * stores, stopping a job (made slow by the fault layer's delay), destroying the engine with a
- * job under way, and argument errors. Counts of backend calls, never timings.
+ * job under way, argument errors, and the memory budget: runs take their buffers from it
+ * (never more than its limit held, runs cut to what it can grant) and a stop ends a job whose
+ * workers wait for it. Counts of backend calls and the budget's counters, never timings.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,6 +13,8 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "cache/buf_pool.h"
+#include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache_env.h"
@@ -22,9 +26,17 @@
 struct env {
     struct cache_env ce;
     struct meta_cache *mc;
+    struct mem_budget *budget;
     struct load_engine *le;
     int seen; /* on_file calls */
 };
+
+static struct mem_budget_stats budget_stats(struct env *e)
+{
+    struct mem_budget_stats s;
+    mem_budget_get_stats(e->budget, &s);
+    return s;
+}
 
 static void on_file(void *cls, const char *key)
 {
@@ -32,20 +44,35 @@ static void on_file(void *cls, const char *key)
     __atomic_add_fetch(&e->seen, 1, __ATOMIC_RELAXED);
 }
 
-static void env_init(struct env *e, const char *tag)
+/* A budget of `budget` bytes (0: 256 MiB, plenty); fetch buffers from `pool` (may be NULL). */
+static void env_init_budget(struct env *e, const char *tag, uint64_t budget, struct buf_pool *pool)
 {
     char err[256];
     memset(e, 0, sizeof(*e));
     cache_env_init(&e->ce, tag, PSZ, 1ull << 30, 0, 0);
+    if (pool) {
+        e->ce.conf.fetch_bufs = pool;
+        cache_env_restart(&e->ce);
+    }
     struct meta_cache_conf mconf = {.dir = e->ce.cache, .ttl_ms = 600000};
     CHECK_EQ(meta_cache_create(&mconf, e->ce.be, &e->mc, err, sizeof(err)), 0);
-    struct load_engine_conf lconf = {.pc = e->ce.pc, .mc = e->mc, .on_file = on_file, .cls = e};
+    CHECK_EQ(mem_budget_create(budget ? budget : 256ull << 20, &e->budget), 0);
+    struct load_engine_conf lconf = {
+        .pc = e->ce.pc, .mc = e->mc, .budget = e->budget, .on_file = on_file, .cls = e};
     CHECK_EQ(load_engine_create(&lconf, &e->le), 0);
+}
+
+static void env_init(struct env *e, const char *tag)
+{
+    env_init_budget(e, tag, 0, NULL);
 }
 
 static void env_fini(struct env *e)
 {
     load_engine_destroy(e->le);
+    if (e->budget)
+        CHECK_EQ(budget_stats(e).held, 0); /* every run gave its buffers back */
+    mem_budget_destroy(e->budget);
     meta_cache_destroy(e->mc);
     cache_env_fini(&e->ce);
 }
@@ -232,6 +259,111 @@ static void test_arguments(void)
     struct load_engine *le;
     struct load_engine_conf bad = {0};
     CHECK_EQ(load_engine_create(&bad, &le), -EINVAL);
+    bad = (struct load_engine_conf){.pc = e.ce.pc, .mc = e.mc}; /* no budget */
+    CHECK_EQ(load_engine_create(&bad, &le), -EINVAL);
+    env_fini(&e);
+}
+
+/* Many workers, a budget of two runs: every file resident, one GET and one grant per file,
+ * and never more than the limit held, however many workers. The run buffers come from a pool
+ * of the budget's size: all back at the end, reused, never more kept than its cap. */
+static void test_budget_bounds_runs(void)
+{
+    struct env e;
+    const uint64_t npg = 40; /* pages per file: one run each (RUN_BYTES is 128 pages) */
+    struct buf_pool *pool;
+    CHECK_EQ(buf_pool_create(2 * (npg + 1) * PSZ, &pool), 0);
+    env_init_budget(&e, "load-budget", 2 * (npg + 1) * PSZ, pool);
+    CHECK_EQ(page_cache_prefetch_mem(e.ce.pc, (size_t)npg), (npg + 1) * PSZ);
+    char name[64];
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof(name), "b/f%02d.bin", i);
+        free(cache_env_make_source(&e.ce, name, npg * PSZ, 200 + (uint64_t)i));
+    }
+    struct meta_dir list;
+    CHECK_EQ(meta_cache_list(e.mc, "b/", &list), 0);
+    meta_dir_clear(&list);
+    uint64_t reads = cache_env_read_calls(&e.ce);
+    fault_backend_set(e.ce.fault, 1 << 30, 0, 20000); /* 20 ms a GET: the workers overlap */
+    char *paths[] = {"b"};
+    char id[LOAD_JOB_ID_LEN + 1];
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 12, NULL, id), 0);
+    struct load_job_status st = wait_job(&e, id);
+    fault_backend_set(e.ce.fault, 0, 0, 0);
+    CHECK_EQ(st.state, LOAD_SUCCEEDED);
+    CHECK_EQ(st.files_done, 12);
+    CHECK_EQ(cache_env_read_calls(&e.ce) - reads, 12);
+    struct mem_budget_stats s = budget_stats(&e);
+    CHECK(s.peak <= s.limit);
+    CHECK_EQ(s.grants, 12);
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof(name), "b/f%02d.bin", i);
+        CHECK_EQ(resident_pages(&e, name), npg);
+    }
+    struct buf_pool_stats ps;
+    buf_pool_get_stats(pool, &ps);
+    CHECK_EQ(ps.in_use, 0);
+    CHECK(ps.free <= ps.cap);
+    CHECK(ps.reuses > 0);
+    env_fini(&e);
+    buf_pool_destroy(pool);
+
+    /* A budget smaller than a run: runs are cut to what it can grant (9 pages and their
+     * copy = 10 pages), so a 30-page file is 4 GETs. */
+    env_init_budget(&e, "load-budget-small", 10 * PSZ, NULL);
+    free(cache_env_make_source(&e.ce, "c.bin", 30 * PSZ, 300));
+    reads = cache_env_read_calls(&e.ce);
+    char *one[] = {"c.bin"};
+    CHECK_EQ(load_job_submit(e.le, one, 1, 1, NULL, id), 0);
+    st = wait_job(&e, id);
+    CHECK_EQ(st.state, LOAD_SUCCEEDED);
+    CHECK_EQ(resident_pages(&e, "c.bin"), 30);
+    CHECK_EQ(cache_env_read_calls(&e.ce) - reads, 4);
+    s = budget_stats(&e);
+    CHECK_EQ(s.peak, 10 * PSZ);
+    CHECK_EQ(s.grants, 4);
+    env_fini(&e);
+}
+
+/* Workers waiting for the budget (held whole elsewhere) end when their job is stopped, and
+ * when the engine is destroyed. */
+static void test_stop_while_waiting_for_budget(void)
+{
+    struct env e;
+    env_init_budget(&e, "load-budget-stop", 4 * PSZ, NULL);
+    char name[64];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "w/f%d.bin", i);
+        free(cache_env_make_source(&e.ce, name, 2 * PSZ, 400 + (uint64_t)i));
+    }
+    uint64_t reads = cache_env_read_calls(&e.ce);
+    CHECK_EQ(mem_budget_take(e.budget, 4 * PSZ, NULL), 0); /* all of it, e.g. read-ahead */
+    char *paths[] = {"w"};
+    char id[LOAD_JOB_ID_LEN + 1];
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 4, NULL, id), 0);
+    int waiting = 0;
+    for (int i = 0; i < 6000 && !waiting; i++) {
+        waiting = budget_stats(&e).waiting == 4;
+        if (!waiting)
+            usleep(10000);
+    }
+    CHECK(waiting);
+    CHECK_EQ(load_job_stop(e.le, id), 0);
+    struct load_job_status st = wait_job(&e, id);
+    CHECK_EQ(st.state, LOAD_STOPPED);
+    CHECK_EQ(st.files_done, 0);
+    CHECK_EQ(budget_stats(&e).waiting, 0);
+    CHECK_EQ(budget_stats(&e).held, 4 * PSZ); /* nothing taken by the stopped job */
+
+    /* Again, and the engine destroyed instead: it returns, the workers gone. */
+    CHECK_EQ(load_job_submit(e.le, paths, 1, 4, NULL, id), 0);
+    for (int i = 0; i < 6000 && budget_stats(&e).waiting < 1; i++)
+        usleep(10000);
+    load_engine_destroy(e.le);
+    e.le = NULL;
+    CHECK_EQ(budget_stats(&e).waiting, 0);
+    CHECK_EQ(cache_env_read_calls(&e.ce) - reads, 0);
+    mem_budget_give(e.budget, 4 * PSZ);
     env_fini(&e);
 }
 
@@ -242,5 +374,7 @@ int main(void)
     RUN(test_missing_path_and_failing_store);
     RUN(test_stop_and_destroy_while_running);
     RUN(test_arguments);
+    RUN(test_budget_bounds_runs);
+    RUN(test_stop_while_waiting_for_budget);
     return test_finish();
 }

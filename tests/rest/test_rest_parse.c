@@ -353,6 +353,11 @@ static void test_metrics(void)
     in.pf.used = 6;
     in.have_fs = 1;
     in.fs.reads = 42;
+    in.have_budget = 1;
+    in.mb.limit = 32u << 20;
+    in.mb.held = 9u << 20;
+    in.mb.peak = 30u << 20;
+    in.mb.waits = 17;
     char *text = NULL;
     size_t len = 0;
     CHECK_EQ(metrics_render(&in, &text, &len), 0);
@@ -369,6 +374,11 @@ static void test_metrics(void)
     CHECK(sample(text, "pagefs_remote_bytes_total") == 123456);
     CHECK(sample(text, "pagefs_prefetch_efficiency_ratio") == 0.75);
     CHECK(sample(text, "pagefs_fuse_reads_total") == 42);
+    CHECK(sample(text, "pagefs_fetch_memory_limit_bytes") == (double)(32u << 20));
+    CHECK(sample(text, "pagefs_fetch_memory_held_bytes") == (double)(9u << 20));
+    CHECK(sample(text, "pagefs_fetch_memory_peak_bytes") == (double)(30u << 20));
+    CHECK(sample(text, "pagefs_fetch_memory_waits_total") == 17);
+    CHECK(strstr(text, "# TYPE pagefs_fetch_memory_waits_total counter\n") != NULL);
     /* Cumulative histogram; +Inf equals _count. */
     const char *h = "pagefs_remote_request_duration_seconds";
     char key[160];
@@ -403,8 +413,10 @@ static void test_metrics(void)
 
     /* Without a prefetcher the ratio is absent; with nothing fetched it is 0. */
     in.have_prefetch = 0;
+    in.have_budget = 0;
     CHECK_EQ(metrics_render(&in, &text, &len), 0);
     CHECK(strstr(text, "pagefs_prefetch_efficiency_ratio") == NULL);
+    CHECK(strstr(text, "pagefs_fetch_memory") == NULL);
     free(text);
     in.have_prefetch = 1;
     in.pf.fetched = in.pf.used = 0;
