@@ -19,7 +19,10 @@
  */
 #include "cache/buf_pool.h"
 
+#include "backends/invariants.h"
+
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -86,8 +89,8 @@ void buf_pool_destroy(struct buf_pool *p)
     free(p);
 }
 
-#ifndef NDEBUG
-/* Debug-only (vanishes under NDEBUG): free is what the classes hold. Under lock. */
+#ifdef PAGEFS_INVARIANTS
+/* Debug-only (backends/invariants.h): free is what the classes hold. Under lock. */
 static void buf_pool_check_invariants(const struct buf_pool *p)
 {
     uint64_t n = 0;
@@ -95,11 +98,9 @@ static void buf_pool_check_invariants(const struct buf_pool *p)
         for (const struct buf_hdr *h = p->classes[i].top; h; h = h->next)
             n += h->len;
     if (n != p->free)
-        abort();
+        pagefs_invariant_failed("buf_pool", "%" PRIu64 " bytes free in the classes, counted "
+                                "%" PRIu64, n, (uint64_t)p->free);
 }
-#define BUF_POOL_CHECK(p) buf_pool_check_invariants(p)
-#else
-#define BUF_POOL_CHECK(p) ((void)0)
 #endif
 
 static struct buf_class *class_of(struct buf_pool *p, size_t len)
@@ -148,14 +149,14 @@ void *buf_pool_get(struct buf_pool *p, size_t size)
         p->free -= len;
         p->in_use += len;
         p->reuses++;
-        BUF_POOL_CHECK(p);
+        PAGEFS_CHECK_INVARIANTS(buf_pool_check_invariants(p));
         pthread_mutex_unlock(&p->lock);
         return (char *)h + HDR;
     }
     p->in_use += len; /* counted now, so that a concurrent put does not keep what we need */
     p->maps++;
     trim_locked(p, len, &victims);
-    BUF_POOL_CHECK(p);
+    PAGEFS_CHECK_INVARIANTS(buf_pool_check_invariants(p));
     pthread_mutex_unlock(&p->lock);
     unmap_list(victims);
 
@@ -195,7 +196,7 @@ void buf_pool_put(struct buf_pool *p, void *buf)
             keep = true;
         }
     }
-    BUF_POOL_CHECK(p);
+    PAGEFS_CHECK_INVARIANTS(buf_pool_check_invariants(p));
     pthread_mutex_unlock(&p->lock);
     if (!keep)
         munmap(h, h->len);

@@ -32,7 +32,10 @@
  */
 #include "cache/mem_budget.h"
 
+#include "backends/invariants.h"
+
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -105,8 +108,8 @@ static bool deferred_first(const struct mem_budget *b)
     return b->dmin > 0 && (!b->head || b->credit >= 0);
 }
 
-#ifndef NDEBUG
-/* Debug-only (vanishes under NDEBUG): the invariants above. Under lock, after grant_locked. */
+#ifdef PAGEFS_INVARIANTS
+/* Debug-only (backends/invariants.h): the invariants above. Under lock, after grant_locked. */
 static void mem_budget_check_invariants(const struct mem_budget *b)
 {
     uint64_t n = 0;
@@ -119,11 +122,10 @@ static void mem_budget_check_invariants(const struct mem_budget *b)
         ((b->dmin || b->dgot) && !b->notify) || n != b->nwaiting ||
         (b->head == NULL) != (b->tail == NULL) || head_fits || b->credit > credit_limit(b) ||
         b->credit < -credit_limit(b))
-        abort();
+        pagefs_invariant_failed("mem_budget", "held %" PRIu64 " of %" PRIu64 ", %" PRIu64
+                                " waiting (counted %" PRIu64 ")", (uint64_t)b->held,
+                                (uint64_t)b->limit, n, (uint64_t)b->nwaiting);
 }
-#define MEM_BUDGET_CHECK(b) mem_budget_check_invariants(b)
-#else
-#define MEM_BUDGET_CHECK(b) ((void)0)
 #endif
 
 /* Under lock: grants from the head of the line while it fits. A grant to the deferred taker
@@ -161,7 +163,7 @@ static void grant_locked(struct mem_budget *b, bool quiet)
             break;
         }
     }
-    MEM_BUDGET_CHECK(b);
+    PAGEFS_CHECK_INVARIANTS(mem_budget_check_invariants(b));
 }
 
 int mem_budget_create(uint64_t limit, struct mem_budget **out)
@@ -333,9 +335,10 @@ void mem_budget_give(struct mem_budget *b, uint64_t bytes)
     if (bytes == 0)
         return;
     pthread_mutex_lock(&b->lock);
-#ifndef NDEBUG
+#ifdef PAGEFS_INVARIANTS
     if (bytes > b->held - b->dgot)
-        abort(); /* more given back than taken */
+        pagefs_invariant_failed("mem_budget", "%" PRIu64 " bytes given back, %" PRIu64
+                                " taken", bytes, (uint64_t)(b->held - b->dgot));
 #endif
     b->held -= bytes;
     grant_locked(b, false);

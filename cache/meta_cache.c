@@ -31,6 +31,7 @@
 #include "cache/meta_cache.h"
 
 #include "backends/backend.h"
+#include "backends/invariants.h"
 #include "cache/cache_db.h"
 #include "cache/meta_cache_int.h"
 
@@ -42,11 +43,6 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef NDEBUG
-#define MC_CHECK_INVARIANTS(mc) meta_cache_check_invariants(mc)
-#else
-#define MC_CHECK_INVARIANTS(mc) ((void)0)
-#endif
 
 #define MAX_LIST_PAGES 1000000
 #define MEM_DIRS 256
@@ -122,7 +118,7 @@ struct meta_cache {
     struct meta_cache_stats stats;
 };
 
-#ifndef NDEBUG
+#ifdef PAGEFS_INVARIANTS
 static void meta_cache_check_invariants(struct meta_cache *mc);
 #endif
 
@@ -597,7 +593,7 @@ static int ensure_listing(struct meta_cache *mc, const char *dir)
         free(r->dir);
         free(r);
     }
-    MC_CHECK_INVARIANTS(mc);
+    PAGEFS_CHECK_INVARIANTS(meta_cache_check_invariants(mc));
     return rc;
 }
 
@@ -834,7 +830,7 @@ void meta_cache_destroy(struct meta_cache *mc)
     if (!mc)
         return;
     pthread_mutex_lock(&mc->lock);
-    MC_CHECK_INVARIANTS(mc);
+    PAGEFS_CHECK_INVARIANTS(meta_cache_check_invariants(mc));
     for (size_t i = 0; i < MEM_DIRS; i++)
         if (mc->mem[i].dir)
             mem_drop(mc, &mc->mem[i]);
@@ -847,25 +843,23 @@ void meta_cache_destroy(struct meta_cache *mc)
     free(mc);
 }
 
-#ifndef NDEBUG
-/* Debug check (under the lock): refreshes in the list are unfinished and unique. */
+#ifdef PAGEFS_INVARIANTS
+/* Debug check (under the lock): refreshes in the list are unfinished and unique; the
+ * in-memory listings hold mem_entries entries, within MEM_ENTRIES. */
 static void meta_cache_check_invariants(struct meta_cache *mc)
 {
     for (struct refresh *r = mc->refreshing; r; r = r->next) {
         int bad = r->done;
         for (struct refresh *q = r->next; q; q = q->next)
             bad = bad || strcmp(q->dir, r->dir) == 0;
-        if (bad) {
-            fprintf(stderr, "meta_cache: invariant violated (refresh of \"%s\")\n", r->dir);
-            abort();
-        }
+        if (bad)
+            pagefs_invariant_failed("meta_cache", "refresh of \"%s\"", r->dir);
     }
     size_t n = 0;
     for (size_t i = 0; i < MEM_DIRS; i++)
         n += mc->mem[i].dir ? mc->mem[i].list.count : 0;
-    if (n != mc->mem_entries || n > MEM_ENTRIES) {
-        fprintf(stderr, "meta_cache: invariant violated (%zu entries in memory)\n", n);
-        abort();
-    }
+    if (n != mc->mem_entries || n > MEM_ENTRIES)
+        pagefs_invariant_failed("meta_cache", "%zu entries in memory, counted %zu", n,
+                                mc->mem_entries);
 }
 #endif

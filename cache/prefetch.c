@@ -48,6 +48,9 @@
  * stopping is set; a pf_file is in the table while it has handles or is retained, and in the
  * retained list (at most RETAIN_FILES long) exactly while it is in the table with no handle.
  *
+ * Checked (backends/invariants.h) by prefetcher_check_invariants() after every change of the
+ * queue or the retained list.
+ *
  * Lock order: pf_file->lock and pf->lock are never held together (the detector runs first,
  * the queue is touched after). The budget's lock is taken under pf->lock (try_take, give,
  * cancel_wish) and is innermost; on_budget runs under it and only calls uv_async_send. The
@@ -57,11 +60,13 @@
  */
 #include "cache/prefetch.h"
 
+#include "backends/invariants.h"
 #include "cache/mem_budget.h"
 #include "cache/page_cache.h"
 #include "cache/stream.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -396,6 +401,37 @@ static int track_take(struct prefetcher *pf, int64_t file_id, uint64_t idx)
     return 0;
 }
 
+#ifdef PAGEFS_INVARIANTS
+/* The invariants at the top of the file that can be seen from the prefetcher (under
+ * pf->lock): the queue's length and ends, the caps, the object set, the retained list. */
+static void prefetcher_check_invariants(struct prefetcher *pf)
+{
+    size_t n = 0;
+    struct pf_req *last = NULL;
+    for (struct pf_req *r = pf->head; r; r = r->next, n++) {
+        last = r;
+        if (r->obj && obj_find(pf, r->obj->key, r->obj->hash) != r->obj)
+            pagefs_invariant_failed("prefetcher", "queued object %s not in the object set",
+                                    r->obj->key);
+        if (!r->obj && (!r->pfile || !r->f))
+            pagefs_invariant_failed("prefetcher", "queued request without its file");
+    }
+    if (n != pf->npending || last != pf->tail || (n && pf->stopping))
+        pagefs_invariant_failed("prefetcher", "%zu queued, counted %zu (stopping %d)", n,
+                                pf->npending, pf->stopping);
+    if (pf->inflight > pf->max_inflight || (pf->inflight == 0 && pf->mem_inflight != 0))
+        pagefs_invariant_failed("prefetcher", "%u fetches (at most %u) holding %" PRIu64
+                                " bytes", pf->inflight, pf->max_inflight, pf->mem_inflight);
+    unsigned retained = 0;
+    for (struct pf_file *p = pf->lru_head; p; p = p->lnext, retained++)
+        if (!p->in_table || p->handles != 0 || (p->lnext ? p->lnext->lprev : pf->lru_tail) != p)
+            pagefs_invariant_failed("prefetcher", "retained file %" PRId64, p->file_id);
+    if (retained != pf->nretained || retained > RETAIN_FILES)
+        pagefs_invariant_failed("prefetcher", "%u retained files, counted %u", retained,
+                                pf->nretained);
+}
+#endif
+
 /* ---- the loop thread --------------------------------------------------------------------- */
 
 static void signal_if_idle(struct prefetcher *pf)
@@ -567,6 +603,7 @@ static void dispatch(struct prefetcher *pf)
     if (!pf->head)
         mem_budget_cancel_wish(pf->budget); /* the requests it was for were dropped */
     signal_if_idle(pf);
+    PAGEFS_CHECK_INVARIANTS(prefetcher_check_invariants(pf));
     pthread_mutex_unlock(&pf->lock);
 
     while (start) {
@@ -715,6 +752,7 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
             wake = 1;
         }
     }
+    PAGEFS_CHECK_INVARIANTS(prefetcher_check_invariants(pf));
     pthread_mutex_unlock(&pf->lock);
     if (wake)
         uv_async_send(&pf->wake);
@@ -910,6 +948,7 @@ void prefetch_close(struct prefetch_stream *st)
     pthread_mutex_unlock(&pfile->lock);
     pthread_mutex_lock(&pf->lock);
     struct pf_file *old = pfile_put(pf, pfile);
+    PAGEFS_CHECK_INVARIANTS(prefetcher_check_invariants(pf));
     pthread_mutex_unlock(&pf->lock);
     pfile_unref(old); /* the table's reference of a file pushed out of the retained list */
     pfile_unref(pfile);

@@ -20,7 +20,10 @@
  */
 #include "fuse/inode.h"
 
+#include "backends/invariants.h"
+
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -53,11 +56,9 @@ struct inode_table {
     struct inode *root;
 };
 
-#ifndef NDEBUG
+#ifdef PAGEFS_INVARIANTS
+static void inode_check(struct inode_table *t, struct inode *n);
 static void inode_table_check_invariants(struct inode_table *t);
-#define CHECK_INVARIANTS(t) inode_table_check_invariants(t)
-#else
-#define CHECK_INVARIANTS(t) ((void)0)
 #endif
 
 static size_t ino_bucket(const struct inode_table *t, uint64_t ino)
@@ -255,6 +256,7 @@ void inode_table_destroy(struct inode_table *t)
 {
     if (!t)
         return;
+    PAGEFS_CHECK_INVARIANTS(inode_table_check_invariants(t));
     for (size_t b = 0; b < t->nbuckets; b++) {
         struct inode *n = t->by_ino[b];
         while (n) {
@@ -337,7 +339,7 @@ int inode_table_ref_child(struct inode_table *t, uint64_t parent, const char *na
             n->nlookup--; /* the caller will not reply with this entry */
         /* A brand-new entry at nlookup 0 is left for the next lookup or for destroy. */
     }
-    CHECK_INVARIANTS(t);
+    PAGEFS_CHECK_INVARIANTS(inode_check(t, n));
     goto out_unlock;
 
 out_free_new:
@@ -381,8 +383,9 @@ void inode_table_forget(struct inode_table *t, uint64_t ino, uint64_t nlookup)
         unlink_ino(t, n);
         t->count--;
         free_inode(n);
+    } else {
+        PAGEFS_CHECK_INVARIANTS(inode_check(t, n));
     }
-    CHECK_INVARIANTS(t);
 out_unlock:
     pthread_mutex_unlock(&t->lock);
 }
@@ -411,27 +414,33 @@ void inode_info_clear(struct inode_info *info)
     memset(info, 0, sizeof(*info));
 }
 
-#ifndef NDEBUG
-/* Walks both tables; O(n), so only run when PAGEFS_CHECK_INODES is set in a debug build. */
+#ifdef PAGEFS_INVARIANTS
+/* One inode (under the lock): in the bucket of its number, a key that ends in '/' exactly for
+ * a directory, and found by (parent, name) when it is named. */
+static void inode_check(struct inode_table *t, struct inode *n)
+{
+    size_t klen = strlen(n->key);
+    if (find_ino(t, n->ino) != n)
+        pagefs_invariant_failed("inode", "%" PRIu64 " not found by its number", n->ino);
+    if (n != t->root && (klen == 0 || (n->key[klen - 1] == '/') != (n->is_dir != 0)))
+        pagefs_invariant_failed("inode", "%" PRIu64 ": key and type disagree", n->ino);
+    if (n->named && find_name(t, n->parent, n->name) != n)
+        pagefs_invariant_failed("inode", "%" PRIu64 " not found by its name", n->ino);
+}
+
+/* Walks both tables (O(n): at destroy): every inode checked, count right, root in place. */
 static void inode_table_check_invariants(struct inode_table *t)
 {
-    static const char *const env = "PAGEFS_CHECK_INODES";
-    if (!getenv(env))
-        return;
     size_t seen = 0;
     for (size_t b = 0; b < t->nbuckets; b++) {
         for (struct inode *n = t->by_ino[b]; n; n = n->ino_next) {
             seen++;
             if (ino_bucket(t, n->ino) != b)
-                abort();
-            size_t klen = strlen(n->key);
-            if (n != t->root && (klen == 0 || (n->key[klen - 1] == '/') != (n->is_dir != 0)))
-                abort();
-            if (n->named && find_name(t, n->parent, n->name) != n)
-                abort();
+                pagefs_invariant_failed("inode", "%" PRIu64 " in bucket %zu", n->ino, b);
+            inode_check(t, n);
         }
     }
     if (seen != t->count || find_ino(t, INODE_ROOT_ID) != t->root)
-        abort();
+        pagefs_invariant_failed("inode", "%zu inodes, counted %zu", seen, t->count);
 }
 #endif

@@ -26,6 +26,8 @@
  */
 #include "fuse/rest_load.h"
 
+#include "backends/invariants.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -118,19 +120,17 @@ static uint64_t get(atomic_uint_fast64_t *c)
     return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-#ifndef NDEBUG
-/* Debug-only (vanishes under NDEBUG): the queue and counter invariants of a job, checked by
+#ifdef PAGEFS_INVARIANTS
+/* Debug-only (backends/invariants.h): the queue and counter invariants of a job, checked by
  * its own threads, never on a request path. Under j->lock. */
 static void load_job_check_invariants(struct load_job *j)
 {
     if (j->next_file > j->nfiles || j->nfiles > j->cap ||
         get(&j->files_done) + get(&j->files_failed) > get(&j->files_total) ||
         j->nerrors > LOAD_MAX_ERRORS || j->nerrors > j->nerrors_total)
-        abort();
+        pagefs_invariant_failed("load job", "queue %zu/%zu/%zu, errors %zu", j->next_file,
+                                j->nfiles, j->cap, j->nerrors);
 }
-#define LOAD_JOB_CHECK(j) load_job_check_invariants(j)
-#else
-#define LOAD_JOB_CHECK(j) ((void)0)
 #endif
 
 static void job_error(struct load_job *j, const char *path, int err)
@@ -202,7 +202,7 @@ static void *worker_main(void *arg)
         lf = j->files[j->next_file]; /* the strings are handed over */
         memset(&j->files[j->next_file], 0, sizeof(lf));
         j->next_file++;
-        LOAD_JOB_CHECK(j);
+        PAGEFS_CHECK_INVARIANTS(load_job_check_invariants(j));
         pthread_mutex_unlock(&j->lock);
 
         int rc = load_one(j, &lf);
@@ -412,7 +412,7 @@ static void *coordinator_main(void *arg)
         j->state = LOAD_FAILED;
     else
         j->state = LOAD_SUCCEEDED;
-    LOAD_JOB_CHECK(j);
+    PAGEFS_CHECK_INVARIANTS(load_job_check_invariants(j));
     pthread_mutex_unlock(&j->lock);
     atomic_store(&j->end_ms, now_ms());
     atomic_store(&j->finished, true);

@@ -12,7 +12,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh" --test
 build="$here/build"
-flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGEFS_WERROR=ON)
+# Optimised as released, plus every module's invariant checks (backends/invariants.h), which a
+# plain release build compiles out: the suite exercises them (tests/cache/test_invariants).
+flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGEFS_WERROR=ON -DPAGEFS_INVARIANTS=ON)
 case "${PAGEFS_SANITIZE:-}" in
   asan) build="$here/build-asan"; flags+=(-DPAGEFS_ASAN=ON) ;;
   tsan) build="$here/build-tsan"; flags+=(-DPAGEFS_TSAN=ON) ;;

@@ -77,10 +77,11 @@
  */
 #include "shaper_proxy.h"
 
+#include "backends/invariants.h"
+
 #include "shaper_fault.h"
 #include "shaper_http.h"
 
-#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -701,9 +702,14 @@ static int forward(struct conn *c, struct rbuf *rb, size_t off, size_t n)
 
 /* ---- flow control and the output pump --------------------------------------------- */
 
-#ifndef NDEBUG
-/* Debug builds: the invariants listed at the top of the file. */
-static void conn_check_invariants_impl(const struct conn *c)
+#ifdef PAGEFS_INVARIANTS
+/* Debug builds (backends/invariants.h): the invariants listed at the top of the file. */
+#define CONN_INVARIANT(cond)                                                                      \
+    do {                                                                                          \
+        if (!(cond))                                                                              \
+            pagefs_invariant_failed("shaper connection", "%s", #cond);                            \
+    } while (0)
+static void conn_check_invariants(const struct conn *c)
 {
     unsigned n = 0;
     bool seen_resp = c->resp_tx == NULL;
@@ -716,21 +722,18 @@ static void conn_check_invariants_impl(const struct conn *c)
         if (t == c->resp_tx)
             seen_resp = true;
         if (!t->next)
-            assert(t == c->txs_tail);
+            CONN_INVARIANT(t == c->txs_tail);
     }
-    assert(n == c->ntx);
-    assert(seen_resp);
-    assert(!c->resp_tx || c->resp_tx == first_open_fwd);
+    CONN_INVARIANT(n == c->ntx);
+    CONN_INVARIANT(seen_resp);
+    CONN_INVARIANT(!c->resp_tx || c->resp_tx == first_open_fwd);
     if (c->splice_want || c->splicing) {
-        assert(!c->reading_upstream);
-        assert(c->resp_tx && c->resp_tx == c->txs);
+        CONN_INVARIANT(!c->reading_upstream);
+        CONN_INVARIANT(c->resp_tx && c->resp_tx == c->txs);
     }
     if (c->splicing)
-        assert(c->client_writes == 0);
+        CONN_INVARIANT(c->client_writes == 0);
 }
-#define conn_check_invariants(c) conn_check_invariants_impl(c)
-#else
-#define conn_check_invariants(c) ((void)0)
 #endif
 
 static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -793,7 +796,7 @@ static void conn_pump(struct conn *c)
 
     if (c->closing || c->draining)
         return;
-    conn_check_invariants(c);
+    PAGEFS_CHECK_INVARIANTS(conn_check_invariants(c));
     now = uv_hrtime();
     for (tx = c->txs; tx; tx = c->txs) {
         if (!tx->started)
