@@ -20,8 +20,9 @@
  * store, so the reads that follow a hung store (and the read the kernel reissues after an EIO)
  * do not each wait a whole deadline again. After the window the first call is a probe that
  * goes to the store while the others keep failing at once; a probe that ends in a transient
- * error opens the window again. Any answer from the store (success or a definite error),
- * from the probe or from a call that was already under way, closes the breaker.
+ * error opens the window again. Any answer from the store (success, or an error it replied:
+ * -ENOENT, -EACCES, -ESTALE, -ERANGE, -EINVAL), from the probe or from a call that was
+ * already under way, closes the breaker; -EINTR, -ENOMEM and unreachable hosts do not.
  *
  * Invariants: open_until == 0 (closed) or the end of the window (monotonic ms), open_err the
  * errno calls fail with while it is set; probing is 1 only while one probe call runs.
@@ -100,11 +101,18 @@ static int breaker_admit(struct retry_priv *rp, int *probe)
     return 0;
 }
 
+/* 1 if rc is an answer of the store: success, or a definite error it replied. */
+static int store_answered(long rc)
+{
+    return rc >= 0 || rc == -ENOENT || rc == -EACCES || rc == -EPERM || rc == -ESTALE ||
+           rc == -ERANGE || rc == -EINVAL;
+}
+
 /* After a call that ended with rc; out_of_time: its deadline had passed. */
 static void breaker_record(struct retry_priv *rp, long rc, int probe, int out_of_time)
 {
-    if (rc >= 0 || (!is_transient(rc) && rc != -EINTR && rc != -ENOMEM)) {
-        atomic_store(&rp->open_until, 0); /* the store answered */
+    if (store_answered(rc)) {
+        atomic_store(&rp->open_until, 0);
     } else if (is_transient(rc) && rp->fail_fast_ms &&
                (probe || out_of_time || rc == -ETIMEDOUT)) {
         atomic_store(&rp->open_err, (int)-rc);
