@@ -223,12 +223,11 @@ static void intr_begin(struct pagefs_fs *fs, fuse_req_t req, struct req_intr *ri
 }
 
 /* Unregisters the interrupt (waiting for a callback under way: it holds the request's lock)
- * and closes the scope. Before the reply; returns whether the request was interrupted. */
-static int intr_end(fuse_req_t req, struct req_intr *ri)
+ * and closes the scope. Called before the reply. */
+static void intr_end(fuse_req_t req, struct req_intr *ri)
 {
     fuse_req_interrupt_func(req, NULL, NULL);
     backend_call_end(&ri->call);
-    return atomic_load(&ri->cancel);
 }
 
 static void count(atomic_uint_fast64_t *c, uint64_t n)
