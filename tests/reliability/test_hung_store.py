@@ -214,6 +214,11 @@ class HungStoreTest(unittest.TestCase):
         self.addCleanup(m.stop)
         return m
 
+    def unmount(self, m):
+        """A clean unmount: the daemon exits 0 (under the sanitizers a report or a leak shows
+        up only as its exit code)."""
+        self.assertEqual(m.unmount(), 0, m.log()[-3000:])
+
     def path(self, m, key):
         return os.path.join(m.mountpoint, key)
 
@@ -270,6 +275,7 @@ class HungStoreTest(unittest.TestCase):
         failed_at = self.hung_reads(m, "frozen", TIMEOUT_S)
         sh.proc.send_signal(signal.SIGCONT)
         self.recovers(m, "frozen", failed_at)
+        self.unmount(m)
 
     def test_silent_store(self):
         sh = rellib.Shaper(ENV.port, workdir=self.work.path)
@@ -286,6 +292,7 @@ class HungStoreTest(unittest.TestCase):
         sh.port = port
         sh.start()
         self.recovers(m, "silent", failed_at)
+        self.unmount(m)
 
     def test_stalled_body(self):
         proxy = StallProxy(ENV.port)
@@ -298,6 +305,7 @@ class HungStoreTest(unittest.TestCase):
         self.assertGreater(proxy.stalled, 0)
         proxy.clear()
         self.recovers(m, "stalled_body", failed_at)
+        self.unmount(m)
 
     def test_stall_detected(self):
         # A reply that stops mid-body is given up after stall_timeout (plus libcurl's 5 s speed
@@ -315,6 +323,7 @@ class HungStoreTest(unittest.TestCase):
         self.assertEqual(proxy.stalled, 1)
         self.assertLess(took, 20)  # the deadline (30 s) would fail it
         self.assertGreater(took, 1.5)  # it did stall
+        self.unmount(m)
 
     def kill_blocked(self, args, sig, what):
         """Starts a reader, lets it block for a second, signals it: seconds until it exited."""
@@ -368,6 +377,7 @@ class HungStoreTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.path(m, "e"))),
                          sorted(k[2:] for k in self.objs if k.startswith("e/")))
         self.assertIsNone(m.proc.poll())
+        self.unmount(m)
 
     def test_defaults(self):
         sh = rellib.Shaper(ENV.port, workdir=self.work.path)
@@ -379,6 +389,7 @@ class HungStoreTest(unittest.TestCase):
         failed_at = self.hung_reads(m, "frozen_defaults", DEFAULT_TIMEOUT_S)
         sh.proc.send_signal(signal.SIGCONT)
         self.recovers(m, "frozen_defaults", failed_at)
+        self.unmount(m)
 
 
 if __name__ == "__main__":
