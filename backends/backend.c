@@ -29,8 +29,7 @@ uint64_t backend_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-void backend_call_begin(struct backend_call *call, uint64_t deadline_ms,
-                        const atomic_int *cancel)
+void backend_call_begin(struct backend_call *call, uint64_t deadline_ms, const atomic_int *cancel)
 {
     const struct backend_call *outer = current;
     if (outer && outer->deadline_ms && (!deadline_ms || outer->deadline_ms < deadline_ms))

@@ -195,8 +195,8 @@ void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned 
  * (its timeout); a FUSE request opens one whose flag its interrupt sets. The struct lives on
  * the opener's stack; its fields are private to backend.c. */
 struct backend_call {
-    uint64_t deadline_ms;          /* monotonic ms; 0 = none (the earliest of the chain) */
-    const atomic_int *cancel;      /* non-zero: cancelled; NULL = this scope cannot be */
+    uint64_t deadline_ms;             /* monotonic ms; 0 = none (the earliest of the chain) */
+    const atomic_int *cancel;         /* non-zero: cancelled; NULL = this scope cannot be */
     const struct backend_call *outer; /* the scope this one is nested in, or NULL */
 };
 
@@ -205,8 +205,7 @@ uint64_t backend_now_ms(void);
 
 /* Opens a scope on the calling thread: deadline_ms (monotonic ms, 0 = none) and cancel (may be
  * NULL) add to those of the scopes already open. Close it with backend_call_end(). */
-void backend_call_begin(struct backend_call *call, uint64_t deadline_ms,
-                        const atomic_int *cancel);
+void backend_call_begin(struct backend_call *call, uint64_t deadline_ms, const atomic_int *cancel);
 /* Closes the innermost scope, which must be `call`. */
 void backend_call_end(struct backend_call *call);
 /* The innermost open scope of the calling thread, or NULL. */

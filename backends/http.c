@@ -1038,8 +1038,8 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
         if (ret < 0)
             goto out_nomem_h;
     }
-    curl_common_conf_init(&h->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS,
-                          conf->stall_timeout_ms, "PAGEFS_HTTP_DEBUG");
+    curl_common_conf_init(&h->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, conf->stall_timeout_ms,
+                          "PAGEFS_HTTP_DEBUG");
 
     ret = curl_pool_create(POOL_MAX, &h->pool);
     if (ret == -ENOMEM)

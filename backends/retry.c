@@ -43,8 +43,8 @@
 struct retry_priv {
     struct backend *inner;
     int retries;
-    uint64_t timeout_ms;   /* 0: no deadline of our own */
-    uint64_t fail_fast_ms; /* 0: no breaker */
+    uint64_t timeout_ms;             /* 0: no deadline of our own */
+    uint64_t fail_fast_ms;           /* 0: no breaker */
     atomic_uint_fast64_t open_until; /* breaker: end of the fail-fast window, 0 = closed */
     atomic_int open_err;             /* positive errno calls fail with while it is open */
     atomic_int probing;              /* 1 while the probe after a window runs */
@@ -113,8 +113,7 @@ static void breaker_record(struct retry_priv *rp, long rc, int probe, int out_of
 {
     if (store_answered(rc)) {
         atomic_store(&rp->open_until, 0);
-    } else if (is_transient(rc) && rp->fail_fast_ms &&
-               (probe || out_of_time || rc == -ETIMEDOUT)) {
+    } else if (is_transient(rc) && rp->fail_fast_ms && (probe || out_of_time || rc == -ETIMEDOUT)) {
         atomic_store(&rp->open_err, (int)-rc);
         atomic_store(&rp->open_until, backend_now_ms() + rp->fail_fast_ms);
     }
@@ -189,16 +188,16 @@ static int retry_stat(struct backend *be, const char *key, struct backend_stat *
 static int retry_list(struct backend *be, const char *prefix, const char *delim,
                       const char *token, struct backend_list_page *out)
 {
-    struct attempt a = {.op = OP_LIST, .prefix = prefix, .delim = delim, .token = token,
-                        .page = out};
+    struct attempt a = {
+        .op = OP_LIST, .prefix = prefix, .delim = delim, .token = token, .page = out};
     return (int)retry_call(be->priv, &a);
 }
 
 static ssize_t retry_read_range(struct backend *be, const char *key, const char *version,
                                 uint64_t off, size_t len, void *buf)
 {
-    struct attempt a = {.op = OP_READ, .key = key, .version = version, .off = off, .len = len,
-                        .buf = buf};
+    struct attempt a = {
+        .op = OP_READ, .key = key, .version = version, .off = off, .len = len, .buf = buf};
     return retry_call(be->priv, &a);
 }
 
@@ -234,8 +233,7 @@ static const struct backend_ops retry_ops = {
     .destroy = retry_destroy,
 };
 
-int retry_backend_create(struct backend *inner, const struct retry_conf *conf,
-                         struct backend **out)
+int retry_backend_create(struct backend *inner, const struct retry_conf *conf, struct backend **out)
 {
     struct backend *be = calloc(1, sizeof(*be));
     struct retry_priv *rp = calloc(1, sizeof(*rp));

@@ -783,7 +783,7 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "\n"
         "fstab words, accepted and ignored: defaults, rw, _netdev, nofail, auto, noauto, user,\n"
         "users, nouser, owner, group, comment=, x-*\n",
-        prog, prog, prog, prog, pagefs_log_level_name(PAGEFS_DEFAULT_LOG_LEVEL), PAGEFS_DEFAULT_RETRIES,
-        PAGEFS_DEFAULT_TIMEOUT, PAGEFS_DEFAULT_STALL_TIMEOUT, PAGEFS_DEFAULT_FAIL_FAST, dir,
-        PAGEFS_DEFAULT_META_TTL);
+        prog, prog, prog, prog, pagefs_log_level_name(PAGEFS_DEFAULT_LOG_LEVEL),
+        PAGEFS_DEFAULT_RETRIES, PAGEFS_DEFAULT_TIMEOUT, PAGEFS_DEFAULT_STALL_TIMEOUT,
+        PAGEFS_DEFAULT_FAIL_FAST, dir, PAGEFS_DEFAULT_META_TTL);
 }

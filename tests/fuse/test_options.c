@@ -241,7 +241,7 @@ static void test_help_version(void)
                            "uid=",       "gid=",         "umask=",
                            "log_level=", "default info", "default_permissions",
                            "fsname=",    "_netdev",      "nofail",
-                           "stall_timeout=", "fail_fast="};
+                           "fail_fast=", "stall_timeout="};
     for (size_t i = 0; i < ARGC(names); i++) {
         if (!strstr(text, names[i]))
             fprintf(stderr, "  help lacks %s\n", names[i]);
