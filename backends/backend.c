@@ -6,6 +6,11 @@
  * The retry layer sits only above remote implementations; the fault layer (tests) sits
  * under retry so that injected failures exercise the retry path. The stats layer is the
  * outermost one, so its counters are the calls the cache actually made.
+ *
+ * Call scopes (backend.h): the innermost open scope of each thread is a _Thread_local
+ * pointer; a scope links to the one it is nested in and carries the earliest deadline of the
+ * chain, so asking for the deadline is O(1) and asking whether a call is cancelled walks the
+ * (short) chain. Invariant: `current` is NULL or the innermost scope still open on this thread.
  */
 #include "backends/backend.h"
 
@@ -13,6 +18,54 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static _Thread_local const struct backend_call *current; /* this thread's innermost scope */
+
+uint64_t backend_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void backend_call_begin(struct backend_call *call, uint64_t deadline_ms, const atomic_int *cancel)
+{
+    const struct backend_call *outer = current;
+    if (outer && outer->deadline_ms && (!deadline_ms || outer->deadline_ms < deadline_ms))
+        deadline_ms = outer->deadline_ms;
+    call->deadline_ms = deadline_ms;
+    call->cancel = cancel;
+    call->outer = outer;
+    current = call;
+}
+
+void backend_call_end(struct backend_call *call)
+{
+    if (current == call)
+        current = call->outer;
+}
+
+const struct backend_call *backend_call_current(void)
+{
+    return current;
+}
+
+int backend_call_cancelled(const struct backend_call *call)
+{
+    for (; call; call = call->outer)
+        if (call->cancel && atomic_load(call->cancel))
+            return 1;
+    return 0;
+}
+
+int64_t backend_call_remaining_ms(const struct backend_call *call)
+{
+    if (!call || !call->deadline_ms)
+        return -1;
+    uint64_t now = backend_now_ms();
+    return now >= call->deadline_ms ? 0 : (int64_t)(call->deadline_ms - now);
+}
 
 void backend_stat_clear(struct backend_stat *st)
 {
@@ -149,7 +202,12 @@ int backend_open(const struct backend_conf *conf, struct backend **out, char *er
             goto out_nomem;
     }
     if (remote) {
-        rc = retry_backend_create(be, conf->retries < 0 ? 0 : conf->retries, &be);
+        struct retry_conf rconf = {
+            .retries = conf->retries < 0 ? 0 : conf->retries,
+            .timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : BACKEND_DEFAULT_TIMEOUT_MS,
+            .fail_fast_ms = conf->fail_fast_ms > 0 ? conf->fail_fast_ms : 0,
+        };
+        rc = retry_backend_create(be, &rconf, &be);
         if (rc < 0)
             goto out_nomem;
     }

@@ -19,10 +19,15 @@
  *
  * Thread safety: every op may be called from many threads at once.
  * On failure an op leaves its `out` argument empty (nothing to clear).
+ *
+ * Deadlines and cancellation travel beside the arguments, in the calling thread's call scope
+ * (struct backend_call below), so that no op's signature carries them: an op that ends early
+ * because of its scope fails with -ETIMEDOUT (out of time) or -EINTR (cancelled).
  */
 #ifndef PAGEFS_BACKEND_H
 #define PAGEFS_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -114,6 +119,8 @@ struct backend {
                       not ops->caps, which a layer leaves 0) */
 };
 
+#define BACKEND_DEFAULT_TIMEOUT_MS 30000
+
 /* Options for backend_open(). Strings are borrowed for the call only. */
 struct backend_conf {
     const char *source;     /* s3://bucket[/prefix], http(s)://host/path[/], file:///dir */
@@ -123,7 +130,11 @@ struct backend_conf {
     int path_style;         /* -1: choose (path style with a custom endpoint), 0: vhost, 1: path */
     int no_sign_request;    /* anonymous requests for public buckets */
     int retries;            /* attempts after the first for retryable errors (default 4) */
-    int timeout_ms;         /* per request (default 30000) */
+    int timeout_ms;         /* one call in all, its retries included (<= 0: 30000) */
+    int stall_timeout_ms;   /* an attempt that receives nothing for this long is given up
+                               (and retried while time is left); whole seconds; 0 = off */
+    int fail_fast_ms;       /* after a call ran out of time, calls fail at once for this long,
+                               then one tries the store again (the retry layer); 0 = off */
     int fault_fail_after;   /* fault layer (tests): fail every call after N calls; 0 = off */
 };
 
@@ -154,11 +165,57 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
 
 /* Layers: each takes ownership of `inner`, also on failure. */
 int stats_backend_create(struct backend *inner, struct backend **out);
-int retry_backend_create(struct backend *inner, int retries, struct backend **out);
+
+/* The retry layer's settings (see retry.c). */
+struct retry_conf {
+    int retries;      /* attempts after the first for transient errors */
+    int timeout_ms;   /* deadline of one call, its retries included; 0 = none */
+    int fail_fast_ms; /* how long a store that ran out of time is failed at once; 0 = off */
+};
+int retry_backend_create(struct backend *inner, const struct retry_conf *conf,
+                         struct backend **out);
 int fault_backend_create(struct backend *inner, int fail_after, int err, struct backend **out);
 /* Fault layer knobs (tests): from now on let `fail_after` more calls through, then fail every
- * call with -err (err = 0 disables failing); delay each call by `delay_us`. */
+ * call with -err (err = 0 disables failing); delay each call by `delay_us`. A delay stands for
+ * a slow or hung store: like a real transfer it ends early, failing the call, with -ETIMEDOUT
+ * at the calling scope's deadline and -EINTR once the scope is cancelled. */
 void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned delay_us);
+
+/* --- call scopes: the deadline and cancel flag of the calls a thread makes ----------------
+ *
+ * A call scope is a dynamically scoped parameter, like errno but set by the caller: while a
+ * scope is open on a thread (backend_call_begin .. backend_call_end, strictly nested, on that
+ * thread), every backend call the thread makes honours it. The retry layer starts no attempt
+ * past the deadline or once cancelled, the HTTP transports cap each attempt at the time left
+ * and abort a transfer under way within about a second of a cancel, and the page cache stops
+ * waiting for another thread's fetch once cancelled (page_cache_wake() hurries it).
+ *
+ * Scopes nest: the deadline in force is the earliest of the open scopes', and a call is
+ * cancelled when the flag of any open scope is set. The retry layer opens one scope per call
+ * (its timeout); a FUSE request opens one whose flag its interrupt sets. The struct lives on
+ * the opener's stack; its fields are private to backend.c. */
+struct backend_call {
+    uint64_t deadline_ms;             /* monotonic ms; 0 = none (the earliest of the chain) */
+    const atomic_int *cancel;         /* non-zero: cancelled; NULL = this scope cannot be */
+    const struct backend_call *outer; /* the scope this one is nested in, or NULL */
+};
+
+/* Milliseconds of CLOCK_MONOTONIC (the clock of every deadline). */
+uint64_t backend_now_ms(void);
+
+/* Opens a scope on the calling thread: deadline_ms (monotonic ms, 0 = none) and cancel (may be
+ * NULL) add to those of the scopes already open. Close it with backend_call_end(). */
+void backend_call_begin(struct backend_call *call, uint64_t deadline_ms, const atomic_int *cancel);
+/* Closes the innermost scope, which must be `call`. */
+void backend_call_end(struct backend_call *call);
+/* The innermost open scope of the calling thread, or NULL. */
+const struct backend_call *backend_call_current(void);
+/* 1 if the flag of `call` or of a scope it is nested in is set (call may be NULL: 0). Any
+ * thread may ask this of a scope that is still open. */
+int backend_call_cancelled(const struct backend_call *call);
+/* Milliseconds left before the deadline of `call` (0 when it has passed), or -1 when `call`
+ * is NULL or has no deadline. */
+int64_t backend_call_remaining_ms(const struct backend_call *call);
 
 /* Human-readable text for a backend errno, e.g. "access denied (check credentials)". */
 const char *backend_strerror(int err);

@@ -8,10 +8,19 @@
  * one request to the next while the connection cache survives the reset. The body buffer
  * grows by doubling from 64 KiB up to its max. Header helpers are pure functions.
  *
+ * Requests honour the calling thread's call scope (backend.h): timeouts capped at its time
+ * left, and an XFERINFOFUNCTION that aborts the transfer once it is cancelled (libcurl calls
+ * it about once a second while nothing moves). Stall detection is libcurl's low-speed limit
+ * at 1 byte/s: a slow but moving transfer never trips it.
+ *
  * Invariants: 0 <= n <= max_idle; every handle in idle[0..n) is owned by the pool alone.
  * Lock order: the pool lock is a leaf, never held across a request or another lock.
  */
 #include "backends/curl_common.h"
+
+#include "backends/invariants.h"
+
+#include "backends/backend.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,20 +54,17 @@ void curl_common_global_init(void)
 
 /* --- handle pool ----------------------------------------------------------------------- */
 
-#ifndef NDEBUG
-#define CURL_POOL_CHECK_INVARIANTS(p) curl_pool_check_invariants(p)
-/* Debug builds: the idle count within bounds and no NULL handle idle. Under p->lock. */
+#ifdef PAGEFS_INVARIANTS
+/* Debug builds (backends/invariants.h): the idle count within bounds and no NULL handle
+ * idle. Under p->lock. */
 static void curl_pool_check_invariants(const struct curl_pool *p)
 {
     int ok = p->n <= p->max_idle;
     for (size_t i = 0; ok && i < p->n; i++)
         ok = p->idle[i] != NULL;
     if (!ok)
-        fprintf(stderr, "pagefs: curl pool invariant broken (%zu idle of %zu)\n", p->n,
-                p->max_idle);
+        pagefs_invariant_failed("curl pool", "%zu idle of %zu", p->n, p->max_idle);
 }
-#else
-#define CURL_POOL_CHECK_INVARIANTS(p) ((void)0)
 #endif
 
 int curl_pool_create(size_t max_idle, struct curl_pool **out)
@@ -95,7 +101,7 @@ CURL *curl_pool_take(struct curl_pool *p)
     CURL *c = NULL;
 
     pthread_mutex_lock(&p->lock);
-    CURL_POOL_CHECK_INVARIANTS(p);
+    PAGEFS_CHECK_INVARIANTS(curl_pool_check_invariants(p));
     if (p->n > 0)
         c = p->idle[--p->n];
     pthread_mutex_unlock(&p->lock);
@@ -111,7 +117,7 @@ void curl_pool_give(struct curl_pool *p, CURL *c)
         p->idle[p->n++] = c;
         c = NULL;
     }
-    CURL_POOL_CHECK_INVARIANTS(p);
+    PAGEFS_CHECK_INVARIANTS(curl_pool_check_invariants(p));
     pthread_mutex_unlock(&p->lock);
     if (c)
         curl_easy_cleanup(c);
@@ -208,27 +214,60 @@ int curl_content_range(const char *v, int strict, uint64_t *start, uint64_t *end
 /* --- requests -------------------------------------------------------------------------- */
 
 void curl_common_conf_init(struct curl_common_conf *conf, long timeout_ms, long default_timeout_ms,
-                           const char *debug_env)
+                           long stall_timeout_ms, const char *debug_env)
 {
     conf->timeout_ms = timeout_ms > 0 ? timeout_ms : default_timeout_ms;
     conf->connect_timeout_ms = conf->timeout_ms / 3 > 0 ? conf->timeout_ms / 3 : 1;
     if (conf->connect_timeout_ms > CONNECT_TIMEOUT_MAX_MS)
         conf->connect_timeout_ms = CONNECT_TIMEOUT_MAX_MS;
+    conf->stall_s = stall_timeout_ms > 0 ? (stall_timeout_ms + 999) / 1000 : 0;
     const char *dbg = debug_env ? getenv(debug_env) : NULL;
     conf->verbose = dbg && *dbg && strcmp(dbg, "0") != 0;
+}
+
+/* XFERINFOFUNCTION: non-zero (abort) once the call scope the transfer runs in is cancelled. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return backend_call_cancelled(ud) ? 1 : 0;
 }
 
 void curl_common_setup(CURL *c, const struct curl_common_conf *conf, const char *url,
                        struct curl_slist *hdrs, int head, curl_write_callback on_body,
                        curl_write_callback on_header, void *ud)
 {
+    const struct backend_call *call = backend_call_current();
+    long timeout_ms = conf->timeout_ms, connect_ms = conf->connect_timeout_ms;
+    int64_t left = backend_call_remaining_ms(call);
+    if (left >= 0) {
+        if (left < 1)
+            left = 1; /* 0 would mean no timeout at all */
+        if (left < timeout_ms)
+            timeout_ms = (long)left;
+        if (left < connect_ms)
+            connect_ms = (long)left;
+    }
+
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, conf->connect_timeout_ms);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, conf->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    if (conf->stall_s > 0) {
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, conf->stall_s);
+    }
+    if (call) {
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)call);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    }
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, RECV_BUFFER);

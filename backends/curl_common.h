@@ -77,21 +77,28 @@ int curl_content_range(const char *v, int strict, uint64_t *start, uint64_t *end
 
 /* What every request of one backend shares. */
 struct curl_common_conf {
-    long timeout_ms;         /* the whole transfer */
+    long timeout_ms;         /* the whole transfer, at most */
     long connect_timeout_ms; /* a third of it, within [1, 10000] */
+    long stall_s;            /* give up a transfer that receives nothing for this long; 0 off */
     int verbose;             /* CURLOPT_VERBOSE: prints request headers (credentials too) */
 };
 
-/* Fills conf: timeout_ms (the default when <= 0) and its connect timeout; verbose when the
- * environment variable debug_env is set to something other than "" or "0". */
+/* Fills conf: timeout_ms (the default when <= 0) and its connect timeout, the stall timeout
+ * (stall_timeout_ms rounded up to whole seconds; <= 0: none); verbose when the environment
+ * variable debug_env is set to something other than "" or "0". */
 void curl_common_conf_init(struct curl_common_conf *conf, long timeout_ms, long default_timeout_ms,
-                           const char *debug_env);
+                           long stall_timeout_ms, const char *debug_env);
 
 /* Resets c and sets the options all requests share: url, the header list hdrs (may be NULL;
  * it must live until the transfer is over and curl_common_finish() ran), HEAD when head, the
  * body and header callbacks with ud as their data, no signals, TCP_NODELAY and keep-alive
  * probes, conf's timeouts and verbosity, http and https only, a 512 KiB receive buffer. No
- * redirects are followed (a backend that wants them turns them on after this call). */
+ * redirects are followed (a backend that wants them turns them on after this call).
+ * Within the calling thread's call scope (backend.h), which must stay open until the transfer
+ * is over: the timeouts are capped at the time the scope has left, and a cancel of the scope
+ * aborts the transfer (CURLE_ABORTED_BY_CALLBACK) within about a second. conf's stall timeout
+ * ends a transfer that receives less than 1 byte/s for that long (CURLE_OPERATION_TIMEDOUT),
+ * so a stall before or in the middle of a body ends the attempt, not the whole deadline. */
 void curl_common_setup(CURL *c, const struct curl_common_conf *conf, const char *url,
                        struct curl_slist *hdrs, int head, curl_write_callback on_body,
                        curl_write_callback on_header, void *ud);

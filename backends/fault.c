@@ -3,9 +3,12 @@
  *
  * After `fail_after` more calls have gone through, every further call fails with `err`
  * (0 = never). Each call can also be delayed by `delay_us`, which makes concurrent calls
- * overlap so that single-flight and race paths are exercised. The settings change at any
- * time through fault_backend_set(); they are atomics, so a test thread may flip them while
- * other threads are inside calls.
+ * overlap so that single-flight and race paths are exercised, and stands for a slow or hung
+ * store: the delay honours the caller's call scope (backend.h) as a real transfer does,
+ * ending the call with -ETIMEDOUT at the scope's deadline and with -EINTR once the scope is
+ * cancelled (it looks every DELAY_SLICE_US). The settings change at any time through
+ * fault_backend_set(); they are atomics, so a test thread may flip them while other threads
+ * are inside calls.
  */
 #include "backends/backend.h"
 
@@ -21,12 +24,37 @@ struct fault_priv {
     atomic_uint delay_us;
 };
 
+#define DELAY_SLICE_US 10000u
+
+/* Sleeps us microseconds within the calling scope: 0, or -ETIMEDOUT / -EINTR when the scope's
+ * deadline passes or it is cancelled first. */
+static int fault_delay(unsigned us)
+{
+    const struct backend_call *call = backend_call_current();
+    while (us > 0) {
+        if (backend_call_cancelled(call))
+            return -EINTR;
+        int64_t left = backend_call_remaining_ms(call);
+        if (left == 0)
+            return -ETIMEDOUT;
+        unsigned step = us < DELAY_SLICE_US ? us : DELAY_SLICE_US;
+        if (left > 0 && (uint64_t)step > (uint64_t)left * 1000)
+            step = (unsigned)left * 1000;
+        usleep(step);
+        us -= step;
+    }
+    return 0;
+}
+
 /* Returns 0 to let the call through, or the -errno to fail it with. */
 static int fault_gate(struct fault_priv *fp)
 {
     unsigned d = atomic_load(&fp->delay_us);
-    if (d)
-        usleep(d);
+    if (d) {
+        int rc = fault_delay(d);
+        if (rc < 0)
+            return rc;
+    }
     int err = atomic_load(&fp->err);
     if (err == 0)
         return 0;

@@ -51,6 +51,7 @@
  * never held across a request.
  */
 #include "backends/backend.h"
+#include "backends/invariants.h"
 #include "backends/curl_common.h"
 #include "backends/http_listing.h"
 #include "backends/s3_xml.h"
@@ -473,9 +474,9 @@ out_clear:
     return ret;
 }
 
-#ifndef NDEBUG
-#define HTTP_CHECK_INVARIANTS(h) http_check_invariants(h)
-/* Debug builds: the mode's fields are set (the pool checks its own). Under mode_lock. */
+#ifdef PAGEFS_INVARIANTS
+/* Debug builds (backends/invariants.h): the mode's fields are set (the pool checks its own).
+ * Under mode_lock. */
 static void http_check_invariants(struct http *h)
 {
     int ok = 1;
@@ -486,10 +487,8 @@ static void http_check_invariants(struct http *h)
     else if (h->mode == MODE_FILE)
         ok = h->file_url && h->file_name && *h->file_name && !strchr(h->file_name, '/');
     if (!ok)
-        fprintf(stderr, "pagefs: http backend invariant broken (mode %d)\n", (int)h->mode);
+        pagefs_invariant_failed("http backend", "mode %d", (int)h->mode);
 }
-#else
-#define HTTP_CHECK_INVARIANTS(h) ((void)0)
 #endif
 
 /* The mode, resolving it on first use. Returns MODE_DIR/MODE_FILE or -errno. */
@@ -498,7 +497,7 @@ static int get_mode(struct http *h)
     int ret;
     pthread_mutex_lock(&h->mode_lock);
     ret = h->mode == MODE_UNKNOWN ? resolve(h) : 0;
-    HTTP_CHECK_INVARIANTS(h);
+    PAGEFS_CHECK_INVARIANTS(http_check_invariants(h));
     if (ret == 0)
         ret = (int)h->mode;
     pthread_mutex_unlock(&h->mode_lock);
@@ -1038,7 +1037,8 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
         if (ret < 0)
             goto out_nomem_h;
     }
-    curl_common_conf_init(&h->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, "PAGEFS_HTTP_DEBUG");
+    curl_common_conf_init(&h->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, conf->stall_timeout_ms,
+                          "PAGEFS_HTTP_DEBUG");
 
     ret = curl_pool_create(POOL_MAX, &h->pool);
     if (ret == -ENOMEM)

@@ -1,24 +1,53 @@
 /*
- * retry.c - a backend layer that retries transient failures.
+ * retry.c - a backend layer that retries transient failures within a deadline, and fails
+ * at once for a few seconds after the store ran out of time (a small circuit breaker).
  *
  * A call that fails with a transient error (-EIO for 5xx/SlowDown/cut bodies, -ETIMEDOUT,
  * -ECONNRESET, -ECONNREFUSED, -EAGAIN) is tried again up to `retries` more times, sleeping
  * a capped exponential backoff with full jitter between attempts (base 50 ms, cap 2 s).
- * Definite answers (-ENOENT, -EACCES, -ESTALE, -EINVAL) are returned at once. After the
- * last attempt the last error is returned unchanged. Stateless apart from the settings.
+ * Definite answers (-ENOENT, -EACCES, -ESTALE, -EINVAL) and -EINTR (cancelled) are returned
+ * at once. After the last attempt the last error is returned unchanged.
+ *
+ * Deadline: each call runs in a call scope (backend.h) whose deadline is `timeout_ms` from
+ * its start (or an outer scope's, if earlier), so the whole call - every attempt and backoff -
+ * ends by then: the transports cap each attempt at the time left, no attempt starts past the
+ * deadline, and a backoff that would end past it ends the call instead. A cancelled scope
+ * starts no attempt and cuts a backoff short; the call then fails with -EINTR.
+ *
+ * Breaker: a call that gives up with a transient error because the store did not answer in
+ * time (its last error -ETIMEDOUT, or no time left) opens the breaker for `fail_fast_ms`:
+ * during that window every call fails at once with that call's error, without touching the
+ * store, so the reads that follow a hung store (and the read the kernel reissues after an EIO)
+ * do not each wait a whole deadline again. After the window the first call is a probe that
+ * goes to the store while the others keep failing at once; a probe that ends in a transient
+ * error opens the window again. Any answer from the store (success, or an error it replied:
+ * -ENOENT, -EACCES, -ESTALE, -ERANGE, -EINVAL), from the probe or from a call that was
+ * already under way, closes the breaker; -EINTR, -ENOMEM and unreachable hosts do not.
+ *
+ * Invariants: open_until == 0 (closed) or the end of the window (monotonic ms), open_err the
+ * errno calls fail with while it is set; probing is 1 only while one probe call runs.
+ * Lock-free: the breaker is three atomics; a race between two calls ending at once leaves
+ * one of their verdicts, either of which is right.
  */
 #include "backends/backend.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
 #define RETRY_BASE_MS 50
 #define RETRY_CAP_MS 2000
+#define SLEEP_SLICE_MS 50 /* a backoff checks for a cancel this often */
 
 struct retry_priv {
     struct backend *inner;
     int retries;
+    uint64_t timeout_ms;             /* 0: no deadline of our own */
+    uint64_t fail_fast_ms;           /* 0: no breaker */
+    atomic_uint_fast64_t open_until; /* breaker: end of the fail-fast window, 0 = closed */
+    atomic_int open_err;             /* positive errno calls fail with while it is open */
+    atomic_int probing;              /* 1 while the probe after a window runs */
 };
 
 static int is_transient(long rc)
@@ -27,8 +56,10 @@ static int is_transient(long rc)
            rc == -EAGAIN;
 }
 
-/* Sleeps before attempt `attempt` (1-based): uniform in [0, min(cap, base * 2^attempt)). */
-static void backoff(int attempt)
+/* Sleeps before attempt `attempt` (1-based): uniform in [0, min(cap, base * 2^attempt)),
+ * within the scope. Returns 0 after the sleep, -EINTR when the scope was cancelled, or
+ * -ETIMEDOUT (without sleeping) when the sleep would end past the scope's deadline. */
+static int backoff(const struct backend_call *call, int attempt)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -38,55 +69,142 @@ static void backoff(int attempt)
     if (ceiling > RETRY_CAP_MS)
         ceiling = RETRY_CAP_MS;
     uint64_t ms = x % ceiling + 1;
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
+    int64_t left = backend_call_remaining_ms(call);
+    if (left >= 0 && (uint64_t)left <= ms)
+        return -ETIMEDOUT; /* no time for another attempt after the sleep */
+    while (ms > 0) {
+        if (backend_call_cancelled(call))
+            return -EINTR;
+        uint64_t step = ms < SLEEP_SLICE_MS ? ms : SLEEP_SLICE_MS;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)step * 1000000};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+        ms -= step;
+    }
+    return backend_call_cancelled(call) ? -EINTR : 0;
+}
+
+/* Before a call: 0 to let it through (*probe = 1 if it is the probe after a window), or the
+ * -errno to fail it with at once. */
+static int breaker_admit(struct retry_priv *rp, int *probe)
+{
+    *probe = 0;
+    uint64_t until = atomic_load(&rp->open_until);
+    if (until == 0)
+        return 0;
+    int err = -atomic_load(&rp->open_err);
+    if (backend_now_ms() < until)
+        return err;
+    if (atomic_exchange(&rp->probing, 1) == 1)
+        return err; /* another call is the probe */
+    *probe = 1;
+    return 0;
+}
+
+/* 1 if rc is an answer of the store: success, or a definite error it replied. */
+static int store_answered(long rc)
+{
+    return rc >= 0 || rc == -ENOENT || rc == -EACCES || rc == -EPERM || rc == -ESTALE ||
+           rc == -ERANGE || rc == -EINVAL;
+}
+
+/* After a call that ended with rc; out_of_time: its deadline had passed. */
+static void breaker_record(struct retry_priv *rp, long rc, int probe, int out_of_time)
+{
+    if (store_answered(rc)) {
+        atomic_store(&rp->open_until, 0);
+    } else if (is_transient(rc) && rp->fail_fast_ms && (probe || out_of_time || rc == -ETIMEDOUT)) {
+        atomic_store(&rp->open_err, (int)-rc);
+        atomic_store(&rp->open_until, backend_now_ms() + rp->fail_fast_ms);
+    }
+    if (probe)
+        atomic_store(&rp->probing, 0);
+}
+
+/* One op of the inner backend, with its arguments. */
+struct attempt {
+    enum { OP_STAT, OP_LIST, OP_READ, OP_CHECK } op;
+    const char *key, *version, *prefix, *delim, *token;
+    uint64_t off;
+    size_t len;
+    void *buf;
+    struct backend_stat *st;
+    struct backend_list_page *page;
+};
+
+static ssize_t attempt_once(struct backend *inner, const struct attempt *a)
+{
+    switch (a->op) {
+    case OP_STAT:
+        return inner->ops->stat(inner, a->key, a->st);
+    case OP_LIST:
+        return inner->ops->list(inner, a->prefix, a->delim, a->token, a->page);
+    case OP_READ:
+        return inner->ops->read_range(inner, a->key, a->version, a->off, a->len, a->buf);
+    case OP_CHECK:
+        return inner->ops->check(inner);
+    }
+    return -EINVAL;
+}
+
+/* Runs one call: breaker, scope with the deadline, attempts and backoffs. */
+static ssize_t retry_call(struct retry_priv *rp, const struct attempt *a)
+{
+    struct backend_call scope;
+    int probe, out_of_time = 0;
+    ssize_t rc = breaker_admit(rp, &probe);
+    if (rc < 0)
+        return rc;
+    backend_call_begin(&scope, rp->timeout_ms ? backend_now_ms() + rp->timeout_ms : 0, NULL);
+    for (int attempt = 0;; attempt++) {
+        if (backend_call_cancelled(&scope)) {
+            rc = -EINTR;
+            break;
+        }
+        rc = attempt_once(rp->inner, a);
+        if (!is_transient(rc) || attempt >= rp->retries)
+            break;
+        int slept = backoff(&scope, attempt + 1);
+        if (slept == -EINTR)
+            rc = -EINTR;
+        if (slept == -ETIMEDOUT)
+            out_of_time = 1; /* the last error stands */
+        if (slept < 0)
+            break;
+    }
+    if (backend_call_remaining_ms(&scope) == 0)
+        out_of_time = 1;
+    backend_call_end(&scope);
+    breaker_record(rp, rc, probe, out_of_time);
+    return rc;
 }
 
 static int retry_stat(struct backend *be, const char *key, struct backend_stat *out)
 {
-    struct retry_priv *rp = be->priv;
-    int rc = rp->inner->ops->stat(rp->inner, key, out);
-    for (int i = 1; i <= rp->retries && is_transient(rc); i++) {
-        backoff(i);
-        rc = rp->inner->ops->stat(rp->inner, key, out);
-    }
-    return rc;
+    struct attempt a = {.op = OP_STAT, .key = key, .st = out};
+    return (int)retry_call(be->priv, &a);
 }
 
 static int retry_list(struct backend *be, const char *prefix, const char *delim,
                       const char *token, struct backend_list_page *out)
 {
-    struct retry_priv *rp = be->priv;
-    int rc = rp->inner->ops->list(rp->inner, prefix, delim, token, out);
-    for (int i = 1; i <= rp->retries && is_transient(rc); i++) {
-        backoff(i);
-        rc = rp->inner->ops->list(rp->inner, prefix, delim, token, out);
-    }
-    return rc;
+    struct attempt a = {
+        .op = OP_LIST, .prefix = prefix, .delim = delim, .token = token, .page = out};
+    return (int)retry_call(be->priv, &a);
 }
 
 static ssize_t retry_read_range(struct backend *be, const char *key, const char *version,
                                 uint64_t off, size_t len, void *buf)
 {
-    struct retry_priv *rp = be->priv;
-    ssize_t rc = rp->inner->ops->read_range(rp->inner, key, version, off, len, buf);
-    for (int i = 1; i <= rp->retries && is_transient(rc); i++) {
-        backoff(i);
-        rc = rp->inner->ops->read_range(rp->inner, key, version, off, len, buf);
-    }
-    return rc;
+    struct attempt a = {
+        .op = OP_READ, .key = key, .version = version, .off = off, .len = len, .buf = buf};
+    return retry_call(be->priv, &a);
 }
 
 static int retry_check(struct backend *be)
 {
-    struct retry_priv *rp = be->priv;
-    int rc = rp->inner->ops->check(rp->inner);
-    for (int i = 1; i <= rp->retries && is_transient(rc); i++) {
-        backoff(i);
-        rc = rp->inner->ops->check(rp->inner);
-    }
-    return rc;
+    struct attempt a = {.op = OP_CHECK};
+    return (int)retry_call(be->priv, &a);
 }
 
 static int retry_counters(struct backend *be, struct backend_counters *out)
@@ -115,7 +233,7 @@ static const struct backend_ops retry_ops = {
     .destroy = retry_destroy,
 };
 
-int retry_backend_create(struct backend *inner, int retries, struct backend **out)
+int retry_backend_create(struct backend *inner, const struct retry_conf *conf, struct backend **out)
 {
     struct backend *be = calloc(1, sizeof(*be));
     struct retry_priv *rp = calloc(1, sizeof(*rp));
@@ -127,7 +245,12 @@ int retry_backend_create(struct backend *inner, int retries, struct backend **ou
         return -ENOMEM;
     }
     rp->inner = inner;
-    rp->retries = retries < 0 ? 0 : retries;
+    rp->retries = conf->retries < 0 ? 0 : conf->retries;
+    rp->timeout_ms = conf->timeout_ms > 0 ? (uint64_t)conf->timeout_ms : 0;
+    rp->fail_fast_ms = conf->fail_fast_ms > 0 ? (uint64_t)conf->fail_fast_ms : 0;
+    atomic_init(&rp->open_until, 0);
+    atomic_init(&rp->open_err, 0);
+    atomic_init(&rp->probing, 0);
     be->ops = &retry_ops;
     be->priv = rp;
     be->caps = inner->caps;

@@ -604,7 +604,8 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
         aws_creds_clear(&creds);
     }
 
-    curl_common_conf_init(&s3->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, "PAGEFS_S3_DEBUG");
+    curl_common_conf_init(&s3->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, conf->stall_timeout_ms,
+                          "PAGEFS_S3_DEBUG");
 
     /* The pool makes one handle up front: proves libcurl initialised, and warms the pool. */
     ret = curl_pool_create(POOL_MAX, &s3->pool);

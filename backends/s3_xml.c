@@ -506,6 +506,8 @@ int s3_map_error(int curl_code, long http_status, long os_errno, const char *s3_
         return -EHOSTUNREACH;
     case CURLE_OUT_OF_MEMORY:
         return -ENOMEM;
+    case CURLE_ABORTED_BY_CALLBACK:
+        return -EINTR; /* the caller's call scope was cancelled */
     default:
         return -EIO;
     }

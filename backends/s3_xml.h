@@ -51,7 +51,8 @@ int s3_parse_iso8601(const char *s, int64_t *ns);
  * TokenRefreshRequired, InvalidAccessKeyId: EACCES), 301 EINVAL (wrong region or endpoint),
  * 429/5xx/other EIO (retryable); CURLE_OPERATION_TIMEDOUT ETIMEDOUT, CURLE_COULDNT_CONNECT
  * ECONNREFUSED (EHOSTUNREACH/ETIMEDOUT when the OS said so), CURLE_COULDNT_RESOLVE_*
- * EHOSTUNREACH, CURLE_OUT_OF_MEMORY ENOMEM, any other transport error EIO. */
+ * EHOSTUNREACH, CURLE_OUT_OF_MEMORY ENOMEM, CURLE_ABORTED_BY_CALLBACK EINTR (the call scope
+ * was cancelled, curl_common.h), any other transport error EIO. */
 int s3_map_error(int curl_code, long http_status, long os_errno, const char *s3_code);
 
 #endif

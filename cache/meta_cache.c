@@ -12,7 +12,9 @@
  * -ECONNREFUSED, -EHOSTUNREACH) and an older listing exists, that one is served.
  *
  * Single flight: `refreshing` lists the directories being fetched; a second caller for the
- * same directory waits on `refresh_done` and takes the first caller's result.
+ * same directory waits on `refresh_done` and takes the first caller's result, unless that
+ * result is -EINTR (the first caller was interrupted, backend.h call scopes) and the second
+ * caller was not: it then looks again.
  *
  * Hot listings in memory: the listings used most recently are also kept decoded in memory
  * (`mem`: at most MEM_DIRS directories and MEM_ENTRIES entries in all, least recently used
@@ -512,6 +514,7 @@ static void mem_load(struct meta_cache *mc, const char *dir, int64_t fetched_ms,
  */
 static int ensure_listing(struct meta_cache *mc, const char *dir)
 {
+again:;
     struct mem_dir *m = mem_find(mc, dir);
     if (m && listing_fresh(mc, m->fetched_ms))
         return m->found ? 0 : -ENOENT;
@@ -535,6 +538,8 @@ static int ensure_listing(struct meta_cache *mc, const char *dir)
             free(r->dir);
             free(r);
         }
+        if (res == -EINTR && !backend_call_cancelled(backend_call_current()))
+            goto again; /* someone else's interrupted refresh */
         return res;
     }
 

@@ -1548,12 +1548,20 @@ retry:
     struct inflight *in = inflight_find(pc, f->file_id, idx);
     if (in) {
         int was_prefetch = in->prefetch;
+        const struct backend_call *call = backend_call_current();
         in->waiters++;
         pc->stats.singleflight_waits++;
         if (was_prefetch)
             pc->stats.prefetch_waits++;
-        while (!in->done)
+        while (!in->done && !backend_call_cancelled(call))
             pthread_cond_wait(&pc->fetch_done, &pc->lock);
+        if (!in->done) {
+            /* Cancelled (page_cache_wake woke us): leave; the owner frees the entry when it
+             * publishes to no waiters. */
+            in->waiters--;
+            rc = -EINTR;
+            goto out_unlock;
+        }
         rc = in->err;
         int covers = rc == 0 && in->pb && pbuf_covers(in->pb, in_page, n);
         if (covers) {
@@ -1568,6 +1576,11 @@ retry:
         /* A failed read-ahead is not the reader's failure: look again (another fetch may
          * have started meanwhile), and fetch it ourselves if nobody does. */
         if (rc < 0 && was_prefetch && retries++ < 3) {
+            rc = 0;
+            goto retry;
+        }
+        /* Nor is the failure of a fetch whose owner was interrupted (someone else's Ctrl-C). */
+        if (rc == -EINTR && !backend_call_cancelled(call)) {
             rc = 0;
             goto retry;
         }
@@ -2466,6 +2479,13 @@ uint64_t page_cache_prefetch_room(struct page_cache *pc)
     uint64_t room = prefetch_room(pc, 0);
     pthread_mutex_unlock(&pc->lock);
     return room;
+}
+
+void page_cache_wake(struct page_cache *pc)
+{
+    pthread_mutex_lock(&pc->lock);
+    pthread_cond_broadcast(&pc->fetch_done);
+    pthread_mutex_unlock(&pc->lock);
 }
 
 int page_cache_flush(struct page_cache *pc)

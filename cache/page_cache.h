@@ -114,7 +114,10 @@ const char *pc_file_key(const struct pc_file *f);
 int64_t pc_file_id(const struct pc_file *f);
 
 /* Reads up to len bytes at off. Returns bytes read (0 at or past the end) or -errno
- * (-ESTALE when the object changed in the store since it was opened). */
+ * (-ESTALE when the object changed in the store since it was opened). Within a cancelled call
+ * scope (backends/backend.h) a read that would wait for the store - its own fetch or another
+ * thread's fetch of the page - fails with -EINTR instead; a reader whose awaited fetch failed
+ * only because that fetch's own caller was cancelled looks again (and fetches itself). */
 ssize_t page_cache_read(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
                         void *buf);
 
@@ -213,5 +216,8 @@ uint32_t page_cache_block_size(const struct page_cache *pc);
 void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out);
 /* Writes batched access-order updates to the index now. */
 int page_cache_flush(struct page_cache *pc);
+/* Wakes every reader waiting for another thread's fetch, so that those whose call scope was
+ * cancelled since stop waiting (an interrupt handler calls it after setting the flag). */
+void page_cache_wake(struct page_cache *pc);
 
 #endif

@@ -27,6 +27,14 @@
  *  - Store errors the retries could not overcome (timeouts, refused or reset connections)
  *    reach the application as EIO from every operation (store_errno()); ESTALE, ENOENT and
  *    EACCES pass unchanged.
+ *  - Interrupts: the ops that may wait for the store (lookup, getattr, open, opendir, read)
+ *    run their cache calls in a call scope (backends/backend.h) whose cancel flag the
+ *    request's FUSE interrupt sets (fuse_req_interrupt_func), which also wakes the page
+ *    cache's waiters: a reader the kernel is waiting on because it got a signal (Ctrl-C, kill)
+ *    stops waiting for the store within about a second. A lookup, opendir or read abandoned
+ *    that way is answered EINTR; getattr and open answer from what they have, as when the
+ *    store is unreachable. The callback is unregistered before the reply (intr_end), so it
+ *    never runs on a request's stack frame after the op returned.
  *  - A read is one page_cache_read_ext(): extents that are page file ranges (verify=once or
  *    none, whole pages) go out with fuse_reply_data, spliced (no copy through user space);
  *    memory extents (verified buffers, fetched pages) are written from the very buffers the
@@ -39,7 +47,9 @@
  * pagefs_fs_destroy().
  *
  * Lock order: fs->handles_lock and the inode table's mutex are leaf locks, never held
- * together and never across a cache or backend call (the table hands out snapshots).
+ * together and never across a cache or backend call (the table hands out snapshots). An
+ * interrupt callback runs under libfuse's request lock and takes the page cache's lock, so
+ * no op holds a cache lock when it (un)registers the callback.
  */
 #include "fuse/fs.h"
 
@@ -189,6 +199,40 @@ static int store_errno(int neg_errno)
     default:
         return neg_errno;
     }
+}
+
+/* The interrupt of a request that may wait for the store (see the file comment). */
+struct req_intr {
+    struct backend_call call;
+    atomic_int cancel;
+    struct page_cache *pc;
+};
+
+/* libfuse calls it (once, from the thread that read the INTERRUPT, under the request's lock,
+ * or at once from intr_begin if the interrupt came first). */
+static void on_interrupt(fuse_req_t req, void *data)
+{
+    struct req_intr *ri = data;
+    (void)req;
+    atomic_store(&ri->cancel, 1);
+    page_cache_wake(ri->pc);
+}
+
+/* Opens the request's call scope and registers its interrupt. */
+static void intr_begin(struct pagefs_fs *fs, fuse_req_t req, struct req_intr *ri)
+{
+    atomic_init(&ri->cancel, 0);
+    ri->pc = fs->pc;
+    backend_call_begin(&ri->call, 0, &ri->cancel);
+    fuse_req_interrupt_func(req, on_interrupt, ri);
+}
+
+/* Unregisters the interrupt (waiting for a callback under way: it holds the request's lock)
+ * and closes the scope. Called before the reply. */
+static void intr_end(fuse_req_t req, struct req_intr *ri)
+{
+    fuse_req_interrupt_func(req, NULL, NULL);
+    backend_call_end(&ri->call);
 }
 
 static void count(atomic_uint_fast64_t *c, uint64_t n)
@@ -500,6 +544,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_PARALLEL_DIROPS;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+    /* O_DIRECT reads as synchronous requests: the kernel waits for an async direct-I/O
+     * request uninterruptibly and never sends it an INTERRUPT, so an O_DIRECT reader of a
+     * hung store could not even be killed; a synchronous request is interrupted (see
+     * on_interrupt). */
+    conn->want &= ~FUSE_CAP_ASYNC_DIO;
     /* The kernel must drop cached pages when a file's size or mtime changes. */
     if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
         conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
@@ -546,7 +595,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         rc = -ENOTDIR;
         goto out_clear_parent;
     }
+    struct req_intr ri;
+    intr_begin(fs, req, &ri);
     rc = meta_cache_lookup(fs->mc, pinfo.key, name, &me);
+    intr_end(req, &ri);
     if (rc == -ENOENT) {
         count(&fs->n_negative, 1);
         memset(&e, 0, sizeof(e));
@@ -639,14 +691,17 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         reply_err(req, rc);
         return;
     }
+    struct req_intr ri;
+    intr_begin(fs, req, &ri);
     rc = refresh_attr(fs, &info);
+    intr_end(req, &ri);
     if (rc == -ENOENT) {
         inode_info_clear(&info);
         reply_err(req, rc);
         return;
     }
-    /* Any other failure (store unreachable, ...): the attributes we have are still the best
-     * answer. */
+    /* Any other failure (store unreachable, interrupted, ...): the attributes we have are
+     * still the best answer. */
     /* Asked through an open file (the kernel checks a read against the size this way): the
      * size of the version the handle reads, so a replaced object never cuts it short. */
     if (fi && fi->fh && !info.is_dir)
@@ -671,7 +726,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct pagefs_dh *d = calloc(1, sizeof(*d));
     if (!d)
         goto out_clear_info;
+    struct req_intr ri;
+    intr_begin(fs, req, &ri);
     rc = meta_cache_list(fs->mc, info.key, &d->list);
+    intr_end(req, &ri);
     if (rc == -ENOENT) {
         /* The parent's listing shows this directory, but it has no entries (an empty local
          * directory, an S3 prefix emptied since): an empty directory, not an error. */
@@ -880,8 +938,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     /* The version to pin: the parent's listing as of now (answered from the metadata cache
      * within the TTL; after an ESTALE it was invalidated, so this sees the new version). If the
-     * store cannot be asked, the attributes we have are used. */
+     * store cannot be asked (or the open is interrupted), the attributes we have are used. */
+    struct req_intr ri;
+    intr_begin(fs, req, &ri);
     rc = refresh_attr(fs, &info);
+    intr_end(req, &ri);
     if (rc == -ENOENT)
         goto out_clear_info;
     rc = -ENOMEM;
@@ -1005,8 +1066,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             return;
         }
     }
+    struct req_intr ri;
+    intr_begin(fs, req, &ri);
     int rc = page_cache_read_ext(fs->pc, h->f, (uint64_t)off, size,
                                  random ? PC_READ_RANDOM : 0, ext, max_ext);
+    intr_end(req, &ri);
     if (rc < 0) {
         count(&fs->n_read_errors, 1);
         if (rc == -ESTALE) {
@@ -1015,7 +1079,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             if (dir)
                 meta_cache_invalidate(fs->mc, dir);
             free(dir);
-        } else {
+        } else if (rc != -EINTR) {
             fuse_log(FUSE_LOG_WARNING, "pagefs: read %s at %lld: %s\n", h->key, (long long)off,
                      strerror(-rc));
         }

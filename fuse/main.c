@@ -287,6 +287,8 @@ static int run(struct pagefs_options *o)
         .no_sign_request = o->no_sign_request,
         .retries = o->retries,
         .timeout_ms = o->timeout * 1000,
+        .stall_timeout_ms = o->stall_timeout * 1000,
+        .fail_fast_ms = o->fail_fast * 1000,
     };
     rc = backend_open(&bconf, &be, err, sizeof(err));
     if (rc < 0) {

@@ -493,6 +493,22 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
         o->timeout = (int)u;
         return 0;
     }
+    if (strcmp(name, "stall_timeout") == 0) {
+        NEED_VALUE();
+        if (parse_uint(val, PAGEFS_MAX_TIMEOUT, &u) < 0 || u == 0)
+            return fail(err, errlen, "invalid stall_timeout '%s' (seconds, 1..%d)", val,
+                        PAGEFS_MAX_TIMEOUT);
+        o->stall_timeout = (int)u;
+        return 0;
+    }
+    if (strcmp(name, "fail_fast") == 0) {
+        NEED_VALUE();
+        if (parse_uint(val, PAGEFS_MAX_TIMEOUT, &u) < 0)
+            return fail(err, errlen, "invalid fail_fast '%s' (seconds, 0..%d)", val,
+                        PAGEFS_MAX_TIMEOUT);
+        o->fail_fast = (int)u;
+        return 0;
+    }
     if (strcmp(name, "allow_other") == 0) {
         NO_VALUE();
         o->allow_other = 1;
@@ -586,6 +602,8 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
     out->dir_prefetch = PAGEFS_DEFAULT_DIR_PREFETCH;
     out->retries = PAGEFS_DEFAULT_RETRIES;
     out->timeout = PAGEFS_DEFAULT_TIMEOUT;
+    out->stall_timeout = PAGEFS_DEFAULT_STALL_TIMEOUT;
+    out->fail_fast = PAGEFS_DEFAULT_FAIL_FAST;
     out->log_level = PAGEFS_DEFAULT_LOG_LEVEL;
     if (err && errlen)
         err[0] = '\0';
@@ -725,7 +743,13 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "  virtual_host             virtual-host-style requests\n"
         "  no_sign_request          anonymous requests (default: signed)\n"
         "  retries=N                retries of a failed request (default %d)\n"
-        "  timeout=SECONDS          per-request timeout (default %d)\n"
+        "  timeout=SECONDS          time one request may take in all, its retries included;\n"
+        "                           then the operation fails with EIO (default %d)\n"
+        "  stall_timeout=SECONDS    an attempt that receives nothing for this long is given\n"
+        "                           up and retried while time is left (default %d)\n"
+        "  fail_fast=SECONDS        after a request ran out of time, requests fail at once\n"
+        "                           for this long, then one tries the store again (default %d;\n"
+        "                           0: off)\n"
         "\n"
         "cache (-o; sizes take K, M, G, T suffixes, binary):\n"
         "  cache_dir=DIR            cache directory (default %s)\n"
@@ -778,6 +802,7 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "\n"
         "fstab words, accepted and ignored: defaults, rw, _netdev, nofail, auto, noauto, user,\n"
         "users, nouser, owner, group, comment=, x-*\n",
-        prog, prog, prog, prog, pagefs_log_level_name(PAGEFS_DEFAULT_LOG_LEVEL), PAGEFS_DEFAULT_RETRIES,
-        PAGEFS_DEFAULT_TIMEOUT, dir, PAGEFS_DEFAULT_META_TTL);
+        prog, prog, prog, prog, pagefs_log_level_name(PAGEFS_DEFAULT_LOG_LEVEL),
+        PAGEFS_DEFAULT_RETRIES, PAGEFS_DEFAULT_TIMEOUT, PAGEFS_DEFAULT_STALL_TIMEOUT,
+        PAGEFS_DEFAULT_FAIL_FAST, dir, PAGEFS_DEFAULT_META_TTL);
 }

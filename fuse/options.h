@@ -33,6 +33,8 @@
 #define PAGEFS_MAX_RETRIES 100
 #define PAGEFS_DEFAULT_TIMEOUT 30
 #define PAGEFS_MAX_TIMEOUT 3600
+#define PAGEFS_DEFAULT_STALL_TIMEOUT 10
+#define PAGEFS_DEFAULT_FAIL_FAST 5
 #define PAGEFS_MAX_DIR_PREFETCH 1024
 #define PAGEFS_DEFAULT_DIR_PREFETCH 8
 #define PAGEFS_DEFAULT_ZSTD_LEVEL 3
@@ -85,7 +87,9 @@ struct pagefs_options {
     int verify;             /* enum page_cache_verify: full (default), once, none */
     char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */
     int retries;
-    int timeout; /* seconds */
+    int timeout;       /* seconds: one store request in all, its retries included */
+    int stall_timeout; /* seconds without a byte before an attempt is given up */
+    int fail_fast;     /* seconds a store that ran out of time is failed at once; 0 off */
     int allow_other;
     int set_uid, set_gid; /* uid=/gid= given; otherwise the mounting user's ids */
     uid_t uid;

@@ -6,6 +6,7 @@
  * builds without the checks; scripts/test.sh builds the suite with them.
  */
 #include "backends/backend.h"
+#include "backends/curl_common.h"
 #include "backends/invariants.h"
 #include "cache/buf_pool.h"
 #include "cache/mem_budget.h"
@@ -91,6 +92,15 @@ static void test_every_module_checks(void)
         buf_pool_put(p, x);
     });
     buf_pool_destroy(p);
+
+    struct curl_pool *cp = NULL;
+    CHECK_EQ(curl_pool_create(2, &cp), 0);
+    RAN_CHECKS("curl pool", {
+        CURL *c = curl_pool_take(cp);
+        CHECK(c != NULL);
+        curl_pool_give(cp, c);
+    });
+    curl_pool_destroy(cp);
 
     pc_file_unref(f);
     free(data);

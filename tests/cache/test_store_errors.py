@@ -5,8 +5,10 @@ whole-object fetch of a small file at open, or a read of a large file; ENOENT st
 Once the store answers again, the same paths read back byte-exact (nothing wrong was cached).
 
 The store is the adversarial S3 server of tests/hostile (HostileS3) with its slow_body fault
-(one byte every 0.2 s: each request runs into -o timeout=1). Operations run in a child
-process with a generous deadline (a hang detector, not a timing assertion).
+(one byte every 0.2 s: each request runs into -o timeout=1). fail_fast=0: each timeout is
+followed at once by requests that must reach the store (a store remembered as down would fail
+them at once, tests/reliability/test_hung_store.py). Operations run in a child process with a
+generous deadline (a hang detector, not a timing assertion).
 Run by ctest (label mount) with PAGEFS_BIN set."""
 
 import errno
@@ -51,7 +53,7 @@ class StoreErrorTest(unittest.TestCase):
         self.m = mountlib.Mount(self.pagefs, "s3://" + hostile.BUCKET, self.work.path, env=env,
                                 options=["endpoint=http://127.0.0.1:%d" % self.server.port,
                                          "no_sign_request", "retries=0", "timeout=1",
-                                         "meta_ttl=600"])
+                                         "meta_ttl=600", "fail_fast=0"])
         self.m.start()
         self.addCleanup(self.m.stop)
 

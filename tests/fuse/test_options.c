@@ -68,6 +68,8 @@ static void test_defaults(void)
     CHECK_EQ(o.meta_ttl, 300);
     CHECK_EQ(o.retries, 4);
     CHECK_EQ(o.timeout, 30);
+    CHECK_EQ(o.stall_timeout, 10);
+    CHECK_EQ(o.fail_fast, 5);
     CHECK_EQ(o.foreground, 0);
     CHECK_EQ(o.debug, 0);
     CHECK_EQ(o.allow_other, 0);
@@ -102,7 +104,8 @@ static void test_all_options(void)
     CHECK_EQ(PARSE(&o, err, "mount", "-f", "s3://b/some/prefix", "-o",
                    "endpoint=http://127.0.0.1:7480,region=eu-west-1,profile=p1", "-o",
                    "path_style,no_sign_request,cache_dir=/var/c,cache_size=2G",
-                   "-ocache_free=512M,page_size=4M,meta_ttl=0,retries=0,timeout=7", "/mnt"),
+                   "-ocache_free=512M,page_size=4M,meta_ttl=0,retries=0,timeout=7",
+                   "-ostall_timeout=3,fail_fast=0", "/mnt"),
              0);
     CHECK_STR(o.source, "s3://b/some/prefix");
     CHECK_STR(o.endpoint, "http://127.0.0.1:7480");
@@ -117,6 +120,8 @@ static void test_all_options(void)
     CHECK_EQ(o.meta_ttl, 0);
     CHECK_EQ(o.retries, 0);
     CHECK_EQ(o.timeout, 7);
+    CHECK_EQ(o.stall_timeout, 3);
+    CHECK_EQ(o.fail_fast, 0);
     CHECK_EQ(o.foreground, 1);
     CHECK_EQ(o.debug, 0);
     pagefs_options_clear(&o);
@@ -236,7 +241,8 @@ static void test_help_version(void)
                            "default 1M", "default 300",  "/home/u/.cache/pagefs",
                            "uid=",       "gid=",         "umask=",
                            "log_level=", "default info", "default_permissions",
-                           "fsname=",    "_netdev",      "nofail"};
+                           "fsname=",    "_netdev",      "nofail",
+                           "fail_fast=", "stall_timeout="};
     for (size_t i = 0; i < ARGC(names); i++) {
         if (!strstr(text, names[i]))
             fprintf(stderr, "  help lacks %s\n", names[i]);
@@ -393,6 +399,10 @@ static void test_einval_options(void)
     EXPECT_EINVAL("invalid timeout '0'", "s3://b", "/m", "-o", "timeout=0");
     EXPECT_EINVAL("invalid timeout '3601'", "s3://b", "/m", "-o", "timeout=3601");
     EXPECT_EINVAL("invalid timeout 'x'", "s3://b", "/m", "-o", "timeout=x");
+    EXPECT_EINVAL("invalid stall_timeout '0'", "s3://b", "/m", "-o", "stall_timeout=0");
+    EXPECT_EINVAL("invalid stall_timeout '3601'", "s3://b", "/m", "-o", "stall_timeout=3601");
+    EXPECT_EINVAL("invalid fail_fast '-1'", "s3://b", "/m", "-o", "fail_fast=-1");
+    EXPECT_EINVAL("invalid fail_fast '3601'", "s3://b", "/m", "-o", "fail_fast=3601");
     /* strings */
     EXPECT_EINVAL("invalid endpoint", "s3://b", "/m", "-o", "endpoint=ftp://h");
     EXPECT_EINVAL("invalid endpoint: missing host", "s3://b", "/m", "-o", "endpoint=http://");

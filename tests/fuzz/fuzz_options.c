@@ -60,9 +60,10 @@ static void check_result(int ret, const struct pagefs_options *o, const char *er
     if (o->page_size < PAGEFS_MIN_PAGE_SIZE || o->page_size > PAGEFS_MAX_PAGE_SIZE ||
         (o->page_size & (o->page_size - 1)) != 0)
         abort();
-    if (o->cache_size < o->page_size || o->meta_ttl > PAGEFS_MAX_META_TTL ||
-        o->retries < 0 || o->retries > PAGEFS_MAX_RETRIES || o->timeout < 1 ||
-        o->timeout > PAGEFS_MAX_TIMEOUT || o->compress_level < 0 || o->compress_level > 19 ||
+    if (o->cache_size < o->page_size || o->meta_ttl > PAGEFS_MAX_META_TTL || o->retries < 0 ||
+        o->retries > PAGEFS_MAX_RETRIES || o->timeout < 1 || o->timeout > PAGEFS_MAX_TIMEOUT ||
+        o->stall_timeout < 1 || o->stall_timeout > PAGEFS_MAX_TIMEOUT || o->fail_fast < 0 ||
+        o->fail_fast > PAGEFS_MAX_TIMEOUT || o->compress_level < 0 || o->compress_level > 19 ||
         o->dir_prefetch > PAGEFS_MAX_DIR_PREFETCH || (o->umask & ~0777u) != 0 ||
         o->path_style < -1 || o->path_style > 1)
         abort();

@@ -4,7 +4,10 @@
 The endpoint (HostileS3 below) is a small ListObjectsV2 + GET/HEAD server written with
 http.server (ThreadingHTTPServer, HTTP/1.1 keep-alive) over an in-memory bucket. It answers
 honestly unless a fault is armed for one listing prefix or one key; pagefs mounts it with
--o endpoint=http://127.0.0.1:PORT,no_sign_request and short timeouts (timeout=2, retries=1).
+-o endpoint=http://127.0.0.1:PORT,no_sign_request and short timeouts (timeout=2, retries=1),
+and fail_fast=0: a fault is followed at once by reads through good replies, which a store
+remembered as down after a timeout (the fail-fast window, tests/reliability/test_hung_store.py)
+would fail.
 
 Faults: broken XML, a truncated XML document, an HTML page, a ~50 MB listing of 200k keys (over
 the backend's reply limit) and a 200k-key listing within it, a Content-Length shorter than the
@@ -419,7 +422,7 @@ class BadServerTest(unittest.TestCase):
 
     def options(self):
         return ["endpoint=http://127.0.0.1:%d" % self.server.port, "no_sign_request",
-                "retries=1", "timeout=2", "meta_ttl=600"]
+                "retries=1", "timeout=2", "meta_ttl=600", "fail_fast=0"]
 
     def env(self):
         env = dict(os.environ, HOME="/nonexistent")

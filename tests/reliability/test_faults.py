@@ -3,17 +3,19 @@
 
 test_faulty_store: the shaper (fixed --seed) answers 5% of requests 503 ServiceUnavailable and
 5% 503 SlowDown, resets 5% of responses mid-body, cuts 5% short, and holds 5% for longer than
-pagefs's -o timeout=. The mount (retries=8, timeout=2) reads small files, multi-page files and
+pagefs's -o stall_timeout=. The mount (retries=8, stall_timeout=2, the default 30 s timeout for
+each request in all) reads small files, multi-page files and
 random ranges of uncached multi-page files: no read fails and every byte matches what was
 uploaded. The shaper's own stats JSON proves that each fault kind was injected at least once.
 
 test_store_down_and_back: the store goes away for good, twice: first refused connections
-(shaper stopped; the retries=8,timeout=2 mount), then a store that accepts and never answers
-(a black hole on the same port; a second mount with retries=2,timeout=1 keeps this short).
-A read of uncached data fails with EIO within a bound computed from retries, timeout and the
-retry layer's backoff caps (read_failure_bound: a bound, not a benchmark); cached data is
-still served, byte-exact, with the kernel's caches dropped. Then the shaper comes back on the
-same port and both mounts read the data that failed, without a remount.
+(shaper stopped; the retries=8 mount), then a store that accepts and never answers (a black
+hole on the same port; a second mount with retries=2,timeout=1 keeps this short). A read of
+uncached data fails with EIO within a bound computed from retries, attempt times and the retry
+layer's backoff caps (read_failure_bound: a bound, not a benchmark); cached data is still
+served, byte-exact, with the kernel's caches dropped. Then the shaper comes back on the same
+port and, once the fail-fast window that the black hole's timeout opened is over (-o fail_fast,
+5 s), both mounts read the data that failed, without a remount.
 
 Run by ctest (label reliability) with argv[1] = the rgw fixture's env file.
 """
@@ -30,10 +32,11 @@ from rellib import KiB, MiB, mountlib
 
 ENV = None
 RETRIES = 8
-TIMEOUT_S = 2
-STALL_MS = 3000  # > TIMEOUT_S: a stalled response is a timed-out request
+STALL_TIMEOUT_S = 2
+STALL_MS = 3000  # > STALL_TIMEOUT_S: a stalled response is a given-up attempt
 SHORT_RETRIES = 2
 SHORT_TIMEOUT_S = 1
+FAIL_FAST_S = 5  # the default -o fail_fast
 
 
 def read_failure_bound(retries, attempt_s):
@@ -71,7 +74,7 @@ class FaultTest(unittest.TestCase):
                            cache_dir=os.path.join(self.work.path, "cache" + name),
                            env=ENV.daemon_env(),
                            options=["endpoint=" + endpoint, "retries=%d" % RETRIES,
-                                    "timeout=%d" % TIMEOUT_S] + list(options))
+                                    "stall_timeout=%d" % STALL_TIMEOUT_S] + list(options))
         m.start(timeout=120)
         self.addCleanup(m.stop)
         return m
@@ -165,6 +168,7 @@ class FaultTest(unittest.TestCase):
             bound = read_failure_bound(SHORT_RETRIES, SHORT_TIMEOUT_S)
             err, took = self.timed_failing_read(os.path.join(m_short.mountpoint, "later/f001"),
                                                 2 * MiB)
+            failed_at = time.monotonic()
             print("black hole: errno %s after %.2f s (bound %.1f s)" % (err, took, bound))
             self.assertEqual(err, errno.EIO, took)
             self.assertLess(took, bound)
@@ -175,9 +179,11 @@ class FaultTest(unittest.TestCase):
         finally:
             hole.close()
 
-        # 3. The store is back on the same address: the same mounts read again.
+        # 3. The store is back on the same address: the same mounts read again, once the
+        # fail-fast window the black hole's timeout opened on m_short is over.
         sh.port = port
         sh.start()
+        time.sleep(max(0.0, failed_at + FAIL_FAST_S + 0.5 - time.monotonic()))
         t0 = time.monotonic()
         for mm in (m, m_short):
             for key in sorted(self.objs):

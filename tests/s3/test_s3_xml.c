@@ -388,6 +388,7 @@ static void test_errno_mapping(void)
     CHECK_EQ(s3_map_error(CURLE_COULDNT_CONNECT, 0, ENETUNREACH, NULL), -EHOSTUNREACH);
     CHECK_EQ(s3_map_error(CURLE_COULDNT_RESOLVE_HOST, 0, 0, NULL), -EHOSTUNREACH);
     CHECK_EQ(s3_map_error(CURLE_OUT_OF_MEMORY, 0, 0, NULL), -ENOMEM);
+    CHECK_EQ(s3_map_error(CURLE_ABORTED_BY_CALLBACK, 0, 0, NULL), -EINTR); /* cancelled */
     CHECK_EQ(s3_map_error(CURLE_RECV_ERROR, 200, 0, NULL), -EIO);
     CHECK_EQ(s3_map_error(CURLE_PARTIAL_FILE, 206, 0, NULL), -EIO);
     CHECK_EQ(s3_map_error(CURLE_GOT_NOTHING, 0, 0, NULL), -EIO);
