@@ -28,14 +28,6 @@ MiB = 1 << 20
 KiB = 1 << 10
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def page_file(cache_dir, key, idx):
     """The page file of page idx of key, from the index."""
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(cache_dir, "index.sqlite"), uri=True)
@@ -177,7 +169,7 @@ class VerifyMountTest(unittest.TestCase):
             self.assertEqual(m.stats()["corrupt"], 2)
 
     def test_full_rest_page_api(self):
-        port = free_port()
+        port = mountlib.free_port()
         uri = "file://" + self.src + "/train/img03.jpg"
         fid = hashlib.sha256(uri.encode()).hexdigest()
         with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,

@@ -38,12 +38,6 @@ CHROMEDRIVER = shutil.which("chromedriver")
 CARDS = ("hit-ratio", "cache-mbps", "remote-mbps", "cache-fill", "remote-rps")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def missing_browser():
     if not HAVE_SELENIUM:
         return "python3-selenium is not installed"
@@ -66,7 +60,7 @@ class DashboardTest(unittest.TestCase):
         with open(cls.big, "wb") as f:
             for i in range(96):
                 f.write(os.urandom(MiB))
-        cls.port = free_port()
+        cls.port = mountlib.free_port()
         cls.m = mountlib.Mount(cls.pagefs, "file://" + cls.src, cls.tmp.path,
                                options=["rest=127.0.0.1:%d" % cls.port]).start()
         cls.url = "http://127.0.0.1:%d/" % cls.port

@@ -47,14 +47,6 @@ def sha(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def wait_listening(port, timeout=10):
     def up():
         try:
@@ -131,7 +123,7 @@ class PythonServer:
 
     def __init__(self, root):
         for _ in range(5):
-            self.port = free_port()
+            self.port = mountlib.free_port()
             self.proc = subprocess.Popen(
                 ["/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1",
                  "--directory", root, str(self.port)],
@@ -339,7 +331,7 @@ class HttpMountTest(unittest.TestCase):
         self.assertRegex(err.lower(), "not found|no such")
         err = self.mount_fails(base + "/tree/no-such-file.bin")
         self.assertRegex(err.lower(), "not found|no such")
-        err = self.mount_fails("http://127.0.0.1:%d/tree/" % free_port(), ["retries=1"])
+        err = self.mount_fails("http://127.0.0.1:%d/tree/" % mountlib.free_port(), ["retries=1"])
         self.assertRegex(err.lower(), "refused")
         # https verifies certificates: nginx's self-signed one is refused.
         err = self.mount_fails("https://127.0.0.1:%s/tree/" % ENV["TLS_PORT"], ["retries=0"])

@@ -19,9 +19,11 @@ block that exits non-zero at that unmount fails the test (sanitizer reports, lea
 
 import atexit
 import collections
+import http.client
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -356,6 +358,27 @@ def drop_kernel_caches():
         return False
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over an AF_UNIX stream socket (the daemon's control socket)."""
+
+    def __init__(self, path, timeout=60):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
 def drop_file_caches(paths):
     """Drops the kernel's cached pages of these files only (posix_fadvise DONTNEED), so the next
     read goes to the daemon. Unlike drop_kernel_caches() it leaves the other tests that run
@@ -379,4 +402,4 @@ def wait_for(predicate, timeout=10, interval=0.05):
 
 __all__ = ["Mount", "MountError", "TempDir", "pagefs_binary", "skip_unless_fuse", "run_pagefs",
            "is_mounted", "is_live_fuse_mount", "mount_entries", "fuse_mount_ids", "daemon_pids", "parse_stats", "tree_listing",
-           "drop_kernel_caches", "drop_file_caches", "wait_for", "lazy_unmount", "STATS_XATTR", "BACKEND_CALLS"]
+           "drop_kernel_caches", "drop_file_caches", "wait_for", "free_port", "UnixHTTPConnection", "lazy_unmount", "STATS_XATTR", "BACKEND_CALLS"]

@@ -33,6 +33,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "mount"))
 import mountlib  # noqa: E402,F401  (re-exported for the tests)
+from mountlib import free_port  # noqa: E402,F401  (re-exported for the tests)
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -157,14 +158,6 @@ FSCK_PROBLEMS = ("missing", "bad_checksum", "bad_length", "bad_rows", "orphans",
 
 def fsck_problems(report):
     return {k: report[k] for k in FSCK_PROBLEMS if report.get(k)}
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Shaper:

@@ -52,22 +52,8 @@ READER_SIZE = 64 * MIB
 PLAIN_SIZE = 16 * MIB
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """http.client over the daemon's control socket (AF_UNIX)."""
-
-    def __init__(self, path, timeout=60):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
-
-
 def api(path, method, url, obj=None, expect=200):
-    c = UnixHTTPConnection(path)
+    c = mountlib.UnixHTTPConnection(path)
     try:
         body = json.dumps(obj).encode() if obj is not None else None
         hdrs = {"Content-Type": "application/json"} if body is not None else {}

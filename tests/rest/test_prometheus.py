@@ -28,14 +28,6 @@ PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def http_get(url, timeout=10):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.status, r.read()
@@ -51,12 +43,12 @@ class PrometheusTest(unittest.TestCase):
         cls.data = os.urandom(3 << 20)
         with open(os.path.join(src, "data.bin"), "wb") as f:
             f.write(cls.data)
-        cls.rest_port = free_port()
+        cls.rest_port = mountlib.free_port()
         cls.mnt = mountlib.Mount(cls.pagefs, "file://" + src, cls.tmp.path,
                                  options=["rest=127.0.0.1:%d" % cls.rest_port,
                                           "cache_size=1G"])
         cls.mnt.start()
-        cls.prom_port = free_port()
+        cls.prom_port = mountlib.free_port()
         conf = os.path.join(cls.tmp.path, "prometheus.yml")
         with open(conf, "w") as f:
             f.write("global:\n"

@@ -34,28 +34,6 @@ PAGE = 256 << 10  # the mounts use page_size=256K: several pages per file, littl
 S3_ENV = {}
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """http.client over an AF_UNIX stream socket (the daemon's control socket)."""
-
-    def __init__(self, path, timeout=60):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
-
-
 class Client:
     """One HTTP request per connection, to TCP host:port or a unix socket path."""
 
@@ -65,7 +43,7 @@ class Client:
 
     def _conn(self):
         if self.unix_path:
-            return UnixHTTPConnection(self.unix_path)
+            return mountlib.UnixHTTPConnection(self.unix_path)
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
     def request(self, method, url, body=None, headers=None):
@@ -561,7 +539,7 @@ class FileSourceTest(RestApiBase, unittest.TestCase):
             with open(p, "wb") as f:
                 f.write(data)
         cls.source = "file://" + src
-        cls.port = free_port()
+        cls.port = mountlib.free_port()
         cls.mnt = mountlib.Mount(cls.pagefs, cls.source, cls.tmp.path,
                                  options=["page_size=256K", "rest=127.0.0.1:%d" % cls.port])
         cls.mnt.start()
@@ -627,7 +605,7 @@ class S3SourceTest(RestApiBase, unittest.TestCase):
         env.pop("AWS_CA_BUNDLE", None)
         env.pop("AWS_PROFILE", None)
         env["HOME"] = "/nonexistent"
-        cls.port = free_port()
+        cls.port = mountlib.free_port()
         cls.mnt = mountlib.Mount(cls.pagefs, cls.source, cls.tmp.path, env=env,
                                  options=["endpoint=" + S3_ENV["PAGEFS_TEST_S3_ENDPOINT"],
                                           "page_size=256K", "rest=127.0.0.1:%d" % cls.port])
