@@ -2,12 +2,20 @@
  * main.c - the pagefs daemon: command line, start-up, FUSE session, teardown.
  *
  * Start-up order, each step undone in reverse on the way out (goto ladder in run()):
- *   parse options -> [detach: fork, the parent waits for a status byte] -> backend_open ->
- *   backend check (missing bucket / bad credentials / unreachable store end here, before
- *   anything is mounted) -> page cache + metadata cache -> file system -> control-plane server
- *   (fuse/rest.h: control socket, -o rest= listener; a bind failure ends here) -> FUSE session,
- *   signal handlers -> clean a stale mount point -> mount -> [tell the parent: ok; stdio to
- *   /dev/null, log to syslog] -> multithreaded loop until unmount / SIGINT / SIGTERM.
+ *   parse options -> [detach: fork, the parent waits for a status byte] -> mount point check
+ *   (a live pagefs mount, or a non-empty directory without -o nonempty, ends here) ->
+ *   backend_open -> backend check (missing bucket / bad credentials / unreachable store end
+ *   here, before anything is mounted) -> cache directory lock -> page cache + metadata cache ->
+ *   file system -> control-plane server (fuse/rest.h: control socket, -o rest= listener; a
+ *   bind failure ends here) -> FUSE session, signal handlers -> clean a stale mount point and
+ *   check again -> mount -> [tell the parent: ok; stdio to /dev/null, log to syslog] ->
+ *   multithreaded loop until unmount / SIGINT / SIGTERM.
+ *
+ * The cache directory lock (cache/cache_lock.h) makes the daemon the only user of CACHE_DIR:
+ * it is taken in the process that lives on (after the fork) before anything in the directory
+ * is opened, by the control socket included, and released last, after the caches are closed;
+ * a daemon killed -9 loses it with its open files. A second daemon on the same directory ends
+ * with "cache directory C is in use by the pagefs mount on MNT (pid N)".
  *
  * Detaching: the daemon forks before it opens the backend (not with fuse_daemonize() after the
  * mount) because the cache layers may start threads, which a fork would lose. The child
@@ -39,6 +47,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "cache/cache_lock.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
@@ -238,6 +247,7 @@ static int run(struct pagefs_options *o)
     char err[512] = "";
     int rc, exit_code = 1, notify_fd = -1;
     struct backend *be = NULL;
+    struct cache_lock *lock = NULL;
     struct page_cache *pc = NULL;
     struct meta_cache *mc = NULL;
     struct pagefs_fs *fs = NULL;
@@ -263,6 +273,12 @@ static int run(struct pagefs_options *o)
         }
     }
 
+    rc = mountpoint_check(mp, o->nonempty, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
+        goto out_free_paths;
+    }
+
     struct backend_conf bconf = {
         .source = o->source,
         .endpoint = o->endpoint,
@@ -284,6 +300,19 @@ static int run(struct pagefs_options *o)
         goto out_destroy_backend;
     }
 
+    char *holder = NULL;
+    if (asprintf(&holder, "the pagefs mount on %s", mp) < 0) {
+        fprintf(stderr, "pagefs: out of memory\n");
+        goto out_destroy_backend;
+    }
+    rc = cache_lock_acquire(cache_dir, CACHE_LOCK_OWNER | CACHE_LOCK_CREATE_DIR, holder, &lock,
+                            err, sizeof(err));
+    free(holder);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
+        goto out_destroy_backend;
+    }
+
     struct page_cache_conf pconf = {
         .dir = cache_dir,
         .page_size = o->page_size,
@@ -294,7 +323,7 @@ static int run(struct pagefs_options *o)
     rc = page_cache_create(&pconf, be, &pc, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
-        goto out_destroy_backend;
+        goto out_release_lock;
     }
     struct meta_cache_conf mconf = {
         .dir = cache_dir,
@@ -363,7 +392,7 @@ static int run(struct pagefs_options *o)
         fprintf(stderr, "pagefs: cannot set signal handlers\n");
         goto out_destroy_session;
     }
-    rc = mountpoint_prepare(mp, err, sizeof(err));
+    rc = mountpoint_prepare(mp, o->nonempty, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_remove_handlers;
@@ -431,6 +460,8 @@ out_destroy_meta_cache:
 out_destroy_page_cache:
     page_cache_flush(pc);
     page_cache_destroy(pc);
+out_release_lock:
+    cache_lock_release(lock); /* every file of the cache is closed now */
 out_destroy_backend:
     backend_destroy(be);
 out_free_paths:
