@@ -194,7 +194,7 @@ static int open_lock_file(const char *dir, int mode, int *fd, char *err, size_t 
         return -ENOMEM;
     int owner = (mode & CACHE_LOCK_OWNER) != 0;
     int flags = owner ? O_RDWR | O_CREAT : O_RDONLY;
-    int f = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
+    int f = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
     if (f < 0) {
         rc = -errno;
         if ((rc == -ENOENT || rc == -ENOTDIR) && !(mode & CACHE_LOCK_CREATE_DIR))

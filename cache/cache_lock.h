@@ -4,8 +4,8 @@
  * The lock is an open file description lock (fcntl F_OFD_SETLK) on CACHE_DIR/lock, held for
  * the owner's life: the kernel drops it when the owner's last descriptor of that file closes,
  * which happens when the process exits, however it exits (a kill -9 included), and it is not
- * inherited across exec (O_CLOEXEC). The file is never deleted; its contents say who holds the
- * write lock, for the refusal message:
+ * inherited across exec (O_CLOEXEC). The file (mode 0600, like every file of the cache) is
+ * never deleted; its contents say who holds the write lock, for the refusal message:
  *
  *   pagefs cache lock 1
  *   pid 1234

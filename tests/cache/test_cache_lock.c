@@ -59,6 +59,10 @@ static void test_owner_excludes_and_is_named(void)
     CHECK_EQ(stat(dir, &st), 0);
     CHECK(S_ISDIR(st.st_mode));
     CHECK_EQ(st.st_mode & 0777 & ~0700, 0);
+    char *lockfile = path_join(dir, CACHE_LOCK_FILE);
+    CHECK_EQ(stat(lockfile, &st), 0);
+    CHECK_EQ(st.st_mode & 07777, 0600);
+    free(lockfile);
     char *text = read_lock_file(dir);
     snprintf(want, sizeof(want), "pagefs cache lock 1\npid %ld\nholder the pagefs mount on /mnt/a\n",
              (long)getpid());
