@@ -83,6 +83,30 @@ class LifecycleTest(unittest.TestCase):
         self.assertFalse(mountlib.is_mounted(m.mountpoint))
         os.stat(m.mountpoint)
 
+    def test_stacked_stale_mounts_are_all_detached(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root (mount --bind)")
+        # Two dead mounts stacked on one directory (a dead pagefs root bound over another dead
+        # one): the next mount detaches both, not just the top one.
+        a = self.mount(mountpoint=os.path.join(self.work.path, "x"),
+                       cache_dir=os.path.join(self.work.path, "ca"))
+        b = self.mount(mountpoint=os.path.join(self.work.path, "y"),
+                       cache_dir=os.path.join(self.work.path, "cb"))
+        subprocess.run(["mount", "--bind", b.mountpoint, a.mountpoint], check=True)
+        self.addCleanup(mountlib.lazy_unmount, a.mountpoint)
+        self.assertEqual(len(mountlib.fuse_mount_ids(a.mountpoint)), 2)
+        for m in (a, b):
+            m.kill(signal.SIGKILL)
+            m.wait_exit()
+        with self.assertRaises(OSError) as cm:
+            os.statvfs(a.mountpoint)
+        self.assertEqual(cm.exception.errno, errno.ENOTCONN)
+        m = self.mount(mountpoint=a.mountpoint, cache_dir=a.cache_dir)
+        self.check_usable(m)
+        self.assertEqual(len(mountlib.fuse_mount_ids(a.mountpoint)), 1)
+        self.assertEqual(m.unmount(), 0, m.log())
+        self.assertFalse(mountlib.is_mounted(a.mountpoint))
+
     def test_background_daemon(self):
         m = self.mount(foreground=False)
         self.check_usable(m)
