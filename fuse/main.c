@@ -8,8 +8,9 @@
  *   here, before anything is mounted) -> cache directory lock -> page cache + metadata cache ->
  *   file system -> control-plane server (fuse/rest.h: control socket, -o rest= listener; a
  *   bind failure ends here) -> FUSE session, signal handlers -> clean a stale mount point and
- *   check again -> mount -> [tell the parent: ok; stdio to /dev/null, log to syslog] ->
- *   multithreaded loop until unmount / SIGINT / SIGTERM.
+ *   check again -> mount -> [tell the parent: ok; stdio to /dev/null, log to syslog] -> INIT
+ *   served in this thread, then the readahead raised (serve_init) -> multithreaded loop until
+ *   unmount / SIGINT / SIGTERM.
  *
  * The cache directory lock (cache/cache_lock.h) makes the daemon the only user of CACHE_DIR:
  * it is taken in the process that lives on (after the fork) before anything in the directory
@@ -96,18 +97,33 @@ static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
     vsyslog((int)level, fmt, ap);
 }
 
-/* Raises the mount's readahead. The kernel takes the smaller of the bdi setting and the
- * INIT reply, so this must run after INIT is answered: the stat() blocks until it is. */
-static void *readahead_main(void *arg)
+/* Serves the first request, INIT, in the calling thread before the worker threads start, then
+ * (as root) raises the mount's readahead: the kernel takes the smaller of the bdi setting and
+ * the INIT reply, so the bdi is set once INIT is answered. Nothing here sends a request to the
+ * daemon's own mount: a thread of the daemon waiting for such a request once a worker has taken
+ * it waits uninterruptibly, so a daemon killed -9 in that moment would never finish exiting and
+ * would keep the dead mount (and the cache lock) forever. Returns 1 when INIT was served, 0
+ * when the session ended first (a signal, an unmount), or -errno. */
+static int serve_init(struct fuse_session *se, const char *mp)
 {
-    const char *mp = arg;
-    struct stat st;
-    if (stat(mp, &st) < 0)
-        return NULL;
-    int rc = mountpoint_set_readahead(mp, READAHEAD_KB);
-    if (rc < 0)
-        fuse_log(FUSE_LOG_DEBUG, "pagefs: readahead not set: %s\n", strerror(-rc));
-    return NULL;
+    struct fuse_buf buf = {.mem = NULL};
+    int rc;
+    do {
+        rc = fuse_session_receive_buf(se, &buf);
+    } while (rc == -EINTR && !fuse_session_exited(se));
+    if (rc > 0) {
+        fuse_session_process_buf(se, &buf);
+        rc = 1;
+    } else if (rc == -EINTR) {
+        rc = 0;
+    }
+    free(buf.mem);
+    if (rc == 1 && geteuid() == 0) {
+        int ra = mountpoint_set_readahead(mp, READAHEAD_KB);
+        if (ra < 0)
+            fuse_log(FUSE_LOG_DEBUG, "pagefs: readahead not set: %s\n", strerror(-ra));
+    }
+    return rc;
 }
 
 /* libfuse 3.14's multithreaded loop can miss a SIGTERM/SIGINT: its handler only sets the
@@ -255,8 +271,9 @@ static int run(struct pagefs_options *o)
     char *control_path = NULL;
     struct fuse_session *se = NULL;
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-    pthread_t ra_thread;
-    int ra_started = 0;
+    struct exit_watch watch = {.se = NULL};
+    pthread_t watch_thread;
+    int watch_started = 0;
 
     fuse_set_log_func(log_stderr_func(o->log_level));
     char *mp = mountpoint_absolute(o->mountpoint);
@@ -416,11 +433,18 @@ static int run(struct pagefs_options *o)
              cache_dir, o->page_size, (unsigned long long)o->cache_size, o->meta_ttl,
              (unsigned)fconf.uid, (unsigned)fconf.gid, (unsigned)o->umask,
              pagefs_log_level_name(o->log_level));
-    if (geteuid() == 0)
-        ra_started = start_helper(&ra_thread, readahead_main, mp) == 0;
-    struct exit_watch watch = {.se = se, .mp = mp};
-    pthread_t watch_thread;
-    int watch_started = start_helper(&watch_thread, exit_watch_main, &watch) == 0;
+    rc = serve_init(se, mp);
+    if (rc <= 0) {
+        if (rc < 0)
+            fuse_log(FUSE_LOG_ERR, "pagefs: reading INIT failed: %s\n", strerror(-rc));
+        else
+            exit_code = 0;
+        fuse_log(FUSE_LOG_INFO, "pagefs: unmounting %s\n", mp);
+        goto out_unmount;
+    }
+    watch.se = se;
+    watch.mp = mp;
+    watch_started = start_helper(&watch_thread, exit_watch_main, &watch) == 0;
 
     struct fuse_loop_config *lcfg = fuse_loop_cfg_create();
     if (!lcfg) {
@@ -441,10 +465,8 @@ static int run(struct pagefs_options *o)
 out_unmount:
     atomic_store(&watch.loop_done, 1);
     fuse_session_unmount(se);
-    /* After the unmount: a stat() still waiting for INIT, or the watcher's statvfs(), returns
-     * now. */
-    if (ra_started)
-        pthread_join(ra_thread, NULL);
+    /* After the unmount (which closes the session's descriptor first): the watcher's
+     * statvfs(), if one is waiting, returns now. */
     if (watch_started)
         pthread_join(watch_thread, NULL);
 out_remove_handlers:
