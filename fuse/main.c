@@ -2,15 +2,24 @@
  * main.c - the pagefs daemon: command line, start-up, FUSE session, teardown.
  *
  * Start-up order, each step undone in reverse on the way out (goto ladder in run()):
- *   parse options -> [detach: fork, the parent waits for a status byte] -> backend_open ->
- *   backend check (missing bucket / bad credentials / unreachable store end here, before
- *   anything is mounted) -> fetch buffer pool + page cache + metadata cache -> the fetch
- *   memory budget (one bound, -o prefetch_mem, on the page buffers of read-ahead and load jobs
- *   together; the pool keeps the memory mapped for them within it) -> file system
- *   (its prefetcher draws on the budget) -> control-plane server (load jobs draw on it too)
- *   (fuse/rest.h: control socket, -o rest= listener; a bind failure ends here) -> FUSE session,
- *   signal handlers -> clean a stale mount point -> mount -> [tell the parent: ok; stdio to
- *   /dev/null, log to syslog] -> multithreaded loop until unmount / SIGINT / SIGTERM.
+ *   parse options -> [detach: fork, the parent waits for a status byte] -> mount point check
+ *   (a live pagefs mount, or a non-empty directory without -o nonempty, ends here) ->
+ *   backend_open -> backend check (missing bucket / bad credentials / unreachable store end
+ *   here, before anything is mounted) -> cache directory lock -> fetch buffer pool + page cache
+ *   + metadata cache -> the fetch memory budget (one bound, -o prefetch_mem, on the page
+ *   buffers of read-ahead and load jobs together; the pool keeps the memory mapped for them
+ *   within it) -> file system (its prefetcher draws on the budget) -> control-plane server
+ *   (load jobs draw on it too; fuse/rest.h: control socket, -o rest= listener; a bind failure
+ *   ends here) -> FUSE session, signal handlers -> clean a stale mount point and check again ->
+ *   mount -> [tell the parent: ok; stdio to /dev/null, log to syslog] -> INIT served in this
+ *   thread, then the readahead raised (serve_init) -> multithreaded loop until unmount /
+ *   SIGINT / SIGTERM.
+ *
+ * The cache directory lock (cache/cache_lock.h) makes the daemon the only user of CACHE_DIR:
+ * it is taken in the process that lives on (after the fork) before anything in the directory
+ * is opened, by the control socket included, and released last, after the caches are closed;
+ * a daemon killed -9 loses it with its open files. A second daemon on the same directory ends
+ * with "cache directory C is in use by the pagefs mount on MNT (pid N)".
  *
  * Detaching: the daemon forks before it opens the backend (not with fuse_daemonize() after the
  * mount) because the cache layers may start threads, which a fork would lose. The child
@@ -44,6 +53,7 @@
 #include "backends/backend.h"
 #include "cache/buf_pool.h"
 #include "cache/mem_budget.h"
+#include "cache/cache_lock.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
@@ -100,18 +110,33 @@ static void cache_log(void *ud, int level, const char *msg)
     fuse_log((enum fuse_log_level)level, "%s", msg);
 }
 
-/* Raises the mount's readahead. The kernel takes the smaller of the bdi setting and the
- * INIT reply, so this must run after INIT is answered: the stat() blocks until it is. */
-static void *readahead_main(void *arg)
+/* Serves the first request, INIT, in the calling thread before the worker threads start, then
+ * (as root) raises the mount's readahead: the kernel takes the smaller of the bdi setting and
+ * the INIT reply, so the bdi is set once INIT is answered. Nothing here sends a request to the
+ * daemon's own mount: a thread of the daemon waiting for such a request once a worker has taken
+ * it waits uninterruptibly, so a daemon killed -9 in that moment would never finish exiting and
+ * would keep the dead mount (and the cache lock) forever. Returns 1 when INIT was served, 0
+ * when the session ended first (a signal, an unmount), or -errno. */
+static int serve_init(struct fuse_session *se, const char *mp)
 {
-    const char *mp = arg;
-    struct stat st;
-    if (stat(mp, &st) < 0)
-        return NULL;
-    int rc = mountpoint_set_readahead(mp, READAHEAD_KB);
-    if (rc < 0)
-        fuse_log(FUSE_LOG_DEBUG, "pagefs: readahead not set: %s\n", strerror(-rc));
-    return NULL;
+    struct fuse_buf buf = {.mem = NULL};
+    int rc;
+    do {
+        rc = fuse_session_receive_buf(se, &buf);
+    } while (rc == -EINTR && !fuse_session_exited(se));
+    if (rc > 0) {
+        fuse_session_process_buf(se, &buf);
+        rc = 1;
+    } else if (rc == -EINTR) {
+        rc = 0;
+    }
+    free(buf.mem);
+    if (rc == 1 && geteuid() == 0) {
+        int ra = mountpoint_set_readahead(mp, READAHEAD_KB);
+        if (ra < 0)
+            fuse_log(FUSE_LOG_DEBUG, "pagefs: readahead not set: %s\n", strerror(-ra));
+    }
+    return rc;
 }
 
 /* libfuse 3.14's multithreaded loop can miss a SIGTERM/SIGINT: its handler only sets the
@@ -252,6 +277,7 @@ static int run(struct pagefs_options *o)
     int rc, exit_code = 1, notify_fd = -1;
     struct backend *be = NULL;
     struct buf_pool *fetch_bufs = NULL;
+    struct cache_lock *lock = NULL;
     struct page_cache *pc = NULL;
     struct meta_cache *mc = NULL;
     struct mem_budget *budget = NULL;
@@ -260,8 +286,9 @@ static int run(struct pagefs_options *o)
     char *control_path = NULL;
     struct fuse_session *se = NULL;
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-    pthread_t ra_thread;
-    int ra_started = 0;
+    struct exit_watch watch = {.se = NULL};
+    pthread_t watch_thread;
+    int watch_started = 0;
 
     fuse_set_log_func(log_stderr_func(o->log_level));
     char *mp = mountpoint_absolute(o->mountpoint);
@@ -276,6 +303,12 @@ static int run(struct pagefs_options *o)
             fprintf(stderr, "pagefs: cannot start the daemon: %s\n", strerror(-rc));
             goto out_free_paths;
         }
+    }
+
+    rc = mountpoint_check(mp, o->nonempty, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
+        goto out_free_paths;
     }
 
     struct backend_conf bconf = {
@@ -301,13 +334,26 @@ static int run(struct pagefs_options *o)
         goto out_destroy_backend;
     }
 
+    char *holder = NULL;
+    if (asprintf(&holder, "the pagefs mount on %s", mp) < 0) {
+        fprintf(stderr, "pagefs: out of memory\n");
+        goto out_destroy_backend;
+    }
+    rc = cache_lock_acquire(cache_dir, CACHE_LOCK_OWNER | CACHE_LOCK_CREATE_DIR, holder, &lock,
+                            err, sizeof(err));
+    free(holder);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
+        goto out_destroy_backend;
+    }
+
     /* The page buffers of read-ahead and load fetches are bounded by the budget below; the
      * pool keeps the memory the process maps for them within the same bound. */
     uint64_t fetch_mem = o->prefetch_mem ? o->prefetch_mem : PREFETCH_DEFAULT_MEM_LIMIT;
     rc = buf_pool_create(fetch_mem, &fetch_bufs);
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", strerror(-rc));
-        goto out_destroy_backend;
+        goto out_release_lock;
     }
     struct page_cache_conf pconf = {
         .dir = cache_dir,
@@ -398,7 +444,7 @@ static int run(struct pagefs_options *o)
         fprintf(stderr, "pagefs: cannot set signal handlers\n");
         goto out_destroy_session;
     }
-    rc = mountpoint_prepare(mp, err, sizeof(err));
+    rc = mountpoint_prepare(mp, o->nonempty, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_remove_handlers;
@@ -422,11 +468,18 @@ static int run(struct pagefs_options *o)
              cache_dir, o->page_size, (unsigned long long)o->cache_size, o->meta_ttl,
              (unsigned)fconf.uid, (unsigned)fconf.gid, (unsigned)o->umask,
              pagefs_log_level_name(o->log_level));
-    if (geteuid() == 0)
-        ra_started = start_helper(&ra_thread, readahead_main, mp) == 0;
-    struct exit_watch watch = {.se = se, .mp = mp};
-    pthread_t watch_thread;
-    int watch_started = start_helper(&watch_thread, exit_watch_main, &watch) == 0;
+    rc = serve_init(se, mp);
+    if (rc <= 0) {
+        if (rc < 0)
+            fuse_log(FUSE_LOG_ERR, "pagefs: reading INIT failed: %s\n", strerror(-rc));
+        else
+            exit_code = 0;
+        fuse_log(FUSE_LOG_INFO, "pagefs: unmounting %s\n", mp);
+        goto out_unmount;
+    }
+    watch.se = se;
+    watch.mp = mp;
+    watch_started = start_helper(&watch_thread, exit_watch_main, &watch) == 0;
 
     struct fuse_loop_config *lcfg = fuse_loop_cfg_create();
     if (!lcfg) {
@@ -447,10 +500,8 @@ static int run(struct pagefs_options *o)
 out_unmount:
     atomic_store(&watch.loop_done, 1);
     fuse_session_unmount(se);
-    /* After the unmount: a stat() still waiting for INIT, or the watcher's statvfs(), returns
-     * now. */
-    if (ra_started)
-        pthread_join(ra_thread, NULL);
+    /* After the unmount (which closes the session's descriptor first): the watcher's
+     * statvfs(), if one is waiting, returns now. */
     if (watch_started)
         pthread_join(watch_thread, NULL);
 out_remove_handlers:
@@ -470,6 +521,8 @@ out_destroy_page_cache:
     page_cache_destroy(pc);
 out_destroy_fetch_bufs:
     buf_pool_destroy(fetch_bufs); /* after the cache: its last fetch buffers are back */
+out_release_lock:
+    cache_lock_release(lock); /* every file of the cache is closed now */
 out_destroy_backend:
     backend_destroy(be);
 out_free_paths:

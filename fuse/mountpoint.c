@@ -2,16 +2,26 @@
  * mountpoint.c - preparing a mount point (see mountpoint.h).
  *
  * Design: a mount point left behind by a daemon that died answers statfs() (and stat(), once
- * the kernel's cached attributes expire) with ENOTCONN; it is
- * detached lazily (MNT_DETACH / fusermount3 -uz) so that processes still holding it are not
- * disturbed, and the new mount goes on top of the clean directory. The readahead of a FUSE
- * mount lives in its backing device info, /sys/class/bdi/<major>:<minor>/read_ahead_kb; the
- * device numbers come from /proc/self/mountinfo, so finding them never calls into the mount.
+ * the kernel's cached attributes expire) with ENOTCONN; it is detached lazily (MNT_DETACH /
+ * fusermount3 -uz) so that processes still holding it are not disturbed, and the new mount
+ * goes on top of the clean directory. A live mount is never touched: a live pagefs mount (the
+ * mount on top at that path in /proc/self/mountinfo is of type fuse.pagefs and is what stat()
+ * sees) is refused as "already mounted", whatever the options; any other non-empty directory,
+ * including the root of another live file system, is refused unless -o nonempty. The daemon
+ * checks twice: early, before it opens anything (mountpoint_check, which leaves stale, missing
+ * and non-directory mount points to the second check), and right before the mount
+ * (mountpoint_prepare), which narrows the window in which two daemons starting at once on one
+ * mount point can both pass to the few system calls between the check and the mount.
+ *
+ * The readahead of a FUSE mount lives in its backing device info,
+ * /sys/class/bdi/<major>:<minor>/read_ahead_kb; the device numbers come from
+ * /proc/self/mountinfo, so finding them never calls into the mount.
  *
  * No state, no locks.
  */
 #include "fuse/mountpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,9 +29,12 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define MOUNTPOINT_MAX_STALE 8
 
 char *mountpoint_absolute(const char *path)
 {
@@ -59,14 +72,155 @@ static int run_fusermount_uz(const char *mp)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
 
-int mountpoint_prepare(const char *mp, char *err, size_t errlen)
+/* Undoes the octal escapes (\040 for a space, ...) of a mountinfo field, in place. */
+static void unescape_mountinfo(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+            r[3] >= '0' && r[3] <= '7') {
+            *w++ = (char)(((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
+            r += 3;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+}
+
+/* The mount on top at `mp`, from /proc/self/mountinfo. */
+struct mount_entry {
+    unsigned maj, min;
+    char fstype[64];
+    char source[1024];
+};
+
+/* Fills *e from the last line of /proc/self/mountinfo whose mount point is `mp` (the mount on
+ * top). 0, -ENOENT if there is none, or -errno. */
+static int top_mount(const char *mp, struct mount_entry *e)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -errno;
+    char *line = NULL;
+    size_t cap = 0;
+    int found = 0;
+    /* Format: id parent major:minor root mountpoint options [optional...] - fstype source
+     * superoptions. */
+    while (getline(&line, &cap, f) > 0) {
+        char *save = NULL;
+        char *fields[5];
+        char *tok = strtok_r(line, " \n", &save);
+        int n = 0;
+        while (tok && n < 5) {
+            fields[n++] = tok;
+            tok = strtok_r(NULL, " \n", &save);
+        }
+        if (n < 5)
+            continue;
+        unescape_mountinfo(fields[4]);
+        if (strcmp(fields[4], mp) != 0)
+            continue;
+        while (tok && strcmp(tok, "-") != 0)
+            tok = strtok_r(NULL, " \n", &save);
+        char *fstype = tok ? strtok_r(NULL, " \n", &save) : NULL;
+        char *source = fstype ? strtok_r(NULL, " \n", &save) : NULL;
+        if (!source || sscanf(fields[2], "%u:%u", &e->maj, &e->min) != 2)
+            continue;
+        unescape_mountinfo(fstype);
+        unescape_mountinfo(source);
+        snprintf(e->fstype, sizeof(e->fstype), "%s", fstype);
+        snprintf(e->source, sizeof(e->source), "%s", source);
+        found = 1;
+    }
+    free(line);
+    fclose(f);
+    return found ? 0 : -ENOENT;
+}
+
+/* 1 if mp is a FUSE mount whose daemon is gone: statfs() (and stat(), once the kernel's cached
+ * attributes expire) fails with ENOTCONN. stat() may be answered from cached attributes;
+ * statfs() always asks the daemon. */
+static int is_stale(const char *mp)
 {
     struct stat st;
     struct statfs sfs;
+    return (stat(mp, &st) < 0 && errno == ENOTCONN) || (statfs(mp, &sfs) < 0 && errno == ENOTCONN);
+}
+
+/* 1 if the directory mp (whose stat is *st) is the root of a live pagefs mount, with its
+ * source in src; else 0. */
+static int is_live_pagefs(const char *mp, const struct stat *st, char *src, size_t srclen)
+{
+    struct mount_entry e;
+    char *real = realpath(mp, NULL);
+    int rc = top_mount(real ? real : mp, &e);
+    free(real);
+    if (rc < 0 || strcmp(e.fstype, "fuse.pagefs") != 0 || makedev(e.maj, e.min) != st->st_dev)
+        return 0;
+    snprintf(src, srclen, "%s", e.source);
+    return 1;
+}
+
+/* 1 if the directory holds nothing but "." and "..", 0 if it holds more, or -errno. */
+static int dir_is_empty(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -errno;
+    int empty = 1;
+    struct dirent *de;
+    errno = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+            empty = 0;
+            break;
+        }
+    }
+    int rc = empty && errno ? -errno : empty;
+    closedir(d);
+    return rc;
+}
+
+/* The refusals of mountpoint_check() for a directory mp with stat *st. */
+static int refuse_busy(const char *mp, const struct stat *st, int nonempty, char *err,
+                       size_t errlen)
+{
+    char src[1024];
+    if (is_live_pagefs(mp, st, src, sizeof(src))) {
+        snprintf(err, errlen, "%s: already mounted (a pagefs mount of %s; unmount it first)", mp,
+                 src);
+        return -EBUSY;
+    }
+    if (nonempty)
+        return 0;
+    int rc = dir_is_empty(mp);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: cannot tell whether the mount point is empty (%s); "
+                 "-o nonempty mounts over it anyway", mp, strerror(-rc));
+        return rc;
+    }
+    if (rc == 0) {
+        snprintf(err, errlen, "%s: mount point is not empty (-o nonempty mounts over it)", mp);
+        return -ENOTEMPTY;
+    }
+    return 0;
+}
+
+int mountpoint_check(const char *mp, int nonempty, char *err, size_t errlen)
+{
+    struct stat st;
+    if (is_stale(mp) || stat(mp, &st) < 0 || !S_ISDIR(st.st_mode))
+        return 0; /* left to mountpoint_prepare() */
+    return refuse_busy(mp, &st, nonempty, err, errlen);
+}
+
+int mountpoint_prepare(const char *mp, int nonempty, char *err, size_t errlen)
+{
+    struct stat st;
     int rc = 0;
-    /* stat() may be answered from attributes the kernel still caches; statfs() always asks
-     * the daemon. */
-    if ((stat(mp, &st) < 0 && errno == ENOTCONN) || (statfs(mp, &sfs) < 0 && errno == ENOTCONN)) {
+    /* Dead mounts may be stacked (a daemon that died over another dead one): detach each. */
+    for (int i = 0; i < MOUNTPOINT_MAX_STALE && is_stale(mp); i++) {
         if (geteuid() == 0)
             rc = umount2(mp, MNT_DETACH) < 0 ? -errno : 0;
         else
@@ -86,76 +240,26 @@ int mountpoint_prepare(const char *mp, char *err, size_t errlen)
         snprintf(err, errlen, "%s: mount point is not a directory", mp);
         return -ENOTDIR;
     }
-    return 0;
-}
-
-/* Undoes the octal escapes (\040 for a space, ...) of a mountinfo field, in place. */
-static void unescape_mountinfo(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-            r[3] >= '0' && r[3] <= '7') {
-            *w++ = (char)(((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
-            r += 3;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
+    return refuse_busy(mp, &st, nonempty, err, errlen);
 }
 
 int mountpoint_set_readahead(const char *mp, unsigned kb)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return -errno;
-    char *line = NULL;
-    size_t cap = 0;
-    unsigned maj = 0, min = 0;
-    int found = 0;
-    /* Format: id parent major:minor root mountpoint options ... - fstype source ... The last
-     * matching line is the mount on top. */
-    while (getline(&line, &cap, f) > 0) {
-        char *save = NULL;
-        char *fields[5];
-        char *tok = strtok_r(line, " ", &save);
-        int n = 0;
-        while (tok && n < 5) {
-            fields[n++] = tok;
-            tok = strtok_r(NULL, " ", &save);
-        }
-        if (n < 5)
-            continue;
-        unescape_mountinfo(fields[4]);
-        if (strcmp(fields[4], mp) != 0)
-            continue;
-        /* The fs type follows the " - " separator. */
-        int is_fuse = 0;
-        while (tok) {
-            if (strcmp(tok, "-") == 0) {
-                tok = strtok_r(NULL, " ", &save);
-                is_fuse = tok && strncmp(tok, "fuse", 4) == 0;
-                break;
-            }
-            tok = strtok_r(NULL, " ", &save);
-        }
-        if (is_fuse && sscanf(fields[2], "%u:%u", &maj, &min) == 2)
-            found = 1;
-    }
-    free(line);
-    fclose(f);
-    if (!found)
+    struct mount_entry e;
+    int rc = top_mount(mp, &e);
+    if (rc < 0)
+        return rc;
+    if (strncmp(e.fstype, "fuse", 4) != 0)
         return -ENOENT;
     char path[64];
-    snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+    snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", e.maj, e.min);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     char val[32];
     int len = snprintf(val, sizeof(val), "%u\n", kb);
     ssize_t w = write(fd, val, (size_t)len);
-    int rc = w == len ? 0 : (w < 0 ? -errno : -EIO);
+    rc = w == len ? 0 : (w < 0 ? -errno : -EIO);
     close(fd);
     return rc;
 }

@@ -2,8 +2,8 @@
  * mountpoint.h - preparing a mount point: absolute paths, stale mounts, readahead.
  *
  * All functions return 0 or -errno and, where they take one, write a one-line message into
- * err. None of them touches a live pagefs mount of this process (they run before the FUSE
- * session serves requests, or read only /proc and /sys).
+ * err. None of them changes a live mount: the checks only stat and list the mount point, and
+ * the readahead is set through /proc and /sys.
  */
 #ifndef PAGEFS_MOUNTPOINT_H
 #define PAGEFS_MOUNTPOINT_H
@@ -14,10 +14,17 @@
  * mount point cannot be resolved). Caller frees; NULL if out of memory. */
 char *mountpoint_absolute(const char *path);
 
-/* If `mp` is a dead FUSE mount ("Transport endpoint is not connected"), detaches it: with
+/* The refusals that do not depend on the mount point being usable: a live pagefs mount at `mp`
+ * (-EBUSY, "MP: already mounted (a pagefs mount of SOURCE; ...)") and, unless `nonempty`, a
+ * directory that is not empty (-ENOTEMPTY; or -errno if it cannot be read). A stale, missing
+ * or non-directory `mp` passes: mountpoint_prepare() deals with it. Calls nothing that changes
+ * the system. 0, or -errno with a message. */
+int mountpoint_check(const char *mp, int nonempty, char *err, size_t errlen);
+
+/* While `mp` is a dead FUSE mount ("Transport endpoint is not connected"), detaches it: with
  * umount2(MNT_DETACH) as root, with `fusermount3 -uz` otherwise. Then checks that `mp` is a
- * directory. 0, or -errno with a message. */
-int mountpoint_prepare(const char *mp, char *err, size_t errlen);
+ * directory and repeats mountpoint_check()'s refusals. 0, or -errno with a message. */
+int mountpoint_prepare(const char *mp, int nonempty, char *err, size_t errlen);
 
 /* Sets the kernel readahead of the FUSE mount at `mp` (found in /proc/self/mountinfo) to `kb`
  * KiB through /sys/class/bdi. Needs root; 0 or -errno. */

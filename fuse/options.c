@@ -509,6 +509,11 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
         o->fail_fast = (int)u;
         return 0;
     }
+    if (strcmp(name, "nonempty") == 0) {
+        NO_VALUE();
+        o->nonempty = 1; /* checked by pagefs (fuse/mountpoint.h); libfuse 3 rejects it */
+        return 0;
+    }
     if (strcmp(name, "allow_other") == 0) {
         NO_VALUE();
         o->allow_other = 1;
@@ -732,6 +737,8 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "  -h, --help               this text\n"
         "  -V, --version            version\n"
         "  log_level=LEVEL          error, warning, info or debug (default %s)\n"
+        "  nonempty                 mount over a directory that is not empty (default: refuse;\n"
+        "                           a live pagefs mount at MOUNTPOINT is always refused)\n"
         "\n"
         "S3 (-o; credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN\n"
         "or AWS_SHARED_CREDENTIALS_FILE / ~/.aws/credentials, never from options):\n"

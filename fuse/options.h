@@ -96,6 +96,7 @@ struct pagefs_options {
     gid_t gid;
     mode_t umask; /* bits taken away from 0444 (files) and 0555 (directories); default 0 */
     enum pagefs_log_level log_level; /* -d forces PAGEFS_LOG_DEBUG */
+    int nonempty;    /* mount over a non-empty directory (pagefs's own check; not for libfuse) */
     int foreground;
     int debug;
     char *fuse_opts; /* comma-separated options for libfuse ("" if none) */

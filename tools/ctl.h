@@ -139,14 +139,13 @@ int ctl_json_print(FILE *f, struct json_object *obj, int pretty);
 
 /* ---- internal: fsck and info printing shared with pagefs-cache (ctl_fsck.c) --------------- */
 
-/* Run cache_fsck_info / cache_fsck on dir and print the result as aligned text or one JSON
- * object; errors are printed on stderr prefixed with prog ("pagefs", "pagefs-cache").
+/* Run cache_fsck_info / cache_fsck on dir, holding the cache directory's lock (a reader's; an
+ * owner's for a repair: cache/cache_lock.h), and print the result as aligned text or one JSON
+ * object; errors, "in use" included, are printed on stderr prefixed with prog ("pagefs",
+ * "pagefs-cache").
  * Returns 0 (fsck: clean), 1 (fsck: problems found; with repair, all fixed), 2 (error, or
  * problems repair could not fix). */
 int ctl_fsck_info_print(const char *prog, const char *dir, int json);
 int ctl_fsck_run_print(const char *prog, const char *dir, int repair, int json);
-
-/* 1 if a daemon answers on dir/control.sock (the cache is in use), else 0. */
-int ctl_cache_in_use(const char *dir);
 
 #endif

@@ -21,9 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -472,20 +470,6 @@ char *ctl_url_escape(const char *s)
     curl_free(e);
     curl_easy_cleanup(c);
     return out;
-}
-
-int ctl_cache_in_use(const char *dir)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/control.sock", dir) >=
-        (int)sizeof(sa.sun_path))
-        return 0;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    int in_use = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return in_use;
 }
 
 int ctl_target_find_paths(char **paths, int n, struct ctl_target *t, struct json_object **api_paths)

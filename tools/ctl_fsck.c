@@ -8,13 +8,17 @@
  * drift apart, and both tools print exactly the same thing.
  *
  * Exit status: 0 clean; 1 problems found (with --repair: and all fixed); 2 bad usage or any
- * other error (one line on stderr), also when --repair could not fix everything. `pagefs
- * fsck` refuses a cache whose daemon answers on CACHE_DIR/control.sock: the check is offline
- * only (see cache_fsck.h).
+ * other error (one line on stderr), also when --repair could not fix everything.
+ *
+ * Offline only (see cache_fsck.h): both tools hold the cache directory's lock
+ * (cache/cache_lock.h) while they look, so a cache a daemon uses is refused ("cache directory
+ * C is in use by the pagefs mount on MNT (pid N)") and no daemon can start on it meanwhile.
+ * info and fsck take it as readers (shared, nothing created), fsck --repair as the owner.
  *
  * No state beyond locals; no locks.
  */
 #include "cache/cache_fsck.h"
+#include "cache/cache_lock.h"
 #include "tools/ctl.h"
 
 #include <errno.h>
@@ -34,7 +38,8 @@ static const char fsck_usage[] =
     "Usage: pagefs fsck CACHE_DIR [--repair] [--json]\n"
     "Checks a pagefs cache directory offline: every page in the index has its file with the\n"
     "recorded length and XXH3-64 checksum, no file under pages/ lacks a row, tmp/ is empty.\n"
-    "Refuses a cache a running daemon uses (unmount first).\n"
+    "Refuses a cache a running daemon uses (unmount first); a daemon cannot start on the\n"
+    "cache while the check runs.\n"
     "\n"
     "Options:\n"
     "  --repair    drop bad pages, remove orphans and tmp/ leftovers, reset a damaged index\n"
@@ -137,11 +142,31 @@ out_put_extra:
     return rc;
 }
 
+/* Takes the lock of dir for an offline look (owner: for a repair); prints why not. */
+static int lock_offline(const char *prog, const char *dir, int repair, struct cache_lock **lock)
+{
+    char err[512], *holder = NULL;
+    if (repair && asprintf(&holder, "%s fsck --repair", prog) < 0) {
+        prog_errorf(prog, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = cache_lock_acquire(dir, repair ? CACHE_LOCK_OWNER : CACHE_LOCK_READER, holder, lock,
+                                err, sizeof(err));
+    free(holder);
+    if (rc < 0)
+        prog_errorf(prog, "%s", err);
+    return rc;
+}
+
 int ctl_fsck_info_print(const char *prog, const char *dir, int json)
 {
     struct cache_fsck_info in;
+    struct cache_lock *lock;
     char err[512];
+    if (lock_offline(prog, dir, 0, &lock) < 0)
+        return EXIT_ERROR;
     int rc = cache_fsck_info(dir, &in, err, sizeof(err));
+    cache_lock_release(lock);
     if (rc < 0) {
         prog_errorf(prog, "%s", err);
         return EXIT_ERROR;
@@ -170,8 +195,12 @@ int ctl_fsck_info_print(const char *prog, const char *dir, int json)
 int ctl_fsck_run_print(const char *prog, const char *dir, int repair, int json)
 {
     struct cache_fsck_report r;
+    struct cache_lock *lock;
     char err[512], result[128];
+    if (lock_offline(prog, dir, repair, &lock) < 0)
+        return EXIT_ERROR;
     int rc = cache_fsck(dir, repair, &r, err, sizeof(err));
+    cache_lock_release(lock);
     if (rc < 0) {
         prog_errorf(prog, "%s", err);
         return EXIT_ERROR;
@@ -256,10 +285,6 @@ int ctl_cmd_fsck(int argc, char **argv)
     if (!dir || !*dir) {
         ctl_errorf("fsck: missing CACHE_DIR (try --help)");
         return CTL_EXIT_USAGE;
-    }
-    if (ctl_cache_in_use(dir)) {
-        ctl_errorf("fsck: %s is in use by a running pagefs daemon (unmount it first)", dir);
-        return EXIT_ERROR;
     }
     return ctl_fsck_run_print("pagefs", dir, repair, json);
 }

@@ -10,7 +10,8 @@
  *
  * Exit status: 0 success (fsck: clean); 1 fsck found problems (with --repair: and fixed them
  * all); 2 bad usage or any other error (one line on stderr), also when --repair could not
- * fix everything. Like the library, it must not be run on a cache a daemon is using.
+ * fix everything. It holds the cache directory's lock while it looks (cache/cache_lock.h,
+ * taken in ctl_fsck.c), so a cache a daemon is using is refused with the mount that uses it.
  *
  * No state beyond main's locals; no locks.
  */
@@ -28,7 +29,7 @@
 
 static const char usage_text[] =
     "Usage: pagefs-cache COMMAND [OPTIONS] CACHE_DIR\n"
-    "Looks at a pagefs cache directory. Run it only while no pagefs daemon uses the cache.\n"
+    "Looks at a pagefs cache directory offline: a cache a pagefs daemon uses is refused.\n"
     "\n"
     "Commands:\n"
     "  info [--json] CACHE_DIR\n"

@@ -5,7 +5,8 @@
   the options), `mount -t fuse.pagefs` and `mount -T FSTAB` through mount(8) itself (with a
   temporary /sbin/mount.fuse.pagefs that is always removed; skipped if one exists already);
 - SIGTERM and umount end the daemon cleanly (index closed, mount gone), start-up errors come
-  back through the helper;
+  back through the helper; nonempty passes through it; a live mount point and a cache in use
+  are refused through it;
 - allow_other (another uid can read, without it EACCES), uid=/gid=/umask= in stat,
   default_permissions enforcing them; log_level;
 - restart over a stale mount with waiting readers: readers blocked in the kernel while the daemon
@@ -239,6 +240,40 @@ class DeployMountTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("unknown option 'bogus_option'", r.stderr)
         self.assertFalse(mountlib.is_mounted(self.mp))
+
+    def test_helper_nonempty_and_already_mounted(self):
+        # nonempty goes through the helper to pagefs (libfuse 3 does not know it); without it a
+        # non-empty mount point is refused, and mount(8) shows pagefs's one line.
+        with open(os.path.join(self.mp, "stray"), "w") as f:
+            f.write("x")
+        r = self.run_helper("cache_dir=%s,_netdev" % self.cache)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "pagefs: %s: mount point is not empty (-o nonempty mounts "
+                         "over it)\n" % self.mp)
+        self.assertFalse(mountlib.is_mounted(self.mp))
+        pid = self.helper_mount("nonempty,_netdev")
+        self.assertEqual(proc_args(pid)[3:], ["-o", "cache_dir=%s,nonempty" % self.cache])
+        self.check_files()
+        # Mounting again on the live mount point (as `mount -a` would) is refused, and a second
+        # daemon on the cache in use as well; the first mount is untouched.
+        r = self.run_helper("cache_dir=%s,nonempty" % os.path.join(self.work.path, "c2"))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "pagefs: %s: already mounted (a pagefs mount of %s; unmount "
+                         "it first)\n" % (self.mp, self.source))
+        other = os.path.join(self.work.path, "mnt2")
+        os.makedirs(other)
+        r = self.run_helper("cache_dir=" + self.cache, mp=other)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "pagefs: cache directory %s is in use by the pagefs mount on "
+                         "%s (pid %d)\n" % (self.cache, self.mp, pid))
+        self.assertFalse(mountlib.is_mounted(other))
+        self.assertEqual(len(mountlib.fuse_mount_ids(self.mp)), 1)
+        self.check_files()
+        os.kill(pid, signal.SIGTERM)
+        self.assertTrue(wait_gone([pid]))
+        self.assertFalse(mountlib.is_mounted(self.mp))
+        self.assertEqual(os.listdir(self.mp), ["stray"])
+        self.check_index_closed()
 
     def test_helper_fake_mount(self):
         r = self.run_helper("cache_dir=" + self.cache, extra=["-f"])
@@ -543,7 +578,6 @@ class DeployMountTest(unittest.TestCase):
         self.assertEqual(cm.exception.errno, errno.ENOTCONN)
 
         # Restart on the same mount point and cache, as systemd or a restarted pod would.
-        stats_before = None
         pid2 = self.helper_mount("allow_other", mp=mp)
         self.assertEqual(len(mountlib.fuse_mount_ids(mp)), 1)  # the stale mount is gone
         want = hashlib.sha256(self.blob).hexdigest()
@@ -557,13 +591,21 @@ class DeployMountTest(unittest.TestCase):
         with self.assertRaises(OSError) as cm:
             held.read()
         self.assertEqual(cm.exception.errno, errno.ENOTCONN)
+        def stats():
+            return mountlib.parse_stats(os.getxattr(mp, mountlib.STATS_XATTR).decode())
+        passes = stats()["fuse_dir_prefetches"]
         with open(os.path.join(mp, "train", "n01", "a.JPEG"), "rb") as f:
             self.assertEqual(f.read(), self.files["train/n01/a.JPEG"])
+        # That open of a small file prefetches its neighbour (b.JPEG) after the reply: let it
+        # finish, or its read lands between the two counts below.
+        self.assertTrue(mountlib.wait_for(
+            lambda: (lambda s: s["fuse_dir_prefetches"] > passes and s["prefetch_pending"] == 0
+                     and s["prefetch_inflight"] == 0)(stats()), timeout=30), stats())
         # The cache survived the crash: the file read before it costs no remote read now.
-        stats_before = mountlib.parse_stats(os.getxattr(mp, mountlib.STATS_XATTR).decode())
+        stats_before = stats()
         with open(os.path.join(mp, "dir", "small"), "rb") as f:
             self.assertEqual(f.read(), self.small)
-        stats_after = mountlib.parse_stats(os.getxattr(mp, mountlib.STATS_XATTR).decode())
+        stats_after = stats()
         self.assertEqual(stats_after["read_calls"], stats_before["read_calls"])
         self.assertGreater(stats_after["hits"], stats_before["hits"])
         held.close()

@@ -202,7 +202,15 @@ static void test_fuse_passthrough(void)
 
     CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "auto_unmount", "-o", ",,noatime"), 0);
     CHECK_STR(o.fuse_opts, "auto_unmount,noatime");
+    CHECK_EQ(o.nonempty, 0);
     pagefs_options_clear(&o);
+
+    /* nonempty is pagefs's own (libfuse 3 does not know it): kept out of fuse_opts. */
+    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "nosuid,nonempty,_netdev"), 0);
+    CHECK_EQ(o.nonempty, 1);
+    CHECK_STR(o.fuse_opts, "nosuid");
+    pagefs_options_clear(&o);
+    EXPECT_EINVAL("option 'nonempty' takes no value", "s3://b", "/mnt", "-o", "nonempty=1");
 }
 
 static void test_help_version(void)

@@ -97,6 +97,32 @@ class CliTest(unittest.TestCase):
         self.assert_fails_one_line(["mount", src, a_file, "-o", "cache_dir=" + self.cache],
                                    "not a directory")
 
+    def test_non_empty_mount_point(self):
+        src = "file://" + self.src
+        with open(os.path.join(self.mp, "stray"), "w") as f:
+            f.write("left here\n")
+        for fg in ([], ["-f"]):
+            line = self.assert_fails_one_line(["mount", src, self.mp, "-o",
+                                               "cache_dir=" + self.cache] + fg, "not empty")
+            self.assertEqual(line, "pagefs: %s: mount point is not empty (-o nonempty mounts "
+                             "over it)" % self.mp)
+            self.assertFalse(os.path.exists(self.cache))  # refused before anything was opened
+        self.assertEqual(os.listdir(self.mp), ["stray"])
+        # -o nonempty: mounted over (pagefs's own option: libfuse 3 would reject it), the
+        # directory's contents hidden while mounted and back after the unmount.
+        m = mountlib.Mount(self.pagefs, src, self.work.path, mountpoint=self.mp,
+                           cache_dir=self.cache, options=["nonempty"])
+        with m:
+            self.assertEqual(os.listdir(self.mp), ["d"])
+            with open(os.path.join(self.mp, "d", "f")) as f:
+                self.assertEqual(f.read(), "hello\n")
+            [entry] = [e for e in mountlib.mount_entries() if e.mountpoint == self.mp]
+            self.assertNotIn("nonempty", entry.options)
+            self.assertEqual(m.unmount(), 0, m.log())
+        self.assertEqual(os.listdir(self.mp), ["stray"])
+        # The help text documents it.
+        self.assertIn("nonempty", self.run_pagefs("--help").stdout)
+
     def test_fuse_options_pass_through(self):
         m = mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path, mountpoint=self.mp,
                            options=["allow_other", "default_permissions", "nosuid", "_netdev"])
