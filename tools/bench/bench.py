@@ -232,7 +232,8 @@ def run_pass(wl, fn, root, shaper, mount, timeout):
 def measure_fs(fs, wl, run_idx, args, ds, store, shaper, workdir, cleanup, timeout):
     """Fresh mount + empty cache; cold pass; warm pass; unmount; cache removed."""
     m = infra.make_mount(fs, args.build, store, workdir, "r%d-%s" % (run_idx, wl.name),
-                         ds.total_bytes + (1 << 30), cleanup)
+                         ds.total_bytes + (1 << 30), cleanup,
+                         args.pagefs_opts if fs == "pagefs" else ())
     wdir = os.path.join(workdir, "wl")
     os.makedirs(wdir, exist_ok=True)
     try:
@@ -301,6 +302,9 @@ def parse_args(argv):
     ap.add_argument("--restart", action="store_true",
                     help="add a third pass per workload: unmount, mount again on the same cache"
                     " directory, drop caches, run (persistence across daemon restarts)")
+    ap.add_argument("--pagefs-opts", default="",
+                    help="more -o options for pagefs, comma-separated (experiments, e.g."
+                    " verify=once); recorded in the results")
     ap.add_argument("--validate", metavar="JSON", help="check a results.json and exit")
     args = ap.parse_args(argv)
     args.fs = [f for f in args.fs.split(",") if f]
@@ -308,6 +312,7 @@ def parse_args(argv):
         if f not in report.FS_ORDER:
             ap.error("unknown filesystem %s" % f)
     args.workloads = [w for w in args.workloads.split(",") if w]
+    args.pagefs_opts = [o for o in args.pagefs_opts.split(",") if o]
     for w in args.workloads:
         if w not in workloads.WORKLOAD_BY_NAME:
             ap.error("unknown workload %s" % w)
@@ -371,7 +376,7 @@ def main(argv):
                  "args": {"size": args.size, "profile": args.profile, "fs": args.fs,
                           "runs": args.runs, "seed": args.seed, "workloads": args.workloads,
                           "shaped": not args.no_shaper,
-                          "restart": args.restart},
+                          "restart": args.restart, "pagefs_opts": args.pagefs_opts},
                  "workload_params": {"readers": workloads.READERS,
                                      "net_parallel": workloads.NET_PARALLEL,
                                      "loader_workers": workloads.LOADER_WORKERS,
