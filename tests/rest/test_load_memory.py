@@ -253,7 +253,12 @@ class LoadMemoryTest(unittest.TestCase):
                      after["mem_budget_waits"], proc_status(pid, "VmRSS") / MIB),
                   file=sys.stderr)
             self.assertEqual(reader["sum"], self.sums["reader/r.bin"])
-            self.assertGreater(reader["used"], 0, "no read-ahead for a reader during the loads")
+            # Read-ahead is not starved by the loads. Under a sanitizer the daemon is several
+            # times slower and the kernel's own read-ahead overtakes pagefs's (whose requests
+            # for pages already read are then dropped): reported, not asserted, there.
+            if not sanitizer_build(pid):
+                self.assertGreater(reader["used"], 0,
+                                   "no read-ahead for a reader during the loads")
             self.assertEqual(after["mem_budget_held"], 0)
             self.assertLessEqual(after["mem_budget_peak"], PREFETCH_MEM)
             self.check_loaded(m)
