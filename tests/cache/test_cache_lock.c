@@ -357,6 +357,13 @@ static char proc_state(pid_t pid)
 
 static void test_dying_holder_is_waited_for(void)
 {
+#ifdef __SANITIZE_THREAD__
+    /* The child below ends its main thread with pthread_exit and lives on in another thread:
+     * under TSan's runtime such a forked child does not end in time (the acquire gives up
+     * after its 5 s wait and waitpid hangs). The property is the kernel's, not a race. */
+    printf("  skipped under ThreadSanitizer\n");
+    return;
+#endif
     char *dir = test_mkdtemp("lock-dying");
     char err[512], who[512];
     struct cache_lock *l = NULL;
