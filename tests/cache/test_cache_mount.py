@@ -34,9 +34,9 @@ def pread_all(fd, off, n):
 
 def drop_and_read(path, size):
     """The whole file, read after dropping the kernel's cached copy of it."""
+    mountlib.drop_file_caches([path])
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return pread_all(fd, 0, size)
     finally:
         os.close(fd)

@@ -58,14 +58,6 @@ def read(path, off=0, n=None):
         return f.read() if n is None else f.read(n)
 
 
-def drop_kernel_copy(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 class VerifyMountTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -100,7 +92,7 @@ class VerifyMountTest(unittest.TestCase):
         holds only its pages, so the next read of any other page goes to its file."""
         p = os.path.join(m.mountpoint, "flush.bin")
         for _ in range(2):
-            drop_kernel_copy(p)
+            mountlib.drop_file_caches([p])
             self.assertEqual(read(p), self.files["flush.bin"])
 
     def test_full_catches_changes_while_running(self):
@@ -164,7 +156,7 @@ class VerifyMountTest(unittest.TestCase):
             self.push_out_hot_set(m)
             p = page_file(m.cache_dir, "table.csv", 1)
             damage(p, os.path.getsize(p) // 2)
-            drop_kernel_copy(csv)
+            mountlib.drop_file_caches([csv])
             self.assertEqual(read(csv), self.files["table.csv"])
             self.assertEqual(m.stats()["corrupt"], 2)
 
@@ -203,7 +195,7 @@ class VerifyMountTest(unittest.TestCase):
             self.assertEqual(s["corrupt"], 2)
             self.assertEqual(s["read_calls"], 2)
             for rel in names:
-                drop_kernel_copy(os.path.join(m.mountpoint, rel))
+                mountlib.drop_file_caches([os.path.join(m.mountpoint, rel)])
             self.read_all(m, names)
             w = m.stats()
             self.assertGreater(w["fuse_zero_copy_reads"], s["fuse_zero_copy_reads"])
