@@ -8,11 +8,12 @@
  *      malformed fhash, a page index past the object's end, a checksum blob that is not one
  *      8-byte sum per block of the page, no block or blocks outside the page, unknown flags,
  *      a compressed page that is not whole, or a len that is not the sum of its present
- *      blocks' lengths (uncompressed). For every other row the page file is opened
- *      (O_NOFOLLOW); an uncompressed file must be exactly the page's length and each present
- *      block must hash to its sum (absent blocks are holes and are not read); a compressed
- *      file must be exactly len bytes and decompress to the page, whose blocks must all hash
- *      right. With repair, the rows found bad are deleted in one transaction and then their
+ *      blocks' lengths (uncompressed) - page_row_decode(), the page cache's own rule. For
+ *      every other row the page file is opened (O_NOFOLLOW) and read with page_store_read(),
+ *      the page cache's own reader: an uncompressed file must be exactly the page's length
+ *      and each present block must hash to its sum (absent blocks are holes, never compared);
+ *      a compressed file must be exactly len bytes and decompress to the page, whose blocks
+ *      must all hash right. With repair, the rows found bad are deleted in one transaction and then their
  *      files unlinked (a crash in between leaves orphans, which the next check finds; never a
  *      row without its file being believed good).
  *   2. pages/. The names every row (good or bad) gives are kept in a sorted array; pages/
@@ -23,7 +24,7 @@
  * repair resets it through cache_db_open(), which also deletes all page files, exactly as
  * the daemon would at its next start.
  *
- * Page file names come from page_file_rel_name() (page_cache_int.h), the rule page_cache.c
+ * Page file names come from page_store_rel_name() (page_store.h), the rule the page cache
  * itself uses.
  *
  * Invariants: without repair nothing is written (the index is opened SQLITE_OPEN_READONLY
@@ -33,7 +34,7 @@
  * No locks and no state beyond one call. Offline only: see cache_fsck.h.
  */
 #include "cache/cache_fsck.h"
-#include "cache/page_cache_int.h"
+#include "cache/page_store.h"
 
 #include "cache/cache_db.h"
 
@@ -48,8 +49,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
-#include <zstd.h>
 
 #define FSCK_BUSY_TIMEOUT_MS 10000
 #define FHASH_LEN 32
@@ -58,14 +57,11 @@
 
 enum page_state { PAGE_OK, PAGE_MISSING, PAGE_BAD_LENGTH, PAGE_BAD_CHECKSUM, PAGE_BAD_ROW };
 
-struct page_row {
+struct fsck_row {
     int64_t file_id;
     uint64_t idx;
-    uint64_t len;   /* bytes on disk */
-    uint64_t plen;  /* bytes of the page */
-    uint32_t blocks;
-    uint32_t flags;
-    uint64_t sums[CACHE_MAX_BLOCKS];
+    uint64_t plen;        /* bytes of the page */
+    struct page_row row;  /* its index row, decoded (page_store.h) */
     int named; /* rel holds the page file's name */
     enum page_state state;
     char rel[REL_NAME_MAX]; /* relative to CACHE_DIR/pages */
@@ -76,7 +72,7 @@ struct fsck {
     int repair;
     sqlite3 *db;
     uint32_t page_size;
-    struct page_row *rows;
+    struct fsck_row *rows;
     size_t nrows;
     const char **names; /* sorted pointers into rows[].rel, for orphan lookups */
     size_t nnames;
@@ -270,7 +266,7 @@ out_close:
 
 /* ---- pass 1: rows ---- */
 
-static int row_consistent(const struct fsck *fk, struct page_row *r, uint64_t fsize,
+static int row_consistent(const struct fsck *fk, struct fsck_row *r, uint64_t fsize,
                           const unsigned char *blob, int blob_bytes, int64_t blocks,
                           int64_t flags);
 
@@ -293,7 +289,7 @@ static int load_rows(struct fsck *fk)
     while ((sql_rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (fk->nrows == cap) {
             size_t ncap = cap ? cap * 2 : 256;
-            struct page_row *n = realloc(fk->rows, ncap * sizeof(*n));
+            struct fsck_row *n = realloc(fk->rows, ncap * sizeof(*n));
             if (!n) {
                 rc = -ENOMEM;
                 snprintf(fk->err, fk->errlen, "out of memory");
@@ -302,13 +298,13 @@ static int load_rows(struct fsck *fk)
             fk->rows = n;
             cap = ncap;
         }
-        struct page_row *r = &fk->rows[fk->nrows++];
+        struct fsck_row *r = &fk->rows[fk->nrows++];
         memset(r, 0, sizeof(*r));
         r->file_id = sqlite3_column_int64(st, 0);
         int64_t idx = sqlite3_column_int64(st, 1);
         int64_t len = sqlite3_column_int64(st, 2);
         r->idx = (uint64_t)idx;
-        r->len = (uint64_t)len;
+        r->row.len = (uint64_t)len;
         const unsigned char *blob = sqlite3_column_blob(st, 3);
         int blob_bytes = sqlite3_column_bytes(st, 3);
         int has_file = sqlite3_column_int(st, 4);
@@ -321,12 +317,12 @@ static int load_rows(struct fsck *fk)
         if (!has_file || !valid_fhash(fhash) || idx < 0 || len < 0) {
             r->state = PAGE_BAD_ROW;
             if (has_file && valid_fhash(fhash) && idx >= 0) {
-                page_file_rel_name(fhash, r->idx, 0, r->rel, sizeof(r->rel));
+                page_store_rel_name(fhash, r->idx, 0, r->rel, sizeof(r->rel));
                 r->named = 1;
             }
             continue;
         }
-        page_file_rel_name(fhash, r->idx, 0, r->rel, sizeof(r->rel));
+        page_store_rel_name(fhash, r->idx, 0, r->rel, sizeof(r->rel));
         r->named = 1;
         if (!fk->page_size || !row_consistent(fk, r, fsize, blob, blob_bytes, blocks, flags))
             r->state = PAGE_BAD_ROW;
@@ -344,62 +340,35 @@ out_finalize:
     return rc;
 }
 
-/* Whether a row agrees with itself, the object's size and the page size; fills r->plen,
- * r->blocks, r->flags and r->sums when it does. */
-static int row_consistent(const struct fsck *fk, struct page_row *r, uint64_t fsize,
+/* Whether a row agrees with itself (page_row_decode), the object's size and the page size,
+ * and its len with what it says is on disk; fills r->plen and r->row when it does. */
+static int row_consistent(const struct fsck *fk, struct fsck_row *r, uint64_t fsize,
                           const unsigned char *blob, int blob_bytes, int64_t blocks,
                           int64_t flags)
 {
-    uint32_t ps = fk->page_size, bs = cache_block_size(ps);
+    uint32_t ps = fk->page_size;
+    struct page_store store = {.dir = fk->dir, .page_size = ps,
+                               .block_size = cache_block_size(ps)};
     uint64_t off = r->idx * ps;
     if (r->idx >= UINT64_MAX / ps || off >= fsize)
         return 0;
     r->plen = fsize - off < ps ? fsize - off : ps;
-    unsigned nb = (unsigned)((r->plen + bs - 1) / bs);
-    uint32_t full = nb >= 32 ? UINT32_MAX : (1u << nb) - 1;
-    if (!blob || blob_bytes != (int)(nb * 8) || blocks <= 0 ||
-        ((uint64_t)blocks & ~(uint64_t)full) != 0 || (flags & ~(int64_t)CACHE_PAGE_ZSTD) != 0)
+    if (!page_row_decode(&store, (size_t)r->plen, blob, blob_bytes, blocks, flags, &r->row))
         return 0;
-    r->blocks = (uint32_t)blocks;
-    r->flags = (uint32_t)flags;
-    if ((r->flags & CACHE_PAGE_ZSTD) && r->blocks != full)
-        return 0;
-    uint64_t present = 0;
-    for (unsigned i = 0; i < nb; i++) {
-        uint64_t v = 0;
-        for (unsigned b = 0; b < 8; b++)
-            v |= (uint64_t)blob[i * 8 + b] << (8 * b);
-        r->sums[i] = v;
-        if (r->blocks & (1u << i))
-            present += r->plen - (uint64_t)i * bs < bs ? r->plen - (uint64_t)i * bs : bs;
-    }
-    if (r->flags & CACHE_PAGE_ZSTD)
-        return r->len > 0;
-    return r->len == present;
+    if (r->row.flags & CACHE_PAGE_ZSTD)
+        return r->row.len > 0;
+    return r->row.len == page_store_mask_bytes(&store, (size_t)r->plen, r->row.blocks);
 }
 
-/* The blocks of the page in buf (all of them when `all`, else those present) hash right. */
-static int sums_match(const struct page_row *r, uint32_t bs, const unsigned char *page)
-{
-    for (unsigned i = 0; (uint64_t)i * bs < r->plen; i++) {
-        if (!(r->blocks & (1u << i)))
-            continue;
-        uint64_t off = (uint64_t)i * bs;
-        size_t n = r->plen - off < bs ? (size_t)(r->plen - off) : bs;
-        if (XXH3_64bits(page + off, n) != r->sums[i])
-            return 0;
-    }
-    return 1;
-}
-
-/* Checks one page file (buf holds at least one page, zbuf is scratch for a compressed one).
- * Returns its state, or -errno when it could not be checked for a reason that says nothing
- * about the page (e.g. out of file descriptors or memory). */
-static int check_page_file(const char *path, const struct page_row *r, uint32_t bs,
+/* Checks one page file (buf holds at least one page) with the page cache's own reader
+ * (page_store_read: length, decompression, the checksum of every block present). Returns its
+ * state, or -errno when it could not be checked for a reason that says nothing about the page
+ * (e.g. out of file descriptors or memory). */
+static int check_page_file(const struct fsck *fk, const char *path, const struct fsck_row *r,
                            unsigned char *buf)
 {
-    struct stat st;
-    int state;
+    struct page_store store = {.dir = fk->dir, .page_size = fk->page_size,
+                               .block_size = cache_block_size(fk->page_size)};
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
@@ -408,49 +377,20 @@ static int check_page_file(const char *path, const struct page_row *r, uint32_t 
             return PAGE_BAD_LENGTH; /* a symlink: never a page file */
         return -errno;
     }
-    if (fstat(fd, &st) < 0) {
-        state = -errno;
-        goto out_close;
-    }
-    int z = (r->flags & CACHE_PAGE_ZSTD) != 0;
-    uint64_t file_len = z ? r->len : r->plen;
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != file_len) {
-        state = PAGE_BAD_LENGTH;
-        goto out_close;
-    }
-    unsigned char *zbuf = NULL;
-    if (z) {
-        zbuf = malloc((size_t)file_len);
-        if (!zbuf) {
-            state = -ENOMEM;
-            goto out_close;
-        }
-    }
-    unsigned char *dst = z ? zbuf : buf;
-    uint64_t done = 0;
-    state = PAGE_OK;
     /* Holes of absent blocks read as zeros; only present blocks are compared. */
-    while (done < file_len) {
-        ssize_t n = pread(fd, dst + done, (size_t)(file_len - done), (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            state = PAGE_BAD_CHECKSUM; /* unreadable or shrank under us: not servable */
-            break;
-        }
-        done += (uint64_t)n;
-    }
-    if (state == PAGE_OK && z) {
-        size_t got = ZSTD_decompress(buf, (size_t)r->plen, zbuf, (size_t)file_len);
-        if (ZSTD_isError(got) || got != r->plen)
-            state = PAGE_BAD_CHECKSUM;
-    }
-    free(zbuf);
-    if (state == PAGE_OK && !sums_match(r, bs, buf))
-        state = PAGE_BAD_CHECKSUM;
-out_close:
+    int rc = page_store_read(&store, fd, (size_t)r->plen, &r->row, 0,
+                             page_store_blocks(&store, (size_t)r->plen) - 1, 1, buf);
     close(fd);
-    return state;
+    switch (rc) {
+    case 0:
+        return PAGE_OK;
+    case -EMSGSIZE:
+        return PAGE_BAD_LENGTH;
+    case -EBADMSG:
+        return PAGE_BAD_CHECKSUM; /* unreadable, shrank under us, or a bad block */
+    default:
+        return rc;
+    }
 }
 
 static int check_rows(struct fsck *fk)
@@ -464,12 +404,12 @@ static int check_rows(struct fsck *fk)
         goto out_free;
     }
     for (size_t i = 0; i < fk->nrows; i++) {
-        struct page_row *r = &fk->rows[i];
+        struct fsck_row *r = &fk->rows[i];
         fk->rep->pages_checked++;
-        fk->rep->bytes_checked += r->len;
+        fk->rep->bytes_checked += r->row.len;
         if (r->state == PAGE_OK) {
             snprintf(path, sizeof(path), "%s/pages/%s", fk->dir, r->rel);
-            int st = check_page_file(path, r, cache_block_size(fk->page_size), buf);
+            int st = check_page_file(fk, path, r, buf);
             if (st < 0) {
                 rc = st;
                 snprintf(fk->err, fk->errlen, "cannot check %s: %s", path, strerror(-st));
@@ -534,7 +474,7 @@ static int repair_rows(struct fsck *fk)
     if (sql_rc != SQLITE_OK)
         goto out_rollback;
     for (size_t i = 0; i < fk->nrows; i++) {
-        const struct page_row *r = &fk->rows[i];
+        const struct fsck_row *r = &fk->rows[i];
         if (r->state == PAGE_OK)
             continue;
         sqlite3_reset(del);
@@ -551,7 +491,7 @@ static int repair_rows(struct fsck *fk)
         goto out_rollback;
 
     for (size_t i = 0; i < fk->nrows; i++) {
-        const struct page_row *r = &fk->rows[i];
+        const struct fsck_row *r = &fk->rows[i];
         if (r->state == PAGE_OK)
             continue;
         if (r->named && r->state != PAGE_MISSING) {

@@ -103,7 +103,7 @@
 #include "backends/invariants.h"
 #include "cache/buf_pool.h"
 #include "cache/cache_db.h"
-#include "cache/page_cache_int.h"
+#include "cache/page_store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -176,14 +176,6 @@ struct touch {
     uint64_t seq;
 };
 
-/* A page's row. */
-struct prow {
-    uint64_t len;    /* bytes on disk */
-    uint32_t blocks; /* present blocks */
-    uint32_t flags;  /* CACHE_PAGE_ZSTD */
-    uint64_t sums[CACHE_MAX_BLOCKS];
-};
-
 /* A page mark: the page's row as the index holds it (every state but VM_EMPTY), and whether
  * its file was verified whole since the row last changed (VM_DONE) or is being (VM_PENDING). */
 enum vm_state { VM_EMPTY, VM_ROW, VM_PENDING, VM_DONE };
@@ -194,7 +186,7 @@ struct vmark {
     uint64_t token; /* the verification under way or done */
     uint64_t stamp; /* recency within its set */
     int state;
-    struct prow row;
+    struct page_row row;
 };
 
 /* A `files` row the cache knows (key -> version, size, id, fhash), for opens without sqlite. */
@@ -274,10 +266,8 @@ static const char *const stmt_sql[ST_COUNT] = {
 
 struct page_cache {
     struct backend *be; /* borrowed */
-    char *dir;
-    uint32_t page_size;
-    uint32_t block_size;
-    int zlevel; /* 0: no compression */
+    char *dir;                /* owned; store.dir points to it */
+    struct page_store store;  /* page files: directory, page and block size, zstd level */
     enum page_cache_verify verify;
     page_cache_log_fn log; /* NULL: none */
     void *log_ud;
@@ -359,100 +349,11 @@ static void tx_rollback(struct page_cache *pc)
     exec_stmt(stmt(pc, ST_ROLLBACK));
 }
 
-/* ---- names ---- */
-
-void page_file_rel_name(const char *fhash, uint64_t idx, int dir_only, char *buf, size_t buflen)
-{
-    char hx[3] = {fhash[0], fhash[1], '\0'};
-    unsigned sub = (unsigned)((strtoul(hx, NULL, 16) + idx) & 0xff);
-    if (dir_only)
-        snprintf(buf, buflen, "%02x", sub);
-    else
-        snprintf(buf, buflen, "%02x/%s-%" PRIx64, sub, fhash, idx);
-}
-
-static void page_path(const struct page_cache *pc, const char *fhash, uint64_t idx, char *buf,
-                      size_t buflen, int dir_only)
-{
-    char rel[128];
-    page_file_rel_name(fhash, idx, dir_only, rel, sizeof(rel));
-    snprintf(buf, buflen, "%s/pages/%s", pc->dir, rel);
-}
-
-static int file_hash(const char *key, const char *version, char out[33])
-{
-    size_t kl = strlen(key), vl = strlen(version);
-    char *buf = malloc(kl + vl + 1);
-    if (!buf)
-        return -ENOMEM;
-    memcpy(buf, key, kl);
-    buf[kl] = '\0';
-    memcpy(buf + kl + 1, version, vl);
-    XXH128_hash_t h = XXH3_128bits(buf, kl + vl + 1);
-    free(buf);
-    snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, (uint64_t)h.high64, (uint64_t)h.low64);
-    return 0;
-}
-
-/* ---- blocks ---- */
-
-static uint32_t span_mask(unsigned lo, unsigned hi)
-{
-    return (uint32_t)(((1ull << (hi + 1)) - 1) & ~((1ull << lo) - 1));
-}
-
-static unsigned mask_lo(uint32_t m)
-{
-    return (unsigned)__builtin_ctz(m);
-}
-
-static unsigned mask_hi(uint32_t m)
-{
-    return 31u - (unsigned)__builtin_clz(m);
-}
-
-static unsigned page_blocks(const struct page_cache *pc, size_t plen)
-{
-    return (unsigned)((plen + pc->block_size - 1) / pc->block_size);
-}
-
-static uint32_t full_mask(const struct page_cache *pc, size_t plen)
-{
-    return plen ? span_mask(0, page_blocks(pc, plen) - 1) : 0;
-}
-
-/* The blocks holding bytes [a, b) of a page (b > a). */
-static uint32_t range_mask(const struct page_cache *pc, size_t a, size_t b)
-{
-    return span_mask((unsigned)(a / pc->block_size), (unsigned)((b - 1) / pc->block_size));
-}
-
-static size_t block_len(const struct page_cache *pc, size_t plen, unsigned i)
-{
-    size_t off = (size_t)i * pc->block_size;
-    return plen - off < pc->block_size ? plen - off : pc->block_size;
-}
-
-static uint64_t mask_bytes(const struct page_cache *pc, size_t plen, uint32_t m)
-{
-    uint64_t n = 0;
-    for (unsigned i = 0; m; i++, m >>= 1)
-        if (m & 1)
-            n += block_len(pc, plen, i);
-    return n;
-}
-
 static size_t page_len(const struct page_cache *pc, const struct pc_file *f, uint64_t idx)
 {
-    uint64_t page_off = idx * pc->page_size;
-    return (size_t)(f->size - page_off < pc->page_size ? f->size - page_off : pc->page_size);
-}
-
-static void sums_encode(const uint64_t *sums, unsigned n, unsigned char *out)
-{
-    for (unsigned i = 0; i < n; i++)
-        for (unsigned b = 0; b < 8; b++)
-            out[i * 8 + b] = (unsigned char)(sums[i] >> (8 * b));
+    uint64_t page_off = idx * pc->store.page_size;
+    return (size_t)(f->size - page_off < pc->store.page_size ? f->size - page_off
+                                                             : pc->store.page_size);
 }
 
 /* ---- page buffers and the hot set ---- */
@@ -482,7 +383,7 @@ static struct pbuf *pbuf_new_fetch(const struct page_cache *pc, int64_t file_id,
 {
     if (!pc->fetch_bufs)
         return pbuf_new(file_id, idx, plen, 0, plen);
-    struct pbuf *pb = buf_pool_get(pc->fetch_bufs, sizeof(*pb) + pc->page_size);
+    struct pbuf *pb = buf_pool_get(pc->fetch_bufs, sizeof(*pb) + pc->store.page_size);
     if (!pb)
         return NULL;
     atomic_init(&pb->refs, 1);
@@ -624,7 +525,7 @@ static int vm_verified(struct page_cache *pc, int64_t file_id, uint64_t idx)
 
 /* Remembers the row r of a page (read from the index just now, under the lock). */
 static void vm_put_row(struct page_cache *pc, int64_t file_id, uint64_t idx,
-                       const struct prow *r)
+                       const struct page_row *r)
 {
     struct vmark *m = vm_slot(pc, file_id, idx);
     if (m->state == VM_EMPTY)
@@ -635,7 +536,7 @@ static void vm_put_row(struct page_cache *pc, int64_t file_id, uint64_t idx,
 
 /* Starts a verification of the page's current file, whose row is r; returns its token. */
 static uint64_t vm_begin(struct page_cache *pc, int64_t file_id, uint64_t idx,
-                         const struct prow *r)
+                         const struct page_row *r)
 {
     struct vmark *m = vm_slot(pc, file_id, idx);
     m->row = *r;
@@ -659,7 +560,7 @@ static void vm_end(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_
 static void vm_put_written(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t len,
                            uint32_t blocks, const uint64_t *sums, unsigned nb)
 {
-    struct prow r = {.len = len, .blocks = blocks};
+    struct page_row r = {.len = len, .blocks = blocks};
     memcpy(r.sums, sums, nb * sizeof(sums[0]));
     vm_end(pc, file_id, idx, vm_begin(pc, file_id, idx, &r));
 }
@@ -876,7 +777,6 @@ static void recount(struct page_cache *pc)
 static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, const char *fhash,
                        uint64_t len)
 {
-    char path[4096];
     sqlite3_stmt *s = stmt(pc, ST_PAGE_DEL);
     sqlite3_bind_int64(s, 1, file_id);
     sqlite3_bind_int64(s, 2, (int64_t)idx);
@@ -885,10 +785,8 @@ static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, con
     int gone = sqlite3_changes(pc->db) > 0;
     vm_forget(pc, file_id, idx);
     unread_forget(pc, file_id, idx);
-    if (fhash) {
-        page_path(pc, fhash, idx, path, sizeof(path), 0);
-        unlink(path);
-    }
+    if (fhash)
+        page_store_remove(&pc->store, fhash, idx);
     if (gone) {
         pc->stats.pages_resident--;
         pc->stats.bytes_resident -= len;
@@ -916,7 +814,7 @@ static void drop_corrupt(struct page_cache *pc, const struct pc_file *f, uint64_
 static uint64_t fs_free_bytes(const struct page_cache *pc)
 {
     struct statvfs sv;
-    if (!pc->min_free || statvfs(pc->dir, &sv) < 0)
+    if (!pc->min_free || statvfs(pc->store.dir, &sv) < 0)
         return UINT64_MAX;
     return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
 }
@@ -1019,10 +917,10 @@ static void write_failed(struct page_cache *pc, int err)
  * blob of the wrong size, blocks outside the page, no block) is dropped with its file and
  * counted corrupt. */
 static int row_read(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
-                    struct prow *r)
+                    struct page_row *r)
 {
     size_t plen = page_len(pc, f, idx);
-    unsigned nb = page_blocks(pc, plen);
+    unsigned nb = page_store_blocks(&pc->store, plen);
     sqlite3_stmt *s = stmt(pc, ST_PAGE_GET);
     sqlite3_bind_int64(s, 1, f->file_id);
     sqlite3_bind_int64(s, 2, (int64_t)idx);
@@ -1037,9 +935,9 @@ static int row_read(struct page_cache *pc, const struct pc_file *f, uint64_t idx
     int64_t blocks = sqlite3_column_int64(s, 2);
     r->flags = (uint32_t)sqlite3_column_int64(s, 3);
     int ok = blob && bytes == (int)(nb * 8) && blocks > 0 &&
-             ((uint64_t)blocks & ~(uint64_t)full_mask(pc, plen)) == 0 &&
+             ((uint64_t)blocks & ~(uint64_t)page_store_full_mask(&pc->store, plen)) == 0 &&
              (r->flags & ~CACHE_PAGE_ZSTD) == 0 &&
-             (!(r->flags & CACHE_PAGE_ZSTD) || (uint32_t)blocks == full_mask(pc, plen));
+             (!(r->flags & CACHE_PAGE_ZSTD) || (uint32_t)blocks == page_store_full_mask(&pc->store, plen));
     if (ok) {
         r->blocks = (uint32_t)blocks;
         for (unsigned i = 0; i < nb; i++) {
@@ -1061,7 +959,7 @@ static int row_read(struct page_cache *pc, const struct pc_file *f, uint64_t idx
 /* Under the lock: the row of page idx of f, from its mark when it has one (marks are cleared
  * whenever a row changes), else from the index (row_read). */
 static int row_get(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
-                   struct prow *r)
+                   struct page_row *r)
 {
     struct vmark *m = vm_find(pc, f->file_id, idx);
     if (m) {
@@ -1074,147 +972,28 @@ static int row_get(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
 
 /* ---- reading and storing page files ---- */
 
-static int pread_full(int fd, void *buf, size_t len, off_t off)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -ENOSPC;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
-/* Reads blocks [lo, hi] of a page (all present in r) from its file and, with check, verifies
- * each one; a compressed page is read, decompressed (and verified) whole whatever lo and hi
- * are. Returns 0 with *out, -EBADMSG if the page is damaged (wrong length, checksum,
- * unreadable), or -ENOMEM. The bytes read are the bytes hashed and handed out: no byte is
- * read twice. */
+/* Reads blocks [lo, hi] of a page (all present in r) from its file into a new pbuf and, with
+ * check, verifies each one (page_store_read: the bytes hashed are the bytes handed out); a
+ * compressed page is read whole. Returns 0 with *out, -EBADMSG if the page is damaged (wrong
+ * length, checksum, unreadable), or -ENOMEM. */
 static int load_page(const struct page_cache *pc, int fd, int64_t file_id, uint64_t idx,
-                     size_t plen, const struct prow *r, unsigned lo, unsigned hi, int check,
+                     size_t plen, const struct page_row *r, unsigned lo, unsigned hi, int check,
                      struct pbuf **out)
 {
-    struct stat st;
-    struct pbuf *pb = NULL;
-    int rc = -EBADMSG;
+    size_t off = 0, end = plen;
     *out = NULL;
-    if (fstat(fd, &st) < 0)
-        return -EBADMSG;
-    if (r->flags & CACHE_PAGE_ZSTD) {
-        if ((uint64_t)st.st_size != r->len || r->len == 0)
-            return -EBADMSG;
-        unsigned char *z = malloc((size_t)r->len);
-        if (!z)
-            return -ENOMEM;
-        pb = pbuf_new(file_id, idx, plen, 0, plen);
-        if (!pb) {
-            free(z);
-            return -ENOMEM;
-        }
-        size_t got = 0;
-        if (pread_full(fd, z, (size_t)r->len, 0) == 0)
-            got = ZSTD_decompress(pb->data, plen, z, (size_t)r->len);
-        free(z);
-        if (ZSTD_isError(got) || got != plen)
-            goto out_bad;
-        lo = 0;
-        hi = page_blocks(pc, plen) - 1;
-    } else {
-        if ((uint64_t)st.st_size != plen)
-            return -EBADMSG;
-        size_t off = (size_t)lo * pc->block_size;
-        size_t end = (size_t)(hi + 1) * pc->block_size;
-        if (end > plen)
-            end = plen;
-        pb = pbuf_new(file_id, idx, plen, off, end - off);
-        if (!pb)
-            return -ENOMEM;
-        if (pread_full(fd, pb->data, end - off, (off_t)off) < 0)
-            goto out_bad;
-    }
-    for (unsigned i = lo; check && i <= hi; i++) {
-        size_t boff = (size_t)i * pc->block_size - pb->off;
-        if (XXH3_64bits(pb->data + boff, block_len(pc, plen, i)) != r->sums[i])
-            goto out_bad;
+    if (!(r->flags & CACHE_PAGE_ZSTD))
+        page_store_span(&pc->store, plen, lo, hi, &off, &end);
+    struct pbuf *pb = pbuf_new(file_id, idx, plen, off, end - off);
+    if (!pb)
+        return -ENOMEM;
+    int rc = page_store_read(&pc->store, fd, plen, r, lo, hi, check, pb->data);
+    if (rc < 0) {
+        pbuf_unref(pb);
+        return rc == -ENOMEM ? rc : -EBADMSG;
     }
     *out = pb;
     return 0;
-
-out_bad:
-    pbuf_unref(pb);
-    return rc;
-}
-
-/* Writes blocks `m` (a span that pb holds) of a page with no file yet to a new temporary file
- * (sparse when m is not the whole page; one zstd frame when compression is on, m is the whole
- * page and that saves at least 1/8). Returns 0 with the path in tmp and *flags / *stored (bytes
- * on disk), or -errno (no file is left behind). Called without the lock. */
-static int write_new_file(const struct page_cache *pc, const struct pbuf *pb, uint32_t m,
-                          char *tmp, size_t tmplen, uint32_t *flags, uint64_t *stored)
-{
-    size_t plen = pb->plen;
-    int rc = 0;
-    *flags = 0;
-    snprintf(tmp, tmplen, "%s/tmp/page-XXXXXX", pc->dir);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (pc->zlevel && m == full_mask(pc, plen) && pbuf_whole(pb)) {
-        size_t bound = ZSTD_compressBound(plen);
-        unsigned char *z = malloc(bound);
-        if (z) {
-            size_t zn = ZSTD_compress(z, bound, pb->data, plen, pc->zlevel);
-            if (!ZSTD_isError(zn) && zn <= plen - plen / 8) {
-                rc = pwrite_full(fd, z, zn, 0);
-                *flags = CACHE_PAGE_ZSTD;
-                *stored = zn;
-            }
-            free(z);
-        }
-    }
-    if (!*flags) {
-        unsigned lo = mask_lo(m), hi = mask_hi(m);
-        size_t off = (size_t)lo * pc->block_size;
-        size_t end = (size_t)(hi + 1) * pc->block_size;
-        if (end > plen)
-            end = plen;
-        if (end < plen && ftruncate(fd, (off_t)plen) < 0)
-            rc = -errno;
-        if (rc == 0)
-            rc = pwrite_full(fd, pb->data + (off - pb->off), end - off, (off_t)off);
-        *stored = mask_bytes(pc, plen, m);
-    }
-    if (rc < 0)
-        goto out_unlink;
-    if (close(fd) < 0) {
-        fd = -1;
-        rc = -errno;
-        goto out_unlink;
-    }
-    return 0;
-
-out_unlink:
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    return rc;
 }
 
 /* Under the lock: renames tmp into place and records the page with blocks m. On failure
@@ -1223,24 +1002,13 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
                        size_t plen, uint32_t m, const uint64_t *sums, uint32_t flags,
                        uint64_t stored, const char *tmp, int prefetch)
 {
-    char path[4096];
     unsigned char blob[CACHE_MAX_BLOCKS * 8];
-    unsigned nb = page_blocks(pc, plen);
-    page_path(pc, f->fhash, idx, path, sizeof(path), 0);
-    if (rename(tmp, path) < 0) {
-        int ok = 0;
-        if (errno == ENOENT) {
-            char sub[4096];
-            page_path(pc, f->fhash, idx, sub, sizeof(sub), 1);
-            ok = (mkdir(sub, 0700) == 0 || errno == EEXIST) && rename(tmp, path) == 0;
-        }
-        if (!ok) {
-            unlink(tmp);
-            pc->stats.write_errors++;
-            return;
-        }
+    unsigned nb = page_store_blocks(&pc->store, plen);
+    if (page_store_commit(&pc->store, tmp, f->fhash, idx) < 0) {
+        pc->stats.write_errors++;
+        return;
     }
-    sums_encode(sums, nb, blob);
+    page_row_encode_sums(sums, nb, blob);
     sqlite3_stmt *s = stmt(pc, ST_PAGE_INS);
     sqlite3_bind_int64(s, 1, f->file_id);
     sqlite3_bind_int64(s, 2, (int64_t)idx);
@@ -1253,7 +1021,7 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
     vm_forget(pc, f->file_id, idx);
     if (rc != SQLITE_DONE || sqlite3_changes(pc->db) == 0) {
         /* The index refused the row, or the file's version was dropped meanwhile. */
-        unlink(path);
+        page_store_remove(&pc->store, f->fhash, idx);
         if (rc != SQLITE_DONE)
             pc->stats.write_errors++;
         return;
@@ -1262,7 +1030,7 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
     pc->stats.bytes_resident += stored;
     if (prefetch)
         unread_add(pc, f->file_id, idx, stored);
-    if (flags == 0 && m == full_mask(pc, plen) && pc->verify == PC_VERIFY_ONCE)
+    if (flags == 0 && m == page_store_full_mask(&pc->store, plen) && pc->verify == PC_VERIFY_ONCE)
         vm_put_written(pc, f->file_id, idx, stored, m, sums, nb);
     if (flags & CACHE_PAGE_ZSTD) {
         pc->stats.compressed++;
@@ -1282,16 +1050,14 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
                        unsigned lo, unsigned hi, int prefetch)
 {
     size_t plen = pb->plen;
-    uint32_t have = span_mask(lo, hi);
+    uint32_t have = page_span_mask(lo, hi);
     uint64_t sums[CACHE_MAX_BLOCKS];
-    struct prow r;
+    struct page_row r;
     char path[4096], tmp[4096];
     int fd = -1, rc = 0;
 
     memset(sums, 0, sizeof(sums));
-    for (unsigned i = lo; i <= hi; i++)
-        sums[i] = XXH3_64bits(pb->data + ((size_t)i * pc->block_size - pb->off),
-                              block_len(pc, plen, i));
+    page_store_hash(&pc->store, plen, pb->data, pb->off, lo, hi, sums);
 
     pthread_mutex_lock(&pc->lock);
     int found = row_get(pc, f, pb->idx, &r);
@@ -1300,7 +1066,7 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
             pthread_mutex_unlock(&pc->lock);
             return;
         }
-        page_path(pc, f->fhash, pb->idx, path, sizeof(path), 0);
+        page_store_path(&pc->store, f->fhash, pb->idx, 0, path, sizeof(path));
         fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0) {
             /* A row without its file: drop it and start the page afresh. */
@@ -1313,7 +1079,8 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
     if (!found) {
         uint32_t flags = 0;
         uint64_t stored = 0;
-        rc = write_new_file(pc, pb, have, tmp, sizeof(tmp), &flags, &stored);
+        rc = page_store_write_new(&pc->store, pb->data, pb->off, plen, have, tmp, sizeof(tmp),
+                                  &flags, &stored);
         pthread_mutex_lock(&pc->lock);
         if (rc < 0)
             write_failed(pc, rc);
@@ -1325,17 +1092,7 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
 
     /* Fill the holes of the existing file, then record the blocks. */
     uint32_t add = have & ~r.blocks;
-    for (uint32_t m = add; m && rc == 0;) {
-        unsigned a = mask_lo(m), b = a;
-        while (b + 1 < CACHE_MAX_BLOCKS && (m & (1u << (b + 1))))
-            b++;
-        size_t off = (size_t)a * pc->block_size;
-        size_t end = (size_t)(b + 1) * pc->block_size;
-        if (end > plen)
-            end = plen;
-        rc = pwrite_full(fd, pb->data + (off - pb->off), end - off, (off_t)off);
-        m &= ~span_mask(a, b);
-    }
+    rc = page_store_fill(&pc->store, fd, pb->data, pb->off, plen, add);
     if (close(fd) < 0 && rc == 0)
         rc = -errno;
     pthread_mutex_lock(&pc->lock);
@@ -1344,12 +1101,12 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
         goto out_unlock;
     }
     unsigned char blob[CACHE_MAX_BLOCKS * 8];
-    unsigned nb = page_blocks(pc, plen);
+    unsigned nb = page_store_blocks(&pc->store, plen);
     for (unsigned i = 0; i < nb; i++)
         if (add & (1u << i))
             r.sums[i] = sums[i];
-    sums_encode(r.sums, nb, blob);
-    uint64_t added = mask_bytes(pc, plen, add);
+    page_row_encode_sums(r.sums, nb, blob);
+    uint64_t added = page_store_mask_bytes(&pc->store, plen, add);
     sqlite3_stmt *s = stmt(pc, ST_PAGE_UPD);
     sqlite3_bind_int64(s, 1, (int64_t)(r.len + added));
     sqlite3_bind_blob(s, 2, blob, (int)(nb * 8), SQLITE_TRANSIENT);
@@ -1376,8 +1133,8 @@ out_unlock:
 static void store_page(struct page_cache *pc, struct pc_file *f, const struct pbuf *pb,
                        int prefetch)
 {
-    store_span(pc, f, pb, (unsigned)(pb->off / pc->block_size),
-               (unsigned)((pb->off + pb->len - 1) / pc->block_size), prefetch);
+    store_span(pc, f, pb, (unsigned)(pb->off / pc->store.block_size),
+               (unsigned)((pb->off + pb->len - 1) / pc->store.block_size), prefetch);
 }
 
 static struct inflight *inflight_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
@@ -1437,12 +1194,12 @@ static int fetch_blocks(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     in->next = pc->inflight;
     pc->inflight = in;
     pc->stats.misses++;
-    if (m != full_mask(pc, plen))
+    if (m != page_store_full_mask(&pc->store, plen))
         pc->stats.partial_fetches++;
     pthread_mutex_unlock(&pc->lock);
 
-    size_t off = (size_t)mask_lo(m) * pc->block_size;
-    size_t end = (size_t)(mask_hi(m) + 1) * pc->block_size;
+    size_t off = (size_t)page_mask_lo(m) * pc->store.block_size;
+    size_t end = (size_t)(page_mask_hi(m) + 1) * pc->store.block_size;
     if (end > plen)
         end = plen;
     pb = pbuf_new(f->file_id, idx, plen, off, end - off);
@@ -1451,7 +1208,7 @@ static int fetch_blocks(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         goto out_lock;
     }
     ssize_t n = pc->be->ops->read_range(pc->be, f->key, f->version,
-                                        idx * pc->page_size + off, end - off, pb->data);
+                                        idx * pc->store.page_size + off, end - off, pb->data);
     if (n < 0) {
         rc = (int)n;
         goto out_lock;
@@ -1484,8 +1241,8 @@ static int get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, siz
                      size_t n, unsigned flags, struct pbuf **out)
 {
     size_t plen = page_len(pc, f, idx);
-    uint32_t need = range_mask(pc, in_page, in_page + n);
-    uint32_t full = full_mask(pc, plen);
+    uint32_t need = page_store_range_mask(&pc->store, in_page, in_page + n);
+    uint32_t full = page_store_full_mask(&pc->store, plen);
     int random = (flags & PC_READ_RANDOM) != 0;
     int prefetch = (flags & PC_FETCH_PREFETCH) != 0;
     int rc = 0, retries = 0;
@@ -1498,7 +1255,7 @@ retry:
     if (pb)
         goto out_hit;
 
-    struct prow r;
+    struct page_row r;
     uint32_t have = 0;
     if (row_get(pc, f, idx, &r)) {
         have = r.blocks;
@@ -1510,11 +1267,11 @@ retry:
             int zstd = (r.flags & CACHE_PAGE_ZSTD) != 0;
             int check = pc->verify != PC_VERIFY_NONE;
             int whole = zstd || (have == full && (!random || pc->verify == PC_VERIFY_ONCE));
-            unsigned lo = whole ? 0 : mask_lo(need), hi = whole ? mask_hi(full) : mask_hi(need);
+            unsigned lo = whole ? 0 : page_mask_lo(need), hi = whole ? page_mask_hi(full) : page_mask_hi(need);
             int mark = whole && !zstd && pc->verify == PC_VERIFY_ONCE;
             uint64_t token = mark ? vm_begin(pc, f->file_id, idx, &r) : 0;
             char path[4096];
-            page_path(pc, f->fhash, idx, path, sizeof(path), 0);
+            page_store_path(&pc->store, f->fhash, idx, 0, path, sizeof(path));
             /* Opened under the lock: eviction may unlink it later, our descriptor stays good. */
             int fd = open(path, O_RDONLY | O_CLOEXEC);
             pthread_mutex_unlock(&pc->lock);
@@ -1591,12 +1348,12 @@ retry:
      * Never a block the page has; if the read needs more runs, look again. */
     uint32_t want = need & ~have;
     uint32_t runs = random ? want : full & ~have;
-    unsigned a = mask_lo(want), b = a;
+    unsigned a = page_mask_lo(want), b = a;
     while (a > 0 && (runs & (1u << (a - 1))))
         a--;
     while (b + 1 < CACHE_MAX_BLOCKS && (runs & (1u << (b + 1))))
         b++;
-    uint32_t m = span_mask(a, b);
+    uint32_t m = page_span_mask(a, b);
     rc = fetch_blocks(pc, f, idx, plen, m, prefetch, out);
     if (rc == 0 && !pbuf_covers(*out, in_page, n)) {
         pbuf_unref(*out);
@@ -1630,11 +1387,11 @@ static int page_known(struct page_cache *pc, const struct pc_file *f, uint64_t i
     for (size_t i = 0; i < pc->nhot; i++)
         if (pc->hot[i]->file_id == f->file_id && pc->hot[i]->idx == idx)
             return 1;
-    struct prow r;
+    struct page_row r;
     if (!row_get(pc, f, idx, &r))
         return 0;
     *have = r.blocks;
-    return r.blocks == full_mask(pc, page_len(pc, f, idx)) ? 1 : -1;
+    return r.blocks == page_store_full_mask(&pc->store, page_len(pc, f, idx)) ? 1 : -1;
 }
 
 /* Called with the lock held for a partial page with no inflight entry: fetches each run of
@@ -1643,7 +1400,7 @@ static int page_known(struct page_cache *pc, const struct pc_file *f, uint64_t i
 static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx, uint32_t have)
 {
     size_t plen = page_len(pc, f, idx);
-    uint32_t missing = full_mask(pc, plen) & ~have;
+    uint32_t missing = page_store_full_mask(&pc->store, plen) & ~have;
     struct inflight *in = calloc(1, sizeof(*in));
     struct pbuf *pb = NULL;
     uint64_t fetched = 0;
@@ -1667,16 +1424,16 @@ static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx,
         goto out_lock;
     }
     for (uint32_t m = missing; m && rc == 0;) {
-        unsigned a = mask_lo(m), b = a;
+        unsigned a = page_mask_lo(m), b = a;
         while (b + 1 < CACHE_MAX_BLOCKS && (m & (1u << (b + 1))))
             b++;
-        m &= ~span_mask(a, b);
-        size_t off = (size_t)a * pc->block_size;
-        size_t end = (size_t)(b + 1) * pc->block_size;
+        m &= ~page_span_mask(a, b);
+        size_t off = (size_t)a * pc->store.block_size;
+        size_t end = (size_t)(b + 1) * pc->store.block_size;
         if (end > plen)
             end = plen;
         ssize_t got = pc->be->ops->read_range(pc->be, f->key, f->version,
-                                              idx * pc->page_size + off, end - off,
+                                              idx * pc->store.page_size + off, end - off,
                                               pb->data + off);
         if (got < 0)
             rc = (int)got;
@@ -1705,8 +1462,8 @@ out_lock:
  * held: 0 or -errno. */
 static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t n)
 {
-    uint64_t off = idx * pc->page_size;
-    uint64_t end = (idx + n) * pc->page_size;
+    uint64_t off = idx * pc->store.page_size;
+    uint64_t end = (idx + n) * pc->store.page_size;
     if (end > f->size)
         end = f->size;
     size_t total = (size_t)(end - off);
@@ -1726,7 +1483,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         }
         in->file_id = f->file_id;
         in->idx = idx + registered;
-        in->mask = full_mask(pc, page_len(pc, f, idx + registered));
+        in->mask = page_store_full_mask(&pc->store, page_len(pc, f, idx + registered));
         in->prefetch = 1;
         in->next = pc->inflight;
         pc->inflight = in;
@@ -1739,7 +1496,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     if (n == 1)
         one = pbuf_new_fetch(pc, f->file_id, idx, total);
     else if (pc->fetch_bufs)
-        buf = buf_pool_get(pc->fetch_bufs, n * (size_t)pc->page_size);
+        buf = buf_pool_get(pc->fetch_bufs, n * (size_t)pc->store.page_size);
     else
         buf = malloc(total ? total : 1);
     if (!one && !buf) {
@@ -1756,8 +1513,8 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         goto out_lock;
 
     for (size_t i = 0; i < n; i++) {
-        size_t poff = i * (size_t)pc->page_size;
-        size_t plen = total - poff < pc->page_size ? total - poff : pc->page_size;
+        size_t poff = i * (size_t)pc->store.page_size;
+        size_t plen = total - poff < pc->store.page_size ? total - poff : pc->store.page_size;
         int err = 0;
         struct pbuf *pb = one;
         one = NULL;
@@ -1803,7 +1560,7 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
 {
     if (!pc || !f)
         return -EINVAL;
-    uint64_t npages = (f->size + pc->page_size - 1) / pc->page_size;
+    uint64_t npages = (f->size + pc->store.page_size - 1) / pc->store.page_size;
     if (idx >= npages || count == 0)
         return 0;
     uint64_t last = count > npages - idx ? npages : idx + count;
@@ -1848,9 +1605,9 @@ uint64_t page_cache_prefetch_mem(const struct page_cache *pc, size_t count)
 {
     /* prefetch_run: the run (count > 1), a copy of one page at a time; store_page: the zstd
      * frame of that page. prefetch_fill: one page. */
-    uint64_t mem = (uint64_t)(count > 1 ? count + 1 : 1) * pc->page_size;
-    if (pc->zlevel)
-        mem += ZSTD_compressBound(pc->page_size);
+    uint64_t mem = (uint64_t)(count > 1 ? count + 1 : 1) * pc->store.page_size;
+    if (pc->store.zlevel)
+        mem += ZSTD_compressBound(pc->store.page_size);
     return mem;
 }
 
@@ -1867,13 +1624,13 @@ int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t
     size_t done = 0;
     while (done < len) {
         uint64_t pos = off + done;
-        uint64_t idx = pos / pc->page_size;
-        size_t in_page = (size_t)(pos % pc->page_size);
+        uint64_t idx = pos / pc->store.page_size;
+        size_t in_page = (size_t)(pos % pc->store.page_size);
         size_t plen = page_len(pc, f, idx);
         size_t n = plen - in_page < len - done ? plen - in_page : len - done;
         uint32_t have = 0;
-        uint32_t need = range_mask(pc, in_page, in_page + n);
-        uint64_t bytes = mask_bytes(pc, plen, need);
+        uint32_t need = page_store_range_mask(&pc->store, in_page, in_page + n);
+        uint64_t bytes = page_store_mask_bytes(&pc->store, plen, need);
         pthread_mutex_lock(&pc->lock);
         int known = page_known(pc, f, idx, &have);
         int want = known == 0 || (known < 0 && (have & need) != need);
@@ -1919,9 +1676,9 @@ ssize_t page_cache_read_ex(struct page_cache *pc, struct pc_file *f, uint64_t of
     size_t done = 0;
     while (done < len) {
         uint64_t pos = off + done;
-        uint64_t idx = pos / pc->page_size;
-        size_t in_page = (size_t)(pos % pc->page_size);
-        uint64_t page_end = (idx + 1) * pc->page_size;
+        uint64_t idx = pos / pc->store.page_size;
+        size_t in_page = (size_t)(pos % pc->store.page_size);
+        uint64_t page_end = (idx + 1) * pc->store.page_size;
         size_t n = (size_t)((page_end < f->size ? page_end : f->size) - pos);
         if (n > len - done)
             n = len - done;
@@ -1953,16 +1710,16 @@ static int map_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
                     struct pc_extent *ext)
 {
     char path[4096];
-    struct prow r;
+    struct page_row r;
     int mapped = 0;
     size_t plen = page_len(pc, f, idx);
 
     pthread_mutex_lock(&pc->lock);
-    if (!row_get(pc, f, idx, &r) || r.flags || r.blocks != full_mask(pc, plen))
+    if (!row_get(pc, f, idx, &r) || r.flags || r.blocks != page_store_full_mask(&pc->store, plen))
         goto out_unlock;
     if (pc->verify == PC_VERIFY_ONCE && !vm_verified(pc, f->file_id, idx))
         goto out_unlock;
-    page_path(pc, f->fhash, idx, path, sizeof(path), 0);
+    page_store_path(&pc->store, f->fhash, idx, 0, path, sizeof(path));
     /* Opened under the lock: eviction may unlink it later, the descriptor stays good. */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -1992,12 +1749,12 @@ int page_cache_read_ext(struct page_cache *pc, struct pc_file *f, uint64_t off, 
         return 0;
     if (len > f->size - off)
         len = (size_t)(f->size - off);
-    if ((off + len - 1) / pc->page_size - off / pc->page_size + 1 > max_ext)
+    if ((off + len - 1) / pc->store.page_size - off / pc->store.page_size + 1 > max_ext)
         return -E2BIG;
     while (done < len) {
         uint64_t pos = off + done;
-        uint64_t idx = pos / pc->page_size;
-        size_t in_page = (size_t)(pos % pc->page_size);
+        uint64_t idx = pos / pc->store.page_size;
+        size_t in_page = (size_t)(pos % pc->store.page_size);
         size_t plen = page_len(pc, f, idx);
         size_t k = plen - in_page < len - done ? plen - in_page : len - done;
         struct pbuf *pb = NULL;
@@ -2112,13 +1869,13 @@ static void fmap_clear(struct page_cache *pc)
 /* Under the lock: 1 if every page of f is resident whole (in the hot set, or by its row). */
 static int resident_whole(struct page_cache *pc, const struct pc_file *f)
 {
-    uint64_t npages = (f->size + pc->page_size - 1) / pc->page_size;
+    uint64_t npages = (f->size + pc->store.page_size - 1) / pc->store.page_size;
     for (uint64_t i = 0; i < npages; i++) {
         int hot = 0;
         for (size_t k = 0; k < pc->nhot && !hot; k++)
             hot = pc->hot[k]->file_id == f->file_id && pc->hot[k]->idx == i;
-        struct prow r;
-        if (!hot && (!row_get(pc, f, i, &r) || r.blocks != full_mask(pc, page_len(pc, f, i))))
+        struct page_row r;
+        if (!hot && (!row_get(pc, f, i, &r) || r.blocks != page_store_full_mask(&pc->store, page_len(pc, f, i))))
             return 0;
     }
     return 1;
@@ -2155,14 +1912,12 @@ int page_cache_key_resident(struct page_cache *pc, const char *key, const char *
 /* Drops every page of file row `file_id` and the row itself (inside a transaction). */
 static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
 {
-    char path[4096];
     sqlite3_stmt *s = stmt(pc, ST_FILE_PAGES);
     sqlite3_bind_int64(s, 1, file_id);
     while (sqlite3_step(s) == SQLITE_ROW) {
         uint64_t idx = (uint64_t)sqlite3_column_int64(s, 0);
         uint64_t len = (uint64_t)sqlite3_column_int64(s, 1);
-        page_path(pc, fhash, idx, path, sizeof(path), 0);
-        unlink(path);
+        page_store_remove(&pc->store, fhash, idx);
         pc->stats.pages_resident--;
         pc->stats.bytes_resident -= len;
     }
@@ -2202,7 +1957,7 @@ int page_cache_open(struct page_cache *pc, const char *key, const char *version,
         rc = -ENOMEM;
         goto out_free;
     }
-    rc = file_hash(key, version, f->fhash);
+    rc = page_store_fhash(key, version, f->fhash);
     if (rc < 0)
         goto out_free;
 
@@ -2326,7 +2081,6 @@ int page_cache_residency(struct page_cache *pc, const char *key, struct pc_resid
 int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages,
                          uint64_t *bytes)
 {
-    char path[4096];
     uint64_t n = 0, b = 0;
     int rc = 0;
     if (!pc || !key)
@@ -2394,8 +2148,7 @@ int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages
         goto out_unlock;
     }
     for (size_t i = 0; i < n; i++) {
-        page_path(pc, fhash, idxs[i], path, sizeof(path), 0);
-        unlink(path);
+        page_store_remove(&pc->store, fhash, idxs[i]);
     }
     free(idxs);
     hot_drop_file(pc, id);
@@ -2456,12 +2209,12 @@ int64_t pc_file_id(const struct pc_file *f)
 
 uint32_t page_cache_page_size(const struct page_cache *pc)
 {
-    return pc->page_size;
+    return pc->store.page_size;
 }
 
 uint32_t page_cache_block_size(const struct page_cache *pc)
 {
-    return pc->block_size;
+    return pc->store.block_size;
 }
 
 void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
@@ -2495,23 +2248,6 @@ int page_cache_flush(struct page_cache *pc)
     PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
     pthread_mutex_unlock(&pc->lock);
     return rc;
-}
-
-/* Removes leftovers of page writes interrupted by a crash. */
-static void clean_tmp(const char *dir)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/tmp", dir);
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        unlinkat(dirfd(d), de->d_name, 0);
-    }
-    closedir(d);
 }
 
 int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
@@ -2560,9 +2296,9 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
         return -ENOMEM;
     }
     pc->be = be;
-    pc->page_size = ps;
-    pc->block_size = cache_block_size(ps);
-    pc->zlevel = conf->compress_level;
+    pc->store.page_size = ps;
+    pc->store.block_size = cache_block_size(ps);
+    pc->store.zlevel = conf->compress_level;
     pc->verify = conf->verify;
     pc->log = conf->log;
     pc->log_ud = conf->log_ud;
@@ -2577,6 +2313,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     if (pc->hot_max > HOT_MAX)
         pc->hot_max = HOT_MAX;
     pc->dir = strdup(conf->dir);
+    pc->store.dir = pc->dir;
     pc->vmarks = calloc((size_t)VM_SETS * VM_WAYS, sizeof(*pc->vmarks));
     pc->fmap = calloc(FMAP_BUCKETS, sizeof(*pc->fmap));
     pc->unread = calloc(UNREAD_BUCKETS, sizeof(*pc->unread));
@@ -2607,7 +2344,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->stats.bytes_resident = (uint64_t)sqlite3_column_int64(s, 1);
     pc->seq = (uint64_t)sqlite3_column_int64(s, 2);
     sqlite3_reset(s);
-    clean_tmp(pc->dir);
+    page_store_clean_tmp(&pc->store);
     pc->last_flush_ms = now_ms();
     if (pthread_mutex_init(&pc->lock, NULL) != 0) {
         rc = -ENOMEM;

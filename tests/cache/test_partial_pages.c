@@ -9,7 +9,7 @@
 #include "backends/backend.h"
 #include "cache/cache_fsck.h"
 #include "cache/page_cache.h"
-#include "cache/page_cache_int.h"
+#include "cache/page_store.h"
 #include "cache_env.h"
 #include "testlib.h"
 
@@ -102,7 +102,7 @@ static char *page_file_of(struct cache_env *e, const char *key, uint64_t idx)
              (unsigned long long)h.low64);
     free(buf);
     backend_stat_clear(&st);
-    page_file_rel_name(fhash, idx, 0, rel, sizeof(rel));
+    page_store_rel_name(fhash, idx, 0, rel, sizeof(rel));
     snprintf(path, sizeof(path), "%s/pages/%s", e->cache, rel);
     return strdup(path);
 }

@@ -6,7 +6,7 @@
  * that the page cache then serves byte-exactly, refetching only the dropped pages.
  */
 #include "cache/cache_db.h"
-#include "cache/page_cache_int.h"
+#include "cache/page_store.h"
 #include "fsck_env.h"
 
 #include <fcntl.h>
@@ -272,7 +272,7 @@ static void test_info(void)
     fsck_env_fini(&e);
 }
 
-/* The path of page idx of key (from the index and page_file_rel_name); caller frees. */
+/* The path of page idx of key (from the index and page_store_rel_name); caller frees. */
 static char *page_path_of(const char *cache, const char *key, int idx)
 {
     sqlite3 *db = NULL;
@@ -284,7 +284,7 @@ static char *page_path_of(const char *cache, const char *key, int idx)
              SQLITE_OK);
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) {
-        page_file_rel_name((const char *)sqlite3_column_text(st, 0), (uint64_t)idx, 0, rel,
+        page_store_rel_name((const char *)sqlite3_column_text(st, 0), (uint64_t)idx, 0, rel,
                            sizeof(rel));
         char *pages = fsck_join(cache, "pages");
         path = fsck_join(pages, rel);

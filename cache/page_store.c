@@ -1,0 +1,293 @@
+/*
+ * page_store.c - page files on disk (see page_store.h).
+ *
+ * Design: pure functions of a struct page_store (directory, page and block size, zstd level)
+ * and of their arguments. Reading hashes the very buffer it fills (one pass over the bytes it
+ * hands out); writing goes to a temporary file under CACHE_DIR/tmp, renamed into place by
+ * page_store_commit(); filling a partial page writes its holes in place. No fsync: the
+ * checksums catch torn writes, and a block whose bytes were written but not recorded in the
+ * index is just a hole that holds bytes.
+ *
+ * Invariants: an uncompressed page file is exactly as long as its page; only blocks whose bit
+ * is set in the row are ever compared or handed out.
+ * No state, no locks.
+ */
+#include "cache/page_store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+uint64_t page_store_mask_bytes(const struct page_store *ps, size_t plen, uint32_t m)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; m; i++, m >>= 1)
+        if (m & 1)
+            n += page_store_block_len(ps, plen, i);
+    return n;
+}
+
+void page_store_span(const struct page_store *ps, size_t plen, unsigned lo, unsigned hi,
+                     size_t *off, size_t *end)
+{
+    *off = (size_t)lo * ps->block_size;
+    *end = (size_t)(hi + 1) * ps->block_size;
+    if (*end > plen)
+        *end = plen;
+}
+
+/* ---- names ---- */
+
+int page_store_fhash(const char *key, const char *version, char out[33])
+{
+    size_t kl = strlen(key), vl = strlen(version);
+    char *buf = malloc(kl + vl + 1);
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, key, kl);
+    buf[kl] = '\0';
+    memcpy(buf + kl + 1, version, vl);
+    XXH128_hash_t h = XXH3_128bits(buf, kl + vl + 1);
+    free(buf);
+    snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, (uint64_t)h.high64, (uint64_t)h.low64);
+    return 0;
+}
+
+void page_store_rel_name(const char *fhash, uint64_t idx, int dir_only, char *buf, size_t buflen)
+{
+    char hx[3] = {fhash[0], fhash[1], '\0'};
+    unsigned sub = (unsigned)((strtoul(hx, NULL, 16) + idx) & 0xff);
+    if (dir_only)
+        snprintf(buf, buflen, "%02x", sub);
+    else
+        snprintf(buf, buflen, "%02x/%s-%" PRIx64, sub, fhash, idx);
+}
+
+void page_store_path(const struct page_store *ps, const char *fhash, uint64_t idx, int dir_only,
+                     char *buf, size_t buflen)
+{
+    char rel[128];
+    page_store_rel_name(fhash, idx, dir_only, rel, sizeof(rel));
+    snprintf(buf, buflen, "%s/pages/%s", ps->dir, rel);
+}
+
+/* ---- rows ---- */
+
+int page_row_decode(const struct page_store *ps, size_t plen, const void *blob, int blob_bytes,
+                    int64_t blocks, int64_t flags, struct page_row *r)
+{
+    const unsigned char *b = blob;
+    unsigned nb = page_store_blocks(ps, plen);
+    uint32_t full = page_store_full_mask(ps, plen);
+    if (!b || blob_bytes != (int)(nb * 8) || blocks <= 0 ||
+        ((uint64_t)blocks & ~(uint64_t)full) != 0 || (flags & ~(int64_t)CACHE_PAGE_ZSTD) != 0 ||
+        ((flags & CACHE_PAGE_ZSTD) && (uint32_t)blocks != full))
+        return 0;
+    r->blocks = (uint32_t)blocks;
+    r->flags = (uint32_t)flags;
+    memset(r->sums, 0, sizeof(r->sums));
+    for (unsigned i = 0; i < nb; i++) {
+        uint64_t v = 0;
+        for (unsigned k = 0; k < 8; k++)
+            v |= (uint64_t)b[i * 8 + k] << (8 * k);
+        r->sums[i] = v;
+    }
+    return 1;
+}
+
+void page_row_encode_sums(const uint64_t *sums, unsigned nb, unsigned char *out)
+{
+    for (unsigned i = 0; i < nb; i++)
+        for (unsigned b = 0; b < 8; b++)
+            out[i * 8 + b] = (unsigned char)(sums[i] >> (8 * b));
+}
+
+void page_store_hash(const struct page_store *ps, size_t plen, const unsigned char *data,
+                     size_t off, unsigned lo, unsigned hi, uint64_t *sums)
+{
+    for (unsigned i = lo; i <= hi; i++)
+        sums[i] = XXH3_64bits(data + ((size_t)i * ps->block_size - off),
+                              page_store_block_len(ps, plen, i));
+}
+
+/* ---- page files ---- */
+
+static int pread_full(int fd, void *buf, size_t len, off_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -ENOSPC;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int page_store_read(const struct page_store *ps, int fd, size_t plen, const struct page_row *r,
+                    unsigned lo, unsigned hi, int check, unsigned char *dst)
+{
+    struct stat st;
+    size_t off = 0, end = plen;
+    if (fstat(fd, &st) < 0)
+        return -EBADMSG;
+    if (r->flags & CACHE_PAGE_ZSTD) {
+        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->len || r->len == 0)
+            return -EMSGSIZE;
+        unsigned char *z = malloc((size_t)r->len);
+        if (!z)
+            return -ENOMEM;
+        size_t got = 0;
+        if (pread_full(fd, z, (size_t)r->len, 0) == 0)
+            got = ZSTD_decompress(dst, plen, z, (size_t)r->len);
+        free(z);
+        if (ZSTD_isError(got) || got != plen)
+            return -EBADMSG;
+        lo = 0;
+        hi = page_store_blocks(ps, plen) - 1;
+    } else {
+        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != plen)
+            return -EMSGSIZE;
+        page_store_span(ps, plen, lo, hi, &off, &end);
+        if (pread_full(fd, dst, end - off, (off_t)off) < 0)
+            return -EBADMSG;
+    }
+    for (unsigned i = lo; check && i <= hi; i++) {
+        if (!(r->blocks & (1u << i)))
+            continue; /* a hole: never compared, never served */
+        size_t boff = (size_t)i * ps->block_size - off;
+        if (XXH3_64bits(dst + boff, page_store_block_len(ps, plen, i)) != r->sums[i])
+            return -EBADMSG;
+    }
+    return 0;
+}
+
+int page_store_write_new(const struct page_store *ps, const unsigned char *data, size_t data_off,
+                         size_t plen, uint32_t m, char *tmp, size_t tmplen, uint32_t *flags,
+                         uint64_t *stored)
+{
+    int rc = 0;
+    *flags = 0;
+    snprintf(tmp, tmplen, "%s/tmp/page-XXXXXX", ps->dir);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (ps->zlevel && m == page_store_full_mask(ps, plen) && data_off == 0) {
+        size_t bound = ZSTD_compressBound(plen);
+        unsigned char *z = malloc(bound);
+        if (z) {
+            size_t zn = ZSTD_compress(z, bound, data, plen, ps->zlevel);
+            if (!ZSTD_isError(zn) && zn <= plen - plen / 8) {
+                rc = pwrite_full(fd, z, zn, 0);
+                *flags = CACHE_PAGE_ZSTD;
+                *stored = zn;
+            }
+            free(z);
+        }
+    }
+    if (!*flags) {
+        size_t off, end;
+        page_store_span(ps, plen, page_mask_lo(m), page_mask_hi(m), &off, &end);
+        if (end < plen && ftruncate(fd, (off_t)plen) < 0)
+            rc = -errno;
+        if (rc == 0)
+            rc = pwrite_full(fd, data + (off - data_off), end - off, (off_t)off);
+        *stored = page_store_mask_bytes(ps, plen, m);
+    }
+    if (rc < 0)
+        goto out_unlink;
+    if (close(fd) < 0) {
+        fd = -1;
+        rc = -errno;
+        goto out_unlink;
+    }
+    return 0;
+
+out_unlink:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return rc;
+}
+
+int page_store_commit(const struct page_store *ps, const char *tmp, const char *fhash,
+                      uint64_t idx)
+{
+    char path[4096];
+    page_store_path(ps, fhash, idx, 0, path, sizeof(path));
+    if (rename(tmp, path) == 0)
+        return 0;
+    int rc = -errno;
+    if (rc == -ENOENT) {
+        char sub[4096];
+        page_store_path(ps, fhash, idx, 1, sub, sizeof(sub));
+        if ((mkdir(sub, 0700) == 0 || errno == EEXIST) && rename(tmp, path) == 0)
+            return 0;
+        rc = -errno;
+    }
+    unlink(tmp);
+    return rc;
+}
+
+int page_store_fill(const struct page_store *ps, int fd, const unsigned char *data,
+                    size_t data_off, size_t plen, uint32_t add)
+{
+    int rc = 0;
+    for (uint32_t m = add; m && rc == 0;) {
+        unsigned a = page_mask_lo(m), b = a;
+        while (b + 1 < CACHE_MAX_BLOCKS && (m & (1u << (b + 1))))
+            b++;
+        size_t off, end;
+        page_store_span(ps, plen, a, b, &off, &end);
+        rc = pwrite_full(fd, data + (off - data_off), end - off, (off_t)off);
+        m &= ~page_span_mask(a, b);
+    }
+    return rc;
+}
+
+void page_store_remove(const struct page_store *ps, const char *fhash, uint64_t idx)
+{
+    char path[4096];
+    page_store_path(ps, fhash, idx, 0, path, sizeof(path));
+    unlink(path);
+}
+
+void page_store_clean_tmp(const struct page_store *ps)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tmp", ps->dir);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
