@@ -58,9 +58,12 @@
  *     always matches the index. Page rows read from the index are kept in the page's mark
  *     (`vmarks`, state VM_ROW, and the verification states carry it too), which every change
  *     or removal of the row clears: row_get() answers from the mark when there is one.
- *   - Access order is a monotonic sequence (max(seq) loaded at open). Touches are collected
- *     in memory and written in one transaction every TOUCH_MAX touches or TOUCH_FLUSH_MS,
- *     on eviction, flush and destroy.
+ *   - The sqlite rows live behind page_index.h (statements, transactions, batched touches,
+ *     least-recently-used batches), the page files behind page_store.h (names, geometry,
+ *     read+verify, tmp+rename, holes, zstd). Access order is a monotonic sequence; touches
+ *     are collected in memory and written in one transaction every PAGE_INDEX_TOUCH_MAX
+ *     touches or a second (inline, by the read that touches: under pc->lock), on eviction,
+ *     flush and destroy.
  *   - bytes_resident/pages_resident are kept in memory (SUM at open). After a page is
  *     stored, if bytes exceed high_pct% of capacity or the filesystem has less than min_free
  *     bytes free, least-recently-used pages are evicted in batches down to low_pct%.
@@ -103,6 +106,7 @@
 #include "backends/invariants.h"
 #include "cache/buf_pool.h"
 #include "cache/cache_db.h"
+#include "cache/page_index.h"
 #include "cache/page_store.h"
 
 #include <dirent.h>
@@ -111,7 +115,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,8 +131,6 @@
 #define DEFAULT_CAPACITY (10ull << 30)
 #define DEFAULT_HIGH_PCT 95
 #define DEFAULT_LOW_PCT 85
-#define TOUCH_MAX 256
-#define TOUCH_FLUSH_MS 1000
 #define EVICT_BATCH 64
 #define HOT_BYTES (16u << 20)
 #define HOT_MAX 16
@@ -168,12 +169,6 @@ struct inflight {
     struct pbuf *pb;    /* one reference, valid when done and !err */
     unsigned waiters;
     int prefetch;       /* started by page_cache_prefetch(): a reader retries if it fails */
-};
-
-struct touch {
-    int64_t file_id;
-    uint64_t idx;
-    uint64_t seq;
 };
 
 /* A page mark: the page's row as the index holds it (every state but VM_EMPTY), and whether
@@ -222,48 +217,6 @@ struct pc_file {
     char fhash[33];
 };
 
-enum stmt_id {
-    ST_BEGIN,
-    ST_COMMIT,
-    ST_ROLLBACK,
-    ST_FILE_GET,
-    ST_FILE_INS,
-    ST_FILE_DEL,
-    ST_FILE_PAGES,
-    ST_FILE_PAGES_DEL,
-    ST_PAGE_GET,
-    ST_PAGE_INS,
-    ST_PAGE_UPD,
-    ST_PAGE_DEL,
-    ST_PAGE_TOUCH,
-    ST_LRU,
-    ST_SUMS,
-    ST_COUNT
-};
-
-static const char *const stmt_sql[ST_COUNT] = {
-    [ST_BEGIN] = "BEGIN IMMEDIATE",
-    [ST_COMMIT] = "COMMIT",
-    [ST_ROLLBACK] = "ROLLBACK",
-    [ST_FILE_GET] = "SELECT id, version, size, fhash FROM files WHERE key = ?1",
-    [ST_FILE_INS] = "INSERT INTO files(key, version, size, mtime_ns, fhash) "
-                    "VALUES(?1, ?2, ?3, ?4, ?5)",
-    [ST_FILE_DEL] = "DELETE FROM files WHERE id = ?1",
-    [ST_FILE_PAGES] = "SELECT idx, len FROM pages WHERE file_id = ?1",
-    [ST_FILE_PAGES_DEL] = "DELETE FROM pages WHERE file_id = ?1",
-    [ST_PAGE_GET] = "SELECT len, csum, blocks, flags FROM pages WHERE file_id = ?1 AND idx = ?2",
-    [ST_PAGE_INS] = "INSERT INTO pages(file_id, idx, len, csum, seq, blocks, flags) "
-                    "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 "
-                    "WHERE EXISTS (SELECT 1 FROM files WHERE id = ?1)",
-    [ST_PAGE_UPD] = "UPDATE pages SET len = ?1, csum = ?2, blocks = ?3 "
-                    "WHERE file_id = ?4 AND idx = ?5 AND blocks = ?6",
-    [ST_PAGE_DEL] = "DELETE FROM pages WHERE file_id = ?1 AND idx = ?2",
-    [ST_PAGE_TOUCH] = "UPDATE pages SET seq = ?1 WHERE file_id = ?2 AND idx = ?3",
-    [ST_LRU] = "SELECT p.file_id, p.idx, p.len, f.fhash, p.seq FROM pages p "
-               "LEFT JOIN files f ON f.id = p.file_id WHERE p.seq > ?2 ORDER BY p.seq LIMIT ?1",
-    [ST_SUMS] = "SELECT count(*), coalesce(sum(len), 0), coalesce(max(seq), 0) FROM pages",
-};
-
 struct page_cache {
     struct backend *be; /* borrowed */
     char *dir;                /* owned; store.dir points to it */
@@ -278,12 +231,7 @@ struct page_cache {
     pthread_mutex_t lock;
     pthread_cond_t fetch_done; /* broadcast when any inflight fetch completes */
     /* Everything below is guarded by lock. */
-    sqlite3 *db;
-    sqlite3_stmt *st[ST_COUNT];
-    uint64_t seq;
-    struct touch touches[TOUCH_MAX];
-    size_t ntouch;
-    uint64_t last_flush_ms;
+    struct page_index *index; /* the sqlite rows (page_index.h) */
     struct inflight *inflight;
     struct pbuf *hot[HOT_MAX];
     size_t nhot;
@@ -311,42 +259,6 @@ static uint64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* ---- statements ---- */
-
-static sqlite3_stmt *stmt(struct page_cache *pc, enum stmt_id id)
-{
-    sqlite3_stmt *s = pc->st[id];
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    return s;
-}
-
-/* Steps a statement that returns no rows; returns the sqlite code (SQLITE_DONE on success). */
-static int exec_stmt(sqlite3_stmt *s)
-{
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    return rc;
-}
-
-static int tx_begin(struct page_cache *pc)
-{
-    return exec_stmt(stmt(pc, ST_BEGIN)) == SQLITE_DONE ? 0 : -EIO;
-}
-
-static int tx_commit(struct page_cache *pc)
-{
-    if (exec_stmt(stmt(pc, ST_COMMIT)) == SQLITE_DONE)
-        return 0;
-    exec_stmt(stmt(pc, ST_ROLLBACK));
-    return -EIO;
-}
-
-static void tx_rollback(struct page_cache *pc)
-{
-    exec_stmt(stmt(pc, ST_ROLLBACK));
 }
 
 static size_t page_len(const struct page_cache *pc, const struct pc_file *f, uint64_t idx)
@@ -714,75 +626,23 @@ static void prefetch_done(struct page_cache *pc, uint64_t bytes)
     pc->pf_reserved -= bytes;
 }
 
-/* ---- access order ---- */
-
-static int flush_touches(struct page_cache *pc)
-{
-    int rc = 0;
-    pc->last_flush_ms = now_ms();
-    if (!pc->ntouch)
-        return 0;
-    rc = tx_begin(pc);
-    if (rc < 0)
-        goto out_clear;
-    for (size_t i = 0; i < pc->ntouch; i++) {
-        sqlite3_stmt *s = stmt(pc, ST_PAGE_TOUCH);
-        sqlite3_bind_int64(s, 1, (int64_t)pc->touches[i].seq);
-        sqlite3_bind_int64(s, 2, pc->touches[i].file_id);
-        sqlite3_bind_int64(s, 3, (int64_t)pc->touches[i].idx);
-        if (exec_stmt(s) != SQLITE_DONE) {
-            tx_rollback(pc);
-            rc = -EIO;
-            goto out_clear;
-        }
-    }
-    rc = tx_commit(pc);
-out_clear:
-    /* On failure the touches are lost: the LRU order gets a little less exact, no more. */
-    pc->ntouch = 0;
-    return rc;
-}
-
-static void touch(struct page_cache *pc, int64_t file_id, uint64_t idx)
-{
-    uint64_t seq = ++pc->seq;
-    if (pc->ntouch && pc->touches[pc->ntouch - 1].file_id == file_id &&
-        pc->touches[pc->ntouch - 1].idx == idx) {
-        pc->touches[pc->ntouch - 1].seq = seq;
-    } else {
-        pc->touches[pc->ntouch].file_id = file_id;
-        pc->touches[pc->ntouch].idx = idx;
-        pc->touches[pc->ntouch].seq = seq;
-        pc->ntouch++;
-    }
-    if (pc->ntouch == TOUCH_MAX || now_ms() - pc->last_flush_ms >= TOUCH_FLUSH_MS)
-        flush_touches(pc);
-}
-
 /* ---- removal and eviction ---- */
 
 /* Reloads the resident counters from the index (after a failed transaction whose file
  * removals already happened). */
 static void recount(struct page_cache *pc)
 {
-    sqlite3_stmt *q = stmt(pc, ST_SUMS);
-    if (sqlite3_step(q) == SQLITE_ROW) {
-        pc->stats.pages_resident = (uint64_t)sqlite3_column_int64(q, 0);
-        pc->stats.bytes_resident = (uint64_t)sqlite3_column_int64(q, 1);
-    }
-    sqlite3_reset(q);
+    uint64_t max_seq;
+    page_index_sums(pc->index, &pc->stats.pages_resident, &pc->stats.bytes_resident, &max_seq);
 }
 
 /* Deletes the row of a page and its file. Returns 1 if a row was deleted. */
 static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, const char *fhash,
                        uint64_t len)
 {
-    sqlite3_stmt *s = stmt(pc, ST_PAGE_DEL);
-    sqlite3_bind_int64(s, 1, file_id);
-    sqlite3_bind_int64(s, 2, (int64_t)idx);
-    if (exec_stmt(s) != SQLITE_DONE)
+    int gone = page_index_page_delete(pc->index, file_id, idx);
+    if (gone < 0)
         return 0;
-    int gone = sqlite3_changes(pc->db) > 0;
     vm_forget(pc, file_id, idx);
     unread_forget(pc, file_id, idx);
     if (fhash)
@@ -827,7 +687,7 @@ static void maybe_evict(struct page_cache *pc)
 {
     if (pc->stats.bytes_resident <= pc->high_bytes && fs_free_bytes(pc) >= pc->min_free)
         return;
-    flush_touches(pc);
+    page_index_flush(pc->index);
     uint64_t after = 0;
     int take_unread = 0;
     for (;;) {
@@ -835,32 +695,12 @@ static void maybe_evict(struct page_cache *pc)
         if (done)
             break;
         int removed = 0, skipped = 0;
-        if (tx_begin(pc) < 0)
+        if (page_index_begin(pc->index) < 0)
             break;
-        sqlite3_stmt *s = stmt(pc, ST_LRU);
-        sqlite3_bind_int(s, 1, EVICT_BATCH);
-        sqlite3_bind_int64(s, 2, (int64_t)after);
-        /* Collect the batch first: deleting while stepping a SELECT on the same table is
-         * allowed by sqlite, but keeping the two apart is clearer. */
-        struct {
-            int64_t file_id;
-            uint64_t idx, len;
-            char fhash[33];
-            int has_hash;
-        } batch[EVICT_BATCH];
-        int n = 0;
-        while (n < EVICT_BATCH && sqlite3_step(s) == SQLITE_ROW) {
-            batch[n].file_id = sqlite3_column_int64(s, 0);
-            batch[n].idx = (uint64_t)sqlite3_column_int64(s, 1);
-            batch[n].len = (uint64_t)sqlite3_column_int64(s, 2);
-            const unsigned char *h = sqlite3_column_text(s, 3);
-            batch[n].has_hash = h && strlen((const char *)h) == 32;
-            if (batch[n].has_hash)
-                memcpy(batch[n].fhash, h, 33);
-            after = (uint64_t)sqlite3_column_int64(s, 4);
-            n++;
-        }
-        sqlite3_reset(s);
+        struct page_index_lru batch[EVICT_BATCH];
+        int n = page_index_lru(pc->index, after, batch, EVICT_BATCH);
+        if (n > 0)
+            after = batch[n - 1].seq;
         for (int i = 0; i < n; i++) {
             if (pc->stats.bytes_resident <= pc->low_bytes &&
                 fs_free_bytes(pc) >= pc->min_free)
@@ -871,13 +711,13 @@ static void maybe_evict(struct page_cache *pc)
                 continue;
             }
             if (remove_page(pc, batch[i].file_id, batch[i].idx,
-                            batch[i].has_hash ? batch[i].fhash : NULL, batch[i].len)) {
+                            batch[i].fhash[0] ? batch[i].fhash : NULL, batch[i].len)) {
                 pc->stats.evictions++;
                 pc->stats.prefetch_evicted_unread += (uint64_t)unread;
                 removed++;
             }
         }
-        if (tx_commit(pc) < 0) {
+        if (page_index_commit(pc->index) < 0) {
             recount(pc); /* rows whose files are gone are dropped when next read */
             break;
         }
@@ -919,39 +759,11 @@ static void write_failed(struct page_cache *pc, int err)
 static int row_read(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
                     struct page_row *r)
 {
-    size_t plen = page_len(pc, f, idx);
-    unsigned nb = page_store_blocks(&pc->store, plen);
-    sqlite3_stmt *s = stmt(pc, ST_PAGE_GET);
-    sqlite3_bind_int64(s, 1, f->file_id);
-    sqlite3_bind_int64(s, 2, (int64_t)idx);
-    if (sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_reset(s);
-        return 0;
-    }
-    memset(r, 0, sizeof(*r));
-    r->len = (uint64_t)sqlite3_column_int64(s, 0);
-    const unsigned char *blob = sqlite3_column_blob(s, 1);
-    int bytes = sqlite3_column_bytes(s, 1);
-    int64_t blocks = sqlite3_column_int64(s, 2);
-    r->flags = (uint32_t)sqlite3_column_int64(s, 3);
-    int ok = blob && bytes == (int)(nb * 8) && blocks > 0 &&
-             ((uint64_t)blocks & ~(uint64_t)page_store_full_mask(&pc->store, plen)) == 0 &&
-             (r->flags & ~CACHE_PAGE_ZSTD) == 0 &&
-             (!(r->flags & CACHE_PAGE_ZSTD) || (uint32_t)blocks == page_store_full_mask(&pc->store, plen));
-    if (ok) {
-        r->blocks = (uint32_t)blocks;
-        for (unsigned i = 0; i < nb; i++) {
-            uint64_t v = 0;
-            for (unsigned b = 0; b < 8; b++)
-                v |= (uint64_t)blob[i * 8 + b] << (8 * b);
-            r->sums[i] = v;
-        }
-    }
-    sqlite3_reset(s);
-    if (!ok) {
+    int rc = page_index_page_get(pc->index, &pc->store, f->file_id, idx, page_len(pc, f, idx), r);
+    if (rc == -EBADMSG)
         drop_corrupt(pc, f, idx, r->len, "has a damaged index row");
+    if (rc <= 0)
         return 0;
-    }
     vm_put_row(pc, f->file_id, idx, r);
     return 1;
 }
@@ -1002,27 +814,17 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
                        size_t plen, uint32_t m, const uint64_t *sums, uint32_t flags,
                        uint64_t stored, const char *tmp, int prefetch)
 {
-    unsigned char blob[CACHE_MAX_BLOCKS * 8];
     unsigned nb = page_store_blocks(&pc->store, plen);
     if (page_store_commit(&pc->store, tmp, f->fhash, idx) < 0) {
         pc->stats.write_errors++;
         return;
     }
-    page_row_encode_sums(sums, nb, blob);
-    sqlite3_stmt *s = stmt(pc, ST_PAGE_INS);
-    sqlite3_bind_int64(s, 1, f->file_id);
-    sqlite3_bind_int64(s, 2, (int64_t)idx);
-    sqlite3_bind_int64(s, 3, (int64_t)stored);
-    sqlite3_bind_blob(s, 4, blob, (int)(nb * 8), SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 5, (int64_t)++pc->seq);
-    sqlite3_bind_int64(s, 6, (int64_t)m);
-    sqlite3_bind_int64(s, 7, (int64_t)flags);
-    int rc = exec_stmt(s);
+    int rc = page_index_page_insert(pc->index, f->file_id, idx, stored, sums, nb, m, flags);
     vm_forget(pc, f->file_id, idx);
-    if (rc != SQLITE_DONE || sqlite3_changes(pc->db) == 0) {
+    if (rc <= 0) {
         /* The index refused the row, or the file's version was dropped meanwhile. */
         page_store_remove(&pc->store, f->fhash, idx);
-        if (rc != SQLITE_DONE)
+        if (rc < 0)
             pc->stats.write_errors++;
         return;
     }
@@ -1100,25 +902,17 @@ static void store_span(struct page_cache *pc, struct pc_file *f, const struct pb
         write_failed(pc, rc);
         goto out_unlock;
     }
-    unsigned char blob[CACHE_MAX_BLOCKS * 8];
     unsigned nb = page_store_blocks(&pc->store, plen);
     for (unsigned i = 0; i < nb; i++)
         if (add & (1u << i))
             r.sums[i] = sums[i];
-    page_row_encode_sums(r.sums, nb, blob);
     uint64_t added = page_store_mask_bytes(&pc->store, plen, add);
-    sqlite3_stmt *s = stmt(pc, ST_PAGE_UPD);
-    sqlite3_bind_int64(s, 1, (int64_t)(r.len + added));
-    sqlite3_bind_blob(s, 2, blob, (int)(nb * 8), SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, (int64_t)(r.blocks | add));
-    sqlite3_bind_int64(s, 4, f->file_id);
-    sqlite3_bind_int64(s, 5, (int64_t)pb->idx);
-    sqlite3_bind_int64(s, 6, (int64_t)r.blocks);
-    int sql_rc = exec_stmt(s);
+    int updated = page_index_page_update(pc->index, f->file_id, pb->idx, r.len + added, r.sums,
+                                         nb, r.blocks | add, r.blocks);
     vm_forget(pc, f->file_id, pb->idx);
-    if (sql_rc != SQLITE_DONE) {
+    if (updated < 0) {
         pc->stats.write_errors++;
-    } else if (sqlite3_changes(pc->db) > 0) {
+    } else if (updated > 0) {
         pc->stats.bytes_resident += added;
         if (prefetch)
             unread_add(pc, f->file_id, pb->idx, r.len + added);
@@ -1365,7 +1159,7 @@ retry:
 out_hit:
     pc->stats.hits++;
     pc->stats.bytes_hit += n;
-    touch(pc, f->file_id, idx);
+    page_index_touch(pc->index, f->file_id, idx);
     if (!prefetch)
         unread_forget(pc, f->file_id, idx);
     *out = pb;
@@ -1725,7 +1519,7 @@ static int map_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
     if (fd < 0)
         goto out_unlock; /* the read path finds it missing and refetches */
     *ext = (struct pc_extent){.fd = fd, .pos = a, .len = n};
-    touch(pc, f->file_id, idx);
+    page_index_touch(pc->index, f->file_id, idx);
     unread_forget(pc, f->file_id, idx);
     pc->stats.hits++;
     pc->stats.fd_hits++;
@@ -1909,27 +1703,32 @@ int page_cache_key_resident(struct page_cache *pc, const char *key, const char *
     return rc;
 }
 
+/* A page of a dropped file: its page file goes, the counters follow. */
+struct drop_ctx {
+    struct page_cache *pc;
+    const char *fhash;
+};
+
+static int drop_one(void *ud, uint64_t idx, uint64_t len)
+{
+    struct drop_ctx *d = ud;
+    page_store_remove(&d->pc->store, d->fhash, idx);
+    d->pc->stats.pages_resident--;
+    d->pc->stats.bytes_resident -= len;
+    return 0;
+}
+
 /* Drops every page of file row `file_id` and the row itself (inside a transaction). */
 static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
 {
-    sqlite3_stmt *s = stmt(pc, ST_FILE_PAGES);
-    sqlite3_bind_int64(s, 1, file_id);
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        uint64_t idx = (uint64_t)sqlite3_column_int64(s, 0);
-        uint64_t len = (uint64_t)sqlite3_column_int64(s, 1);
-        page_store_remove(&pc->store, fhash, idx);
-        pc->stats.pages_resident--;
-        pc->stats.bytes_resident -= len;
-    }
-    sqlite3_reset(s);
-    s = stmt(pc, ST_FILE_PAGES_DEL);
-    sqlite3_bind_int64(s, 1, file_id);
-    if (exec_stmt(s) != SQLITE_DONE)
-        return -EIO;
-    s = stmt(pc, ST_FILE_DEL);
-    sqlite3_bind_int64(s, 1, file_id);
-    if (exec_stmt(s) != SQLITE_DONE)
-        return -EIO;
+    struct drop_ctx d = {pc, fhash};
+    int rc = page_index_file_pages(pc->index, file_id, drop_one, &d);
+    if (rc == 0)
+        rc = page_index_file_pages_delete(pc->index, file_id);
+    if (rc == 0)
+        rc = page_index_file_delete(pc->index, file_id);
+    if (rc < 0)
+        return rc;
     hot_drop_file(pc, file_id);
     vm_forget_file(pc, file_id);
     unread_forget_file(pc, file_id);
@@ -1976,52 +1775,35 @@ int page_cache_open(struct page_cache *pc, const char *key, const char *version,
     }
     /* Whatever happens below, the row of key is what the index says afterwards. */
     fmap_del(pc, key, kh);
-    flush_touches(pc);
-    rc = tx_begin(pc);
+    page_index_flush(pc->index);
+    rc = page_index_begin(pc->index);
     if (rc < 0)
         goto out_unlock;
-    sqlite3_stmt *s = stmt(pc, ST_FILE_GET);
-    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(s, 0);
-        const char *v = (const char *)sqlite3_column_text(s, 1);
-        uint64_t old_size = (uint64_t)sqlite3_column_int64(s, 2);
-        const char *h = (const char *)sqlite3_column_text(s, 3);
-        if (v && strcmp(v, version) == 0 && old_size == size && h && strcmp(h, f->fhash) == 0) {
-            f->file_id = id;
-            sqlite3_reset(s);
+    struct page_index_file row;
+    rc = page_index_file_get(pc->index, key, &row);
+    if (rc < 0)
+        goto out_rollback;
+    if (rc == 1) {
+        int same = strcmp(row.version, version) == 0 && row.size == size &&
+                   strcmp(row.fhash, f->fhash) == 0;
+        if (same) {
+            f->file_id = row.id;
+            page_index_file_clear(&row);
             if (unchanged)
                 *unchanged = 1;
             goto out_commit;
         }
-        char old_hash[33] = "";
-        if (h && strlen(h) == 32)
-            memcpy(old_hash, h, 33);
-        sqlite3_reset(s);
-        rc = drop_file(pc, id, old_hash[0] ? old_hash : f->fhash);
+        /* Another version: its pages go (a malformed fhash names this version's files). */
+        rc = drop_file(pc, row.id, row.fhash[0] ? row.fhash : f->fhash);
+        page_index_file_clear(&row);
         if (rc < 0)
             goto out_rollback;
-    } else {
-        sqlite3_reset(s);
-        if (step != SQLITE_DONE) {
-            rc = -EIO;
-            goto out_rollback;
-        }
     }
-    s = stmt(pc, ST_FILE_INS);
-    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, version, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, (int64_t)size);
-    sqlite3_bind_int64(s, 4, mtime_ns);
-    sqlite3_bind_text(s, 5, f->fhash, -1, SQLITE_STATIC);
-    if (exec_stmt(s) != SQLITE_DONE) {
-        rc = -EIO;
+    rc = page_index_file_insert(pc->index, key, version, size, mtime_ns, f->fhash, &f->file_id);
+    if (rc < 0)
         goto out_rollback;
-    }
-    f->file_id = sqlite3_last_insert_rowid(pc->db);
 out_commit:
-    rc = tx_commit(pc);
+    rc = page_index_commit(pc->index);
     if (rc < 0) {
         recount(pc);
         goto out_unlock;
@@ -2033,7 +1815,7 @@ out_commit:
     return 0;
 
 out_rollback:
-    tx_rollback(pc);
+    page_index_rollback(pc->index);
     /* The rolled-back drop restored the rows, not the counters or files. */
     recount(pc);
 out_unlock:
@@ -2045,134 +1827,109 @@ out_free:
     return rc;
 }
 
+static int count_page(void *ud, uint64_t idx, uint64_t len)
+{
+    struct pc_residency *out = ud;
+    out->pages++;
+    out->bytes += len;
+    return 0;
+}
+
 int page_cache_residency(struct page_cache *pc, const char *key, struct pc_residency *out)
 {
-    int rc = 0;
+    struct page_index_file row;
     if (!pc || !key || !out)
         return -EINVAL;
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&pc->lock);
-    sqlite3_stmt *s = stmt(pc, ST_FILE_GET);
-    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(s, 0);
-        const char *v = (const char *)sqlite3_column_text(s, 1);
+    int rc = page_index_file_get(pc->index, key, &row);
+    if (rc == 1) {
         out->known = 1;
-        snprintf(out->version, sizeof(out->version), "%s", v ? v : "");
-        out->size = (uint64_t)sqlite3_column_int64(s, 2);
-        sqlite3_reset(s);
-        s = stmt(pc, ST_FILE_PAGES);
-        sqlite3_bind_int64(s, 1, id);
-        while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-            out->pages++;
-            out->bytes += (uint64_t)sqlite3_column_int64(s, 1);
-        }
-        if (step != SQLITE_DONE)
-            rc = -EIO;
-    } else if (step != SQLITE_DONE) {
-        rc = -EIO;
+        snprintf(out->version, sizeof(out->version), "%s", row.version);
+        out->size = row.size;
+        rc = page_index_file_pages(pc->index, row.id, count_page, out);
+        page_index_file_clear(&row);
     }
-    sqlite3_reset(s);
     pthread_mutex_unlock(&pc->lock);
-    return rc;
+    return rc < 0 ? rc : 0;
+}
+
+/* The pages of a key being evicted: their indexes, for unlinking after the commit. */
+struct evict_list {
+    uint64_t *idxs;
+    size_t n, cap;
+    uint64_t bytes;
+};
+
+static int evict_collect(void *ud, uint64_t idx, uint64_t len)
+{
+    struct evict_list *l = ud;
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 64;
+        uint64_t *t = realloc(l->idxs, ncap * sizeof(*t));
+        if (!t)
+            return -ENOMEM;
+        l->idxs = t;
+        l->cap = ncap;
+    }
+    l->idxs[l->n++] = idx;
+    l->bytes += len;
+    return 0;
 }
 
 int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages,
                          uint64_t *bytes)
 {
-    uint64_t n = 0, b = 0;
+    struct evict_list l = {0};
+    struct page_index_file row = {0};
     int rc = 0;
-    if (!pc || !key)
-        return -EINVAL;
-    pthread_mutex_lock(&pc->lock);
-    flush_touches(pc);
-    rc = tx_begin(pc);
-    if (rc < 0)
-        goto out_unlock;
-    sqlite3_stmt *s = stmt(pc, ST_FILE_GET);
-    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-    int step = sqlite3_step(s);
-    if (step != SQLITE_ROW) {
-        sqlite3_reset(s);
-        rc = step == SQLITE_DONE ? 0 : -EIO;
-        goto out_rollback;
-    }
-    int64_t id = sqlite3_column_int64(s, 0);
-    const char *h = (const char *)sqlite3_column_text(s, 3);
-    char fhash[33] = "";
-    if (h && strlen(h) == 32)
-        memcpy(fhash, h, 33);
-    sqlite3_reset(s);
-    if (!fhash[0]) {
-        rc = -EIO;
-        goto out_rollback;
-    }
-    /* Index rows go first (in the transaction); files are unlinked after the commit, so a
-     * crash leaves at worst orphan files, which fsck and start-up remove. */
-    s = stmt(pc, ST_FILE_PAGES);
-    sqlite3_bind_int64(s, 1, id);
-    uint64_t *idxs = NULL;
-    size_t cap = 0;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            uint64_t *t = realloc(idxs, ncap * sizeof(*t));
-            if (!t) {
-                rc = -ENOMEM;
-                break;
-            }
-            idxs = t;
-            cap = ncap;
-        }
-        idxs[n++] = (uint64_t)sqlite3_column_int64(s, 0);
-        b += (uint64_t)sqlite3_column_int64(s, 1);
-    }
-    sqlite3_reset(s);
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = -EIO;
-    if (rc < 0) {
-        free(idxs);
-        goto out_rollback;
-    }
-    s = stmt(pc, ST_FILE_PAGES_DEL);
-    sqlite3_bind_int64(s, 1, id);
-    if (exec_stmt(s) != SQLITE_DONE) {
-        free(idxs);
-        rc = -EIO;
-        goto out_rollback;
-    }
-    rc = tx_commit(pc);
-    if (rc < 0) {
-        free(idxs);
-        goto out_unlock;
-    }
-    for (size_t i = 0; i < n; i++) {
-        page_store_remove(&pc->store, fhash, idxs[i]);
-    }
-    free(idxs);
-    hot_drop_file(pc, id);
-    vm_forget_file(pc, id);
-    unread_forget_file(pc, id);
-    pc->stats.pages_resident -= n;
-    pc->stats.bytes_resident -= b;
-    pc->stats.evictions += n;
-    PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
-    pthread_mutex_unlock(&pc->lock);
-    if (pages)
-        *pages = n;
-    if (bytes)
-        *bytes = b;
-    return 0;
-
-out_rollback:
-    tx_rollback(pc);
-out_unlock:
-    pthread_mutex_unlock(&pc->lock);
     if (pages)
         *pages = 0;
     if (bytes)
         *bytes = 0;
+    if (!pc || !key)
+        return -EINVAL;
+    pthread_mutex_lock(&pc->lock);
+    page_index_flush(pc->index);
+    rc = page_index_begin(pc->index);
+    if (rc < 0)
+        goto out_unlock;
+    rc = page_index_file_get(pc->index, key, &row);
+    if (rc <= 0)
+        goto out_rollback; /* 0: nothing cached */
+    rc = row.fhash[0] ? 0 : -EIO;
+    /* Index rows go first (in the transaction); files are unlinked after the commit, so a
+     * crash leaves at worst orphan files, which fsck and start-up remove. */
+    if (rc == 0)
+        rc = page_index_file_pages(pc->index, row.id, evict_collect, &l);
+    if (rc == 0)
+        rc = page_index_file_pages_delete(pc->index, row.id);
+    if (rc < 0)
+        goto out_rollback;
+    rc = page_index_commit(pc->index);
+    if (rc < 0)
+        goto out_unlock;
+    for (size_t i = 0; i < l.n; i++)
+        page_store_remove(&pc->store, row.fhash, l.idxs[i]);
+    hot_drop_file(pc, row.id);
+    vm_forget_file(pc, row.id);
+    unread_forget_file(pc, row.id);
+    pc->stats.pages_resident -= l.n;
+    pc->stats.bytes_resident -= l.bytes;
+    pc->stats.evictions += l.n;
+    PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
+    if (pages)
+        *pages = l.n;
+    if (bytes)
+        *bytes = l.bytes;
+    goto out_unlock;
+
+out_rollback:
+    page_index_rollback(pc->index);
+out_unlock:
+    pthread_mutex_unlock(&pc->lock);
+    page_index_file_clear(&row);
+    free(l.idxs);
     return rc;
 }
 
@@ -2244,7 +2001,7 @@ void page_cache_wake(struct page_cache *pc)
 int page_cache_flush(struct page_cache *pc)
 {
     pthread_mutex_lock(&pc->lock);
-    int rc = flush_touches(pc);
+    int rc = page_index_flush(pc->index);
     PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
     pthread_mutex_unlock(&pc->lock);
     return rc;
@@ -2322,34 +2079,15 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
         snprintf(err, errlen, "out of memory");
         goto out_free;
     }
-    rc = cache_db_open(pc->dir, ps, &pc->db, err, errlen);
+    rc = page_index_create(pc->dir, ps, &pc->index, err, errlen);
     if (rc < 0)
         goto out_free;
-    for (int i = 0; i < ST_COUNT; i++) {
-        if (sqlite3_prepare_v3(pc->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &pc->st[i],
-                               NULL) != SQLITE_OK) {
-            snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(pc->db));
-            rc = -EIO;
-            goto out_stmts;
-        }
-    }
-    sqlite3_stmt *s = pc->st[ST_SUMS];
-    if (sqlite3_step(s) != SQLITE_ROW) {
-        snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(pc->db));
-        sqlite3_reset(s);
-        rc = -EIO;
-        goto out_stmts;
-    }
-    pc->stats.pages_resident = (uint64_t)sqlite3_column_int64(s, 0);
-    pc->stats.bytes_resident = (uint64_t)sqlite3_column_int64(s, 1);
-    pc->seq = (uint64_t)sqlite3_column_int64(s, 2);
-    sqlite3_reset(s);
+    recount(pc);
     page_store_clean_tmp(&pc->store);
-    pc->last_flush_ms = now_ms();
     if (pthread_mutex_init(&pc->lock, NULL) != 0) {
         rc = -ENOMEM;
         snprintf(err, errlen, "cannot create mutex");
-        goto out_stmts;
+        goto out_index;
     }
     if (pthread_cond_init(&pc->fetch_done, NULL) != 0) {
         rc = -ENOMEM;
@@ -2365,10 +2103,8 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
 
 out_mutex:
     pthread_mutex_destroy(&pc->lock);
-out_stmts:
-    for (int i = 0; i < ST_COUNT; i++)
-        sqlite3_finalize(pc->st[i]);
-    cache_db_close(pc->db);
+out_index:
+    page_index_destroy(pc->index);
 out_free:
     free(pc->unread);
     free(pc->fmap);
@@ -2383,7 +2119,7 @@ void page_cache_destroy(struct page_cache *pc)
     if (!pc)
         return;
     pthread_mutex_lock(&pc->lock);
-    flush_touches(pc);
+    page_index_flush(pc->index);
     PAGEFS_CHECK_INVARIANTS(page_cache_check_invariants(pc));
     for (size_t i = 0; i < pc->nhot; i++)
         pbuf_unref(pc->hot[i]);
@@ -2392,9 +2128,7 @@ void page_cache_destroy(struct page_cache *pc)
     while (pc->unread_oldest)
         unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
     pthread_mutex_unlock(&pc->lock);
-    for (int i = 0; i < ST_COUNT; i++)
-        sqlite3_finalize(pc->st[i]);
-    cache_db_close(pc->db);
+    page_index_destroy(pc->index);
     pthread_cond_destroy(&pc->fetch_done);
     pthread_mutex_destroy(&pc->lock);
     free(pc->unread);
@@ -2411,20 +2145,20 @@ void page_cache_destroy(struct page_cache *pc)
  * known file sits in the bucket of its hash, and the unread list and its sums agree. */
 static void page_cache_check_invariants(struct page_cache *pc)
 {
-    sqlite3_stmt *s = stmt(pc, ST_SUMS);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        uint64_t n = (uint64_t)sqlite3_column_int64(s, 0), b = (uint64_t)sqlite3_column_int64(s, 1);
+    uint64_t n, b, max_seq;
+    if (page_index_sums(pc->index, &n, &b, &max_seq) == 0) {
         if (n != pc->stats.pages_resident || b != pc->stats.bytes_resident)
             pagefs_invariant_failed("page_cache", "resident %" PRIu64 " pages, %" PRIu64
                                     " bytes; the index says %" PRIu64 ", %" PRIu64,
                                     pc->stats.pages_resident, pc->stats.bytes_resident, n, b);
-        if ((uint64_t)sqlite3_column_int64(s, 2) > pc->seq)
+        if (max_seq > page_index_seq(pc->index))
             pagefs_invariant_failed("page_cache", "access sequence behind the index");
     }
-    sqlite3_reset(s);
-    if (pc->nhot > pc->hot_max || pc->ntouch > TOUCH_MAX || pc->nfmap > FMAP_MAX)
+    if (pc->nhot > pc->hot_max || page_index_touches(pc->index) > PAGE_INDEX_TOUCH_MAX ||
+        pc->nfmap > FMAP_MAX)
         pagefs_invariant_failed("page_cache", "bounds: hot %zu/%zu, touches %zu, files %zu",
-                                pc->nhot, pc->hot_max, pc->ntouch, pc->nfmap);
+                                pc->nhot, pc->hot_max, page_index_touches(pc->index),
+                                pc->nfmap);
     for (size_t i = 0; i < pc->nhot; i++)
         if (atomic_load(&pc->hot[i]->refs) == 0 || !pbuf_whole(pc->hot[i]))
             pagefs_invariant_failed("page_cache", "hot set entry %zu", i);
@@ -2434,9 +2168,10 @@ static void page_cache_check_invariants(struct page_cache *pc)
         if (pc->vmarks[i].state != VM_EMPTY)
             page_cache_check_page(pc, pc->vmarks[i].file_id, pc->vmarks[i].idx);
     size_t nf = 0;
-    for (size_t b = 0; b < FMAP_BUCKETS; b++)
-        for (struct fent *e = pc->fmap[b]; e; e = e->next, nf++)
-            if ((e->hash & (FMAP_BUCKETS - 1)) != b || e->hash != XXH3_64bits(e->key, strlen(e->key)))
+    for (size_t k = 0; k < FMAP_BUCKETS; k++)
+        for (struct fent *e = pc->fmap[k]; e; e = e->next, nf++)
+            if ((e->hash & (FMAP_BUCKETS - 1)) != k ||
+                e->hash != XXH3_64bits(e->key, strlen(e->key)))
                 pagefs_invariant_failed("page_cache", "known file %s in the wrong bucket", e->key);
     if (nf != pc->nfmap)
         pagefs_invariant_failed("page_cache", "%zu known files counted as %zu", nf, pc->nfmap);
