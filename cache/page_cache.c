@@ -970,50 +970,59 @@ static void inflight_publish(struct page_cache *pc, struct inflight *in, int err
         inflight_free(in);
 }
 
+/* Under the lock: registers a fetch of blocks `mask` of page idx of f (no fetch of it may be in
+ * flight), counted as a miss; a prefetch's fetch is flagged so that its failure is not a
+ * reader's. Returns the entry, or NULL when out of memory. */
+static struct inflight *inflight_register(struct page_cache *pc, const struct pc_file *f,
+                                          uint64_t idx, uint32_t mask, int prefetch)
+{
+    struct inflight *in = calloc(1, sizeof(*in));
+    if (!in)
+        return NULL;
+    in->file_id = f->file_id;
+    in->idx = idx;
+    in->mask = mask;
+    in->prefetch = prefetch;
+    in->next = pc->inflight;
+    pc->inflight = in;
+    pc->stats.misses++;
+    return in;
+}
+
+/* Without the lock: len bytes at off of the version f pinned, from the store. An object
+ * shorter than its recorded size is an error (-EIO): never cache that. */
+static int fetch_range(struct page_cache *pc, const struct pc_file *f, uint64_t off, size_t len,
+                       void *buf)
+{
+    ssize_t n = pc->be->ops->read_range(pc->be, f->key, f->version, off, len, buf);
+    if (n < 0)
+        return (int)n;
+    return (size_t)n == len ? 0 : -EIO;
+}
+
 /* Called with the lock held and no inflight entry for the page: fetches the blocks of span m
  * with one read_range, stores them, and publishes the result to waiters. Returns with the
  * lock held. */
 static int fetch_blocks(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t plen,
                         uint32_t m, int prefetch, struct pbuf **out)
 {
-    struct inflight *in = calloc(1, sizeof(*in));
     struct pbuf *pb = NULL;
-    int rc = 0;
+    size_t off, end;
+    int rc;
 
+    struct inflight *in = inflight_register(pc, f, idx, m, 0);
     if (!in)
         return -ENOMEM;
-    in->file_id = f->file_id;
-    in->idx = idx;
-    in->mask = m;
-    in->next = pc->inflight;
-    pc->inflight = in;
-    pc->stats.misses++;
     if (m != page_store_full_mask(&pc->store, plen))
         pc->stats.partial_fetches++;
     pthread_mutex_unlock(&pc->lock);
 
-    size_t off = (size_t)page_mask_lo(m) * pc->store.block_size;
-    size_t end = (size_t)(page_mask_hi(m) + 1) * pc->store.block_size;
-    if (end > plen)
-        end = plen;
+    page_store_span(&pc->store, plen, page_mask_lo(m), page_mask_hi(m), &off, &end);
     pb = pbuf_new(f->file_id, idx, plen, off, end - off);
-    if (!pb) {
-        rc = -ENOMEM;
-        goto out_lock;
-    }
-    ssize_t n = pc->be->ops->read_range(pc->be, f->key, f->version,
-                                        idx * pc->store.page_size + off, end - off, pb->data);
-    if (n < 0) {
-        rc = (int)n;
-        goto out_lock;
-    }
-    if ((size_t)n != end - off) {
-        rc = -EIO; /* the object is shorter than its recorded size: never cache that */
-        goto out_lock;
-    }
-    store_page(pc, f, pb, prefetch);
+    rc = pb ? fetch_range(pc, f, idx * pc->store.page_size + off, end - off, pb->data) : -ENOMEM;
+    if (rc == 0)
+        store_page(pc, f, pb, prefetch);
 
-out_lock:
     pthread_mutex_lock(&pc->lock);
     if (rc == 0) {
         pc->stats.bytes_fetched += end - off;
@@ -1029,144 +1038,183 @@ out_lock:
     return rc;
 }
 
-/* Verified bytes [in_page, in_page + n) of page idx of f, in a pbuf that covers them (one
- * reference, caller unrefs). */
-static int get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t in_page,
-                     size_t n, unsigned flags, struct pbuf **out)
+/* One read of bytes [in_page, in_page + n) of page idx of f (see get_range). */
+struct page_read {
+    struct pc_file *f;
+    uint64_t idx;
+    size_t in_page, n, plen;
+    uint32_t need, full; /* the blocks the read needs; every block of the page */
+    int random, prefetch;
+};
+
+/* Under the lock: serves the read from the page file when the page has every block it needs,
+ * verified as the level asks: 1 with *out; 0 when it lacks some (*have: the blocks it has;
+ * a damaged page is dropped first, and has none); or -errno. Unlocks while it reads. */
+static int read_resident(struct page_cache *pc, const struct page_read *rd, uint32_t *have,
+                         struct pbuf **out)
 {
-    size_t plen = page_len(pc, f, idx);
-    uint32_t need = page_store_range_mask(&pc->store, in_page, in_page + n);
-    uint32_t full = page_store_full_mask(&pc->store, plen);
-    int random = (flags & PC_READ_RANDOM) != 0;
-    int prefetch = (flags & PC_FETCH_PREFETCH) != 0;
-    int rc = 0, retries = 0;
-    struct pbuf *pb;
-    *out = NULL;
-
-    pthread_mutex_lock(&pc->lock);
-retry:
-    pb = hot_find(pc, f->file_id, idx);
-    if (pb)
-        goto out_hit;
-
     struct page_row r;
-    uint32_t have = 0;
-    if (row_get(pc, f, idx, &r)) {
-        have = r.blocks;
-        if ((have & need) == need) {
-            /* What to read: a compressed page whole; a whole page for a non-random reader
-             * (the hot set then serves the kernel's next reads of it), and under verify=once
-             * for any reader (it is marked, and mapped from then on); else only the blocks
-             * this read needs. Every block read is hashed unless verify=none. */
-            int zstd = (r.flags & CACHE_PAGE_ZSTD) != 0;
-            int check = pc->verify != PC_VERIFY_NONE;
-            int whole = zstd || (have == full && (!random || pc->verify == PC_VERIFY_ONCE));
-            unsigned lo = whole ? 0 : page_mask_lo(need), hi = whole ? page_mask_hi(full) : page_mask_hi(need);
-            int mark = whole && !zstd && pc->verify == PC_VERIFY_ONCE;
-            uint64_t token = mark ? vm_begin(pc, f->file_id, idx, &r) : 0;
-            char path[4096];
-            page_store_path(&pc->store, f->fhash, idx, 0, path, sizeof(path));
-            /* Opened under the lock: eviction may unlink it later, our descriptor stays good. */
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            pthread_mutex_unlock(&pc->lock);
-            rc = -EBADMSG;
-            if (fd >= 0) {
-                rc = load_page(pc, fd, f->file_id, idx, plen, &r, lo, hi, check, &pb);
-                close(fd);
-            }
-            pthread_mutex_lock(&pc->lock);
-            if (rc == 0) {
-                if (check)
-                    pc->stats.bytes_verified += zstd ? plen : pb->len;
-                if (mark) {
-                    vm_end(pc, f->file_id, idx, token); /* read and verified whole */
-                    pc->stats.verified++;
-                }
-                if (!random)
-                    hot_insert(pc, pb);
-                goto out_hit;
-            }
-            if (rc != -EBADMSG)
-                goto out_unlock;
-            /* Damaged or missing: drop it (if it was not dropped meanwhile) and refetch. */
-            rc = 0;
-            drop_corrupt(pc, f, idx, r.len,
-                         fd >= 0 ? "is damaged (size or checksum)" : "lost its page file");
-            have = 0;
-        }
+    *have = 0;
+    if (!row_get(pc, rd->f, rd->idx, &r))
+        return 0;
+    *have = r.blocks;
+    if ((r.blocks & rd->need) != rd->need)
+        return 0;
+    /* What to read: a compressed page whole; a whole page for a non-random reader (the hot
+     * set then serves the kernel's next reads of it), and under verify=once for any reader
+     * (it is marked, and mapped from then on); else only the blocks this read needs. Every
+     * block read is hashed unless verify=none. */
+    int zstd = (r.flags & CACHE_PAGE_ZSTD) != 0;
+    int check = pc->verify != PC_VERIFY_NONE;
+    int whole = zstd || (r.blocks == rd->full && (!rd->random || pc->verify == PC_VERIFY_ONCE));
+    unsigned lo = whole ? 0 : page_mask_lo(rd->need);
+    unsigned hi = whole ? page_mask_hi(rd->full) : page_mask_hi(rd->need);
+    int mark = whole && !zstd && pc->verify == PC_VERIFY_ONCE;
+    uint64_t token = mark ? vm_begin(pc, rd->f->file_id, rd->idx, &r) : 0;
+    char path[4096];
+    struct pbuf *pb = NULL;
+    page_store_path(&pc->store, rd->f->fhash, rd->idx, 0, path, sizeof(path));
+    /* Opened under the lock: eviction may unlink it later, our descriptor stays good. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    pthread_mutex_unlock(&pc->lock);
+    int rc = -EBADMSG;
+    if (fd >= 0) {
+        rc = load_page(pc, fd, rd->f->file_id, rd->idx, rd->plen, &r, lo, hi, check, &pb);
+        close(fd);
     }
+    pthread_mutex_lock(&pc->lock);
+    if (rc == 0) {
+        if (check)
+            pc->stats.bytes_verified += zstd ? rd->plen : pb->len;
+        if (mark) {
+            vm_end(pc, rd->f->file_id, rd->idx, token); /* read and verified whole */
+            pc->stats.verified++;
+        }
+        if (!rd->random)
+            hot_insert(pc, pb);
+        *out = pb;
+        return 1;
+    }
+    if (rc != -EBADMSG)
+        return rc;
+    /* Damaged or missing: drop it (if it was not dropped meanwhile); the caller refetches. */
+    drop_corrupt(pc, rd->f, rd->idx, r.len,
+                 fd >= 0 ? "is damaged (size or checksum)" : "lost its page file");
+    *have = 0;
+    return 0;
+}
 
-    struct inflight *in = inflight_find(pc, f->file_id, idx);
-    if (in) {
-        int was_prefetch = in->prefetch;
-        const struct backend_call *call = backend_call_current();
-        in->waiters++;
-        pc->stats.singleflight_waits++;
-        if (was_prefetch)
-            pc->stats.prefetch_waits++;
-        while (!in->done && !backend_call_cancelled(call))
-            pthread_cond_wait(&pc->fetch_done, &pc->lock);
-        if (!in->done) {
-            /* Cancelled (page_cache_wake woke us): leave; the owner frees the entry when it
-             * publishes to no waiters. */
-            in->waiters--;
-            rc = -EINTR;
-            goto out_unlock;
-        }
-        rc = in->err;
-        int covers = rc == 0 && in->pb && pbuf_covers(in->pb, in_page, n);
-        if (covers) {
-            *out = pbuf_ref(in->pb);
-            if (!prefetch)
-                unread_forget(pc, f->file_id, idx); /* a prefetched page, read now */
-        }
-        if (--in->waiters == 0)
-            inflight_free(in);
-        if (rc == 0 && !covers)
-            goto retry; /* it fetched other blocks of the page: look again */
-        /* A failed read-ahead is not the reader's failure: look again (another fetch may
-         * have started meanwhile), and fetch it ourselves if nobody does. */
-        if (rc < 0 && was_prefetch && retries++ < 3) {
-            rc = 0;
-            goto retry;
-        }
-        /* Nor is the failure of a fetch whose owner was interrupted (someone else's Ctrl-C). */
-        if (rc == -EINTR && !backend_call_cancelled(call)) {
-            rc = 0;
-            goto retry;
-        }
-        goto out_unlock;
+/* Under the lock: waits for the fetch of the page in flight. 1 when it covers the read (*out);
+ * 0 to look again (it fetched other blocks; or it failed for reasons that are not this
+ * reader's: a read-ahead, a few times, or a fetch whose owner was interrupted); or -errno
+ * (-EINTR when this reader's own request was interrupted while it waited). */
+static int join_fetch(struct page_cache *pc, const struct page_read *rd, struct inflight *in,
+                      int *retries, struct pbuf **out)
+{
+    int was_prefetch = in->prefetch;
+    const struct backend_call *call = backend_call_current();
+    in->waiters++;
+    pc->stats.singleflight_waits++;
+    if (was_prefetch)
+        pc->stats.prefetch_waits++;
+    while (!in->done && !backend_call_cancelled(call))
+        pthread_cond_wait(&pc->fetch_done, &pc->lock);
+    if (!in->done) {
+        /* Cancelled (page_cache_wake woke us): leave; the owner frees the entry when it
+         * publishes to no waiters. */
+        in->waiters--;
+        return -EINTR;
     }
-    /* One GET of the run of missing blocks around the first block this read lacks: for a
-     * random reader only blocks the read needs, otherwise the page's whole hole there.
-     * Never a block the page has; if the read needs more runs, look again. */
-    uint32_t want = need & ~have;
-    uint32_t runs = random ? want : full & ~have;
+    int rc = in->err;
+    int covers = rc == 0 && in->pb && pbuf_covers(in->pb, rd->in_page, rd->n);
+    if (covers) {
+        *out = pbuf_ref(in->pb);
+        if (!rd->prefetch)
+            unread_forget(pc, rd->f->file_id, rd->idx); /* a prefetched page, read now */
+    }
+    if (--in->waiters == 0)
+        inflight_free(in);
+    if (covers)
+        return 1;
+    if (rc == 0)
+        return 0;
+    if (was_prefetch && (*retries)++ < 3)
+        return 0; /* another fetch may have started meanwhile; else we fetch it ourselves */
+    if (rc == -EINTR && !backend_call_cancelled(call))
+        return 0;
+    return rc;
+}
+
+/* Under the lock, no fetch of the page in flight: one GET of the run of missing blocks around
+ * the first block the read lacks - for a random reader only blocks the read needs, otherwise
+ * the page's whole hole there; never a block the page has. 1 when that covers the read
+ * (*out), 0 when it needs more runs (look again), or -errno. */
+static int fetch_missing(struct page_cache *pc, const struct page_read *rd, uint32_t have,
+                         struct pbuf **out)
+{
+    uint32_t want = rd->need & ~have;
+    uint32_t runs = rd->random ? want : rd->full & ~have;
     unsigned a = page_mask_lo(want), b = a;
     while (a > 0 && (runs & (1u << (a - 1))))
         a--;
     while (b + 1 < CACHE_MAX_BLOCKS && (runs & (1u << (b + 1))))
         b++;
-    uint32_t m = page_span_mask(a, b);
-    rc = fetch_blocks(pc, f, idx, plen, m, prefetch, out);
-    if (rc == 0 && !pbuf_covers(*out, in_page, n)) {
-        pbuf_unref(*out);
-        *out = NULL;
-        goto retry;
-    }
-    goto out_unlock;
+    int rc = fetch_blocks(pc, rd->f, rd->idx, rd->plen, page_span_mask(a, b), rd->prefetch, out);
+    if (rc < 0)
+        return rc;
+    if (pbuf_covers(*out, rd->in_page, rd->n))
+        return 1;
+    pbuf_unref(*out);
+    *out = NULL;
+    return 0;
+}
 
-out_hit:
-    pc->stats.hits++;
-    pc->stats.bytes_hit += n;
-    page_index_touch(pc->index, f->file_id, idx);
-    if (!prefetch)
-        unread_forget(pc, f->file_id, idx);
-    *out = pb;
-out_unlock:
+/* Verified bytes [in_page, in_page + n) of page idx of f, in a pbuf that covers them (one
+ * reference, caller unrefs): from the hot set, from the page file, from a fetch in flight, or
+ * fetched; each look may change what the next one finds, so it looks until one serves. */
+static int get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t in_page,
+                     size_t n, unsigned flags, struct pbuf **out)
+{
+    struct page_read rd = {
+        .f = f,
+        .idx = idx,
+        .in_page = in_page,
+        .n = n,
+        .plen = page_len(pc, f, idx),
+        .need = page_store_range_mask(&pc->store, in_page, in_page + n),
+        .random = (flags & PC_READ_RANDOM) != 0,
+        .prefetch = (flags & PC_FETCH_PREFETCH) != 0,
+    };
+    rd.full = page_store_full_mask(&pc->store, rd.plen);
+    int rc = 0, hit = 0, retries = 0;
+    *out = NULL;
+
+    pthread_mutex_lock(&pc->lock);
+    for (;;) {
+        uint32_t have = 0;
+        *out = hot_find(pc, f->file_id, idx);
+        hit = *out != NULL;
+        if (!hit) {
+            rc = read_resident(pc, &rd, &have, out);
+            hit = rc > 0;
+        }
+        if (hit || rc < 0)
+            break;
+        struct inflight *in = inflight_find(pc, f->file_id, idx);
+        rc = in ? join_fetch(pc, &rd, in, &retries, out) : fetch_missing(pc, &rd, have, out);
+        if (rc != 0)
+            break;
+    }
+    if (hit) {
+        pc->stats.hits++;
+        pc->stats.bytes_hit += n;
+        page_index_touch(pc->index, f->file_id, idx);
+        if (!rd.prefetch)
+            unread_forget(pc, f->file_id, idx);
+    }
     PAGEFS_CHECK_INVARIANTS(page_cache_check_page(pc, f->file_id, idx));
     pthread_mutex_unlock(&pc->lock);
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 /* ---- read-ahead ---- */
@@ -1195,20 +1243,13 @@ static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx,
 {
     size_t plen = page_len(pc, f, idx);
     uint32_t missing = page_store_full_mask(&pc->store, plen) & ~have;
-    struct inflight *in = calloc(1, sizeof(*in));
     struct pbuf *pb = NULL;
     uint64_t fetched = 0;
     int rc = 0;
 
+    struct inflight *in = inflight_register(pc, f, idx, missing, 1);
     if (!in)
         return -ENOMEM;
-    in->file_id = f->file_id;
-    in->idx = idx;
-    in->mask = missing;
-    in->prefetch = 1;
-    in->next = pc->inflight;
-    pc->inflight = in;
-    pc->stats.misses++;
     pc->stats.partial_fetches++;
     pthread_mutex_unlock(&pc->lock);
 
@@ -1222,17 +1263,9 @@ static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx,
         while (b + 1 < CACHE_MAX_BLOCKS && (m & (1u << (b + 1))))
             b++;
         m &= ~page_span_mask(a, b);
-        size_t off = (size_t)a * pc->store.block_size;
-        size_t end = (size_t)(b + 1) * pc->store.block_size;
-        if (end > plen)
-            end = plen;
-        ssize_t got = pc->be->ops->read_range(pc->be, f->key, f->version,
-                                              idx * pc->store.page_size + off, end - off,
-                                              pb->data + off);
-        if (got < 0)
-            rc = (int)got;
-        else if ((size_t)got != end - off)
-            rc = -EIO;
+        size_t off, end;
+        page_store_span(&pc->store, plen, a, b, &off, &end);
+        rc = fetch_range(pc, f, idx * pc->store.page_size + off, end - off, pb->data + off);
         if (rc == 0) {
             store_span(pc, f, pb, a, b, 1);
             fetched += end - off;
@@ -1270,20 +1303,13 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     if (!ins)
         return -ENOMEM;
     for (; registered < n; registered++) {
-        struct inflight *in = calloc(1, sizeof(*in));
-        if (!in) {
+        uint32_t mask = page_store_full_mask(&pc->store, page_len(pc, f, idx + registered));
+        ins[registered] = inflight_register(pc, f, idx + registered, mask, 1);
+        if (!ins[registered]) {
             rc = -ENOMEM;
             goto out_publish;
         }
-        in->file_id = f->file_id;
-        in->idx = idx + registered;
-        in->mask = page_store_full_mask(&pc->store, page_len(pc, f, idx + registered));
-        in->prefetch = 1;
-        in->next = pc->inflight;
-        pc->inflight = in;
-        ins[registered] = in;
     }
-    pc->stats.misses += n;
     pthread_mutex_unlock(&pc->lock);
 
     /* Buffers from the fetch buffer pool, as pbuf_new_fetch's; a run's of whole pages. */
@@ -1297,12 +1323,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         rc = -ENOMEM;
         goto out_lock;
     }
-    ssize_t got = pc->be->ops->read_range(pc->be, f->key, f->version, off, total,
-                                          one ? one->data : buf);
-    if (got < 0)
-        rc = (int)got;
-    else if ((size_t)got != total)
-        rc = -EIO; /* shorter than its recorded size: never cache that */
+    rc = fetch_range(pc, f, off, total, one ? one->data : buf);
     if (rc < 0)
         goto out_lock;
 
