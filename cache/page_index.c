@@ -242,8 +242,7 @@ int page_index_page_insert(struct page_index *pi, int64_t file_id, uint64_t idx,
 }
 
 int page_index_page_update(struct page_index *pi, int64_t file_id, uint64_t idx, uint64_t len,
-                           const uint64_t *sums, unsigned nb, uint32_t blocks,
-                           uint32_t old_blocks)
+                           const uint64_t *sums, unsigned nb, uint32_t blocks, uint32_t old_blocks)
 {
     unsigned char blob[CACHE_MAX_BLOCKS * 8];
     page_row_encode_sums(sums, nb, blob);

@@ -63,8 +63,7 @@ int page_index_page_insert(struct page_index *pi, int64_t file_id, uint64_t idx,
                            const uint64_t *sums, unsigned nb, uint32_t blocks, uint32_t flags);
 /* Updates a row to len, sums and blocks if it still has old_blocks: 1 when updated, else 0. */
 int page_index_page_update(struct page_index *pi, int64_t file_id, uint64_t idx, uint64_t len,
-                           const uint64_t *sums, unsigned nb, uint32_t blocks,
-                           uint32_t old_blocks);
+                           const uint64_t *sums, unsigned nb, uint32_t blocks, uint32_t old_blocks);
 /* 1 when a row was deleted, 0 when there was none. */
 int page_index_page_delete(struct page_index *pi, int64_t file_id, uint64_t idx);
 

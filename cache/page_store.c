@@ -234,8 +234,7 @@ out_unlink:
     return rc;
 }
 
-int page_store_commit(const struct page_store *ps, const char *tmp, const char *fhash,
-                      uint64_t idx)
+int page_store_commit(const struct page_store *ps, const char *tmp, const char *fhash, uint64_t idx)
 {
     char path[4096];
     page_store_path(ps, fhash, idx, 0, path, sizeof(path));
@@ -253,8 +252,8 @@ int page_store_commit(const struct page_store *ps, const char *tmp, const char *
     return rc;
 }
 
-int page_store_fill(const struct page_store *ps, int fd, const unsigned char *data,
-                    size_t data_off, size_t plen, uint32_t add)
+int page_store_fill(const struct page_store *ps, int fd, const unsigned char *data, size_t data_off,
+                    size_t plen, uint32_t add)
 {
     int rc = 0;
     for (uint32_t m = add; m && rc == 0;) {

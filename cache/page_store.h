@@ -24,10 +24,10 @@
 
 /* Where page files live and how pages are cut. */
 struct page_store {
-    const char *dir;      /* the cache directory (borrowed) */
-    uint32_t page_size;   /* a power of two */
-    uint32_t block_size;  /* cache_block_size(page_size) */
-    int zlevel;           /* zstd level for new whole pages; 0: never compress */
+    const char *dir;     /* the cache directory (borrowed) */
+    uint32_t page_size;  /* a power of two */
+    uint32_t block_size; /* cache_block_size(page_size) */
+    int zlevel;          /* zstd level for new whole pages; 0: never compress */
 };
 
 /* A page's index row, decoded: what it occupies on disk, which blocks it has, one checksum
@@ -131,8 +131,8 @@ int page_store_commit(const struct page_store *ps, const char *tmp, const char *
                       uint64_t idx);
 /* Writes the blocks of `add` (data holds bytes [data_off, ...) of the page) into the holes of
  * the open page file fd, run by run. */
-int page_store_fill(const struct page_store *ps, int fd, const unsigned char *data,
-                    size_t data_off, size_t plen, uint32_t add);
+int page_store_fill(const struct page_store *ps, int fd, const unsigned char *data, size_t data_off,
+                    size_t plen, uint32_t add);
 /* Removes page idx of fhash's file (a missing one is fine). */
 void page_store_remove(const struct page_store *ps, const char *fhash, uint64_t idx);
 /* Removes whatever is left in CACHE_DIR/tmp/ (page writes a crash interrupted). */

@@ -1,0 +1,334 @@
+/*
+ * page_cache_files.c - object versions in the page cache: opening (pinning) a version,
+ * residency, evicting a key, pc_file handles (see page_cache.h).
+ *
+ * Design: an object version (key, version) has one row in `files` (one row per key: a new
+ * version replaces the row and drops the old version's pages); its page files are named by
+ * fhash, the hex XXH3-128 of key "\0" version, never by sqlite row ids, so a reset index
+ * cannot point at another object's stale file. An open of a version this run already knows
+ * (the fmap of page_tables.c) touches no index; any other open runs one transaction and puts
+ * the key's fmap entry back only after it committed, so an entry always matches the index.
+ * Evicting a key deletes its page rows in a transaction and unlinks the files after the
+ * commit (a crash leaves at worst orphan files, which fsck and start-up remove).
+ *
+ * Invariants (under pc->lock): only page_cache_open() changes files rows; an fmap entry of a
+ * key equals its files row. pc_file reference counts are atomics.
+ * Lock order: pc->lock only.
+ */
+#include "cache/page_cache_int.h"
+
+#include "backends/backend.h"
+#include "backends/invariants.h"
+#include "cache/buf_pool.h"
+#include "cache/page_index.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* Under the lock: 1 if every page of f is resident whole (in the hot set, or by its row). */
+static int resident_whole(struct page_cache *pc, const struct pc_file *f)
+{
+    uint64_t npages = (f->size + pc->store.page_size - 1) / pc->store.page_size;
+    for (uint64_t i = 0; i < npages; i++) {
+        int hot = 0;
+        for (size_t k = 0; k < pc->nhot && !hot; k++)
+            hot = pc->hot[k]->file_id == f->file_id && pc->hot[k]->idx == i;
+        struct page_row r;
+        if (!hot && (!pc_row_get(pc, f, i, &r) ||
+                     r.blocks != page_store_full_mask(&pc->store, pc_page_len(pc, f, i))))
+            return 0;
+    }
+    return 1;
+}
+
+int page_cache_resident(struct page_cache *pc, struct pc_file *f)
+{
+    if (!pc || !f)
+        return -EINVAL;
+    pthread_mutex_lock(&pc->lock);
+    int rc = resident_whole(pc, f);
+    pthread_mutex_unlock(&pc->lock);
+    return rc;
+}
+
+int page_cache_key_resident(struct page_cache *pc, const char *key, const char *version,
+                            uint64_t size)
+{
+    if (!pc || !key || !version)
+        return -EINVAL;
+    uint64_t h = XXH3_64bits(key, strlen(key));
+    int rc = 0;
+    pthread_mutex_lock(&pc->lock);
+    struct fent *e = pc_fmap_find(pc, key, h);
+    if (e && e->size == size && strcmp(e->version, version) == 0) {
+        struct pc_file f = {.file_id = e->file_id, .size = e->size};
+        memcpy(f.fhash, e->fhash, sizeof(f.fhash));
+        rc = resident_whole(pc, &f);
+    }
+    pthread_mutex_unlock(&pc->lock);
+    return rc;
+}
+
+/* A page of a dropped file: its page file goes, the counters follow. */
+struct drop_ctx {
+    struct page_cache *pc;
+    const char *fhash;
+};
+
+static int drop_one(void *ud, uint64_t idx, uint64_t len)
+{
+    struct drop_ctx *d = ud;
+    page_store_remove(&d->pc->store, d->fhash, idx);
+    d->pc->stats.pages_resident--;
+    d->pc->stats.bytes_resident -= len;
+    return 0;
+}
+
+/* Drops every page of file row `file_id` and the row itself (inside a transaction). */
+static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
+{
+    struct drop_ctx d = {pc, fhash};
+    int rc = page_index_file_pages(pc->index, file_id, drop_one, &d);
+    if (rc == 0)
+        rc = page_index_file_pages_delete(pc->index, file_id);
+    if (rc == 0)
+        rc = page_index_file_delete(pc->index, file_id);
+    if (rc < 0)
+        return rc;
+    pc_hot_drop_file(pc, file_id);
+    pc_vm_forget_file(pc, file_id);
+    pc_unread_forget_file(pc, file_id);
+    return 0;
+}
+
+int page_cache_open(struct page_cache *pc, const char *key, const char *version, uint64_t size,
+                    int64_t mtime_ns, struct pc_file **out, int *unchanged)
+{
+    int rc;
+    if (!pc || !key || !version || !out)
+        return -EINVAL;
+    *out = NULL;
+    if (unchanged)
+        *unchanged = 0;
+    struct pc_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    atomic_init(&f->refs, 1);
+    f->key = strdup(key);
+    f->version = strdup(version);
+    f->size = size;
+    f->mtime_ns = mtime_ns;
+    if (!f->key || !f->version) {
+        rc = -ENOMEM;
+        goto out_free;
+    }
+    rc = page_store_fhash(key, version, f->fhash);
+    if (rc < 0)
+        goto out_free;
+
+    uint64_t kh = XXH3_64bits(key, strlen(key));
+    pthread_mutex_lock(&pc->lock);
+    /* Warm path: a version the cache knows is opened from memory, no index access. */
+    struct fent *known = pc_fmap_find(pc, key, kh);
+    if (known && known->size == size && strcmp(known->version, version) == 0 &&
+        strcmp(known->fhash, f->fhash) == 0) {
+        f->file_id = known->file_id;
+        pthread_mutex_unlock(&pc->lock);
+        if (unchanged)
+            *unchanged = 1;
+        *out = f;
+        return 0;
+    }
+    /* Whatever happens below, the row of key is what the index says afterwards. */
+    pc_fmap_del(pc, key, kh);
+    page_index_flush(pc->index);
+    rc = page_index_begin(pc->index);
+    if (rc < 0)
+        goto out_unlock;
+    struct page_index_file row;
+    rc = page_index_file_get(pc->index, key, &row);
+    if (rc < 0)
+        goto out_rollback;
+    if (rc == 1) {
+        int same = strcmp(row.version, version) == 0 && row.size == size &&
+                   strcmp(row.fhash, f->fhash) == 0;
+        if (same) {
+            f->file_id = row.id;
+            page_index_file_clear(&row);
+            if (unchanged)
+                *unchanged = 1;
+            goto out_commit;
+        }
+        /* Another version: its pages go (a malformed fhash names this version's files). */
+        rc = drop_file(pc, row.id, row.fhash[0] ? row.fhash : f->fhash);
+        page_index_file_clear(&row);
+        if (rc < 0)
+            goto out_rollback;
+    }
+    rc = page_index_file_insert(pc->index, key, version, size, mtime_ns, f->fhash, &f->file_id);
+    if (rc < 0)
+        goto out_rollback;
+out_commit:
+    rc = page_index_commit(pc->index);
+    if (rc < 0) {
+        pc_recount(pc);
+        goto out_unlock;
+    }
+    pc_fmap_put(pc, key, kh, version, size, f->file_id, f->fhash);
+    PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
+    pthread_mutex_unlock(&pc->lock);
+    *out = f;
+    return 0;
+
+out_rollback:
+    page_index_rollback(pc->index);
+    /* The rolled-back drop restored the rows, not the counters or files. */
+    pc_recount(pc);
+out_unlock:
+    pthread_mutex_unlock(&pc->lock);
+out_free:
+    free(f->key);
+    free(f->version);
+    free(f);
+    return rc;
+}
+
+static int count_page(void *ud, uint64_t idx, uint64_t len)
+{
+    struct pc_residency *out = ud;
+    out->pages++;
+    out->bytes += len;
+    return 0;
+}
+
+int page_cache_residency(struct page_cache *pc, const char *key, struct pc_residency *out)
+{
+    struct page_index_file row;
+    if (!pc || !key || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&pc->lock);
+    int rc = page_index_file_get(pc->index, key, &row);
+    if (rc == 1) {
+        out->known = 1;
+        snprintf(out->version, sizeof(out->version), "%s", row.version);
+        out->size = row.size;
+        rc = page_index_file_pages(pc->index, row.id, count_page, out);
+        page_index_file_clear(&row);
+    }
+    pthread_mutex_unlock(&pc->lock);
+    return rc < 0 ? rc : 0;
+}
+
+/* The pages of a key being evicted: their indexes, for unlinking after the commit. */
+struct evict_list {
+    uint64_t *idxs;
+    size_t n, cap;
+    uint64_t bytes;
+};
+
+static int evict_collect(void *ud, uint64_t idx, uint64_t len)
+{
+    struct evict_list *l = ud;
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 64;
+        uint64_t *t = realloc(l->idxs, ncap * sizeof(*t));
+        if (!t)
+            return -ENOMEM;
+        l->idxs = t;
+        l->cap = ncap;
+    }
+    l->idxs[l->n++] = idx;
+    l->bytes += len;
+    return 0;
+}
+
+int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages, uint64_t *bytes)
+{
+    struct evict_list l = {0};
+    struct page_index_file row = {0};
+    int rc = 0;
+    if (pages)
+        *pages = 0;
+    if (bytes)
+        *bytes = 0;
+    if (!pc || !key)
+        return -EINVAL;
+    pthread_mutex_lock(&pc->lock);
+    page_index_flush(pc->index);
+    rc = page_index_begin(pc->index);
+    if (rc < 0)
+        goto out_unlock;
+    rc = page_index_file_get(pc->index, key, &row);
+    if (rc <= 0)
+        goto out_rollback; /* 0: nothing cached */
+    rc = row.fhash[0] ? 0 : -EIO;
+    /* Index rows go first (in the transaction); files are unlinked after the commit, so a
+     * crash leaves at worst orphan files, which fsck and start-up remove. */
+    if (rc == 0)
+        rc = page_index_file_pages(pc->index, row.id, evict_collect, &l);
+    if (rc == 0)
+        rc = page_index_file_pages_delete(pc->index, row.id);
+    if (rc < 0)
+        goto out_rollback;
+    rc = page_index_commit(pc->index);
+    if (rc < 0)
+        goto out_unlock;
+    for (size_t i = 0; i < l.n; i++)
+        page_store_remove(&pc->store, row.fhash, l.idxs[i]);
+    pc_hot_drop_file(pc, row.id);
+    pc_vm_forget_file(pc, row.id);
+    pc_unread_forget_file(pc, row.id);
+    pc->stats.pages_resident -= l.n;
+    pc->stats.bytes_resident -= l.bytes;
+    pc->stats.evictions += l.n;
+    PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
+    if (pages)
+        *pages = l.n;
+    if (bytes)
+        *bytes = l.bytes;
+    goto out_unlock;
+
+out_rollback:
+    page_index_rollback(pc->index);
+out_unlock:
+    pthread_mutex_unlock(&pc->lock);
+    page_index_file_clear(&row);
+    free(l.idxs);
+    return rc;
+}
+
+struct pc_file *pc_file_ref(struct pc_file *f)
+{
+    if (f)
+        atomic_fetch_add(&f->refs, 1);
+    return f;
+}
+
+void pc_file_unref(struct pc_file *f)
+{
+    if (!f || atomic_fetch_sub(&f->refs, 1) != 1)
+        return;
+    free(f->key);
+    free(f->version);
+    free(f);
+}
+
+uint64_t pc_file_size(const struct pc_file *f)
+{
+    return f->size;
+}
+
+const char *pc_file_key(const struct pc_file *f)
+{
+    return f->key;
+}
+
+int64_t pc_file_id(const struct pc_file *f)
+{
+    return f->file_id;
+}

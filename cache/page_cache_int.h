@@ -1,0 +1,304 @@
+/*
+ * page_cache_int.h - the page cache's private state, shared by its files (cache-folder-private):
+ *   page_cache.c          the read path, storing, single flight, eviction, life and checks
+ *   page_tables.c         the in-memory tables: page buffers and the hot set, page marks
+ *                         (cached rows, verifications), known files, unread prefetched pages
+ *   page_cache_prefetch.c read-ahead, and prefetch admission under cache pressure
+ *   page_cache_files.c    object versions: open, residency, eviction of a key
+ * Everything here is guarded by pc->lock unless a comment says otherwise (see page_cache.c
+ * for the design, the invariants and the lock order). Functions are named pc_*.
+ */
+#ifndef PAGEFS_PAGE_CACHE_INT_H
+#define PAGEFS_PAGE_CACHE_INT_H
+
+#include "cache/page_cache.h"
+#include "cache/page_store.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct backend;
+struct buf_pool;
+struct page_index;
+
+#define DEFAULT_PAGE_SIZE (1u << 20)
+#define DEFAULT_CAPACITY (10ull << 30)
+#define DEFAULT_HIGH_PCT 95
+#define DEFAULT_LOW_PCT 85
+#define EVICT_BATCH 64
+#define HOT_BYTES (16u << 20)
+#define HOT_MAX 16
+#define HOT_MIN 2
+#define VM_SETS 8192u /* power of two */
+#define VM_WAYS 4
+#define FMAP_BUCKETS 16384u              /* power of two */
+#define UNREAD_BUCKETS 4096u             /* power of two */
+#define PC_FETCH_PREFETCH 0x100u         /* pc_get_range() flag: a prefetch, not a read (private) */
+#define UNREAD_PROTECT_MS (300u * 1000u) /* a prefetched page is kept unread at least this long */
+#define FMAP_MAX 32768u
+
+/* Verified bytes of page idx: [off, off + len) of the page's plen bytes. refs is atomic;
+ * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
+struct pbuf {
+    atomic_uint refs;
+    struct buf_pool *pool; /* where it came from (pc_pbuf_new_fetch); NULL: malloc'd */
+    int64_t file_id;
+    uint64_t idx;
+    size_t plen;
+    size_t off;
+    size_t len;
+    uint64_t stamp;
+    unsigned char data[];
+};
+
+/* A fetch under way. Lives in pc->inflight until done; freed by whoever leaves last. */
+struct inflight {
+    struct inflight *next;
+    int64_t file_id;
+    uint64_t idx;
+    uint32_t mask; /* blocks being fetched */
+    int done;
+    int err;         /* 0 or -errno, valid when done */
+    struct pbuf *pb; /* one reference, valid when done and !err */
+    unsigned waiters;
+    int prefetch; /* started by page_cache_prefetch(): a reader retries if it fails */
+};
+
+/* A page mark: the page's row as the index holds it (every state but VM_EMPTY), and whether
+ * its file was verified whole since the row last changed (VM_DONE) or is being (VM_PENDING). */
+enum vm_state { VM_EMPTY, VM_ROW, VM_PENDING, VM_DONE };
+
+struct vmark {
+    int64_t file_id;
+    uint64_t idx;
+    uint64_t token; /* the verification under way or done */
+    uint64_t stamp; /* recency within its set */
+    int state;
+    struct page_row row;
+};
+
+/* A `files` row the cache knows (key -> version, size, id, fhash), for opens without sqlite. */
+struct fent {
+    struct fent *next;
+    uint64_t hash; /* XXH3-64 of key */
+    int64_t file_id;
+    uint64_t size;
+    char fhash[33];
+    char *key;
+    char *version;
+};
+
+/* A page read-ahead or directory prefetch stored and nobody has read since: eviction takes
+ * it only when no other page is left, and prefetch may hold at most pc_unread_cap bytes of them
+ * (see "Prefetch under cache pressure" above). */
+struct unread {
+    struct unread *hnext;         /* chain of pc->unread[] */
+    struct unread *older, *newer; /* age order */
+    int64_t file_id;
+    uint64_t idx;
+    uint64_t bytes; /* on disk */
+    uint64_t born_ms;
+};
+
+struct pc_file {
+    atomic_uint refs;
+    int64_t file_id;
+    char *key;
+    char *version;
+    uint64_t size;
+    int64_t mtime_ns;
+    char fhash[33];
+};
+
+struct page_cache {
+    struct backend *be;      /* borrowed */
+    char *dir;               /* owned; store.dir points to it */
+    struct page_store store; /* page files: directory, page and block size, zstd level */
+    enum page_cache_verify verify;
+    page_cache_log_fn log; /* NULL: none */
+    void *log_ud;
+    struct buf_pool *fetch_bufs; /* borrowed; NULL: page_cache_prefetch buffers are malloc'd */
+    uint64_t capacity, min_free, high_bytes, low_bytes;
+    size_t hot_max;
+
+    pthread_mutex_t lock;
+    pthread_cond_t fetch_done; /* broadcast when any inflight fetch completes */
+    /* Everything below is guarded by lock. */
+    struct page_index *index; /* the sqlite rows (page_index.h) */
+    struct inflight *inflight;
+    struct pbuf *hot[HOT_MAX];
+    size_t nhot;
+    uint64_t hot_clock;
+    struct vmark *vmarks; /* VM_SETS * VM_WAYS */
+    uint64_t vm_clock;
+    struct fent **fmap; /* FMAP_BUCKETS chains */
+    size_t nfmap;
+    size_t fmap_clock;      /* next bucket to evict from when full */
+    struct unread **unread; /* UNREAD_BUCKETS chains: prefetched pages not read yet */
+    struct unread *unread_oldest, *unread_newest;
+    size_t nunread;
+    uint64_t unread_bytes; /* sum of their bytes */
+    uint64_t pf_reserved;  /* bytes admitted for prefetches under way */
+    struct page_cache_stats stats;
+};
+
+static inline uint64_t pc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Bytes of page idx of f. */
+static inline size_t pc_page_len(const struct page_cache *pc, const struct pc_file *f, uint64_t idx)
+{
+    uint64_t page_off = idx * pc->store.page_size;
+    return (size_t)(f->size - page_off < pc->store.page_size ? f->size - page_off
+                                                             : pc->store.page_size);
+}
+
+/* A buffer for bytes [off, off + len) of page idx (plen bytes), one reference (malloc). */
+struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off, size_t len);
+
+/* A whole-page buffer for the fetches of page_cache_prefetch(): from the fetch buffer pool
+ * when the cache has one (conf->fetch_bufs: callers bound these fetches' buffers, and the
+ * pool keeps the process's memory for them within that bound, buf_pool.h), else malloc'd.
+ * Always room for a whole page, so that pool buffers are of one size. */
+struct pbuf *pc_pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uint64_t idx,
+                               size_t plen);
+
+/* Reference counting of page buffers (atomics: no lock needed). */
+struct pbuf *pc_pbuf_ref(struct pbuf *pb);
+
+void pc_pbuf_unref(struct pbuf *pb);
+
+/* Whether pb holds the whole page; whether it holds [a, a + n) of it. */
+int pc_pbuf_whole(const struct pbuf *pb);
+
+int pc_pbuf_covers(const struct pbuf *pb, size_t a, size_t n);
+
+/* The hot set: a whole verified page by (file_id, idx) with one reference, or NULL. */
+struct pbuf *pc_hot_find(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+/* Only whole pages enter the hot set. */
+void pc_hot_insert(struct page_cache *pc, struct pbuf *pb);
+
+/* Drops every hot page of a file (its version was dropped or evicted). */
+void pc_hot_drop_file(struct page_cache *pc, int64_t file_id);
+
+/* The page's mark, or NULL. */
+struct vmark *pc_vm_find(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+/* 1 when the page is marked verified (VM_DONE) since its row last changed. */
+int pc_vm_verified(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+/* Remembers the row r of a page (read from the index just now, under the lock). */
+void pc_vm_put_row(struct page_cache *pc, int64_t file_id, uint64_t idx, const struct page_row *r);
+
+/* Starts a verification of the page's current file, whose row is r; returns its token. */
+uint64_t pc_vm_begin(struct page_cache *pc, int64_t file_id, uint64_t idx,
+                     const struct page_row *r);
+
+/* A verification begun with `token` succeeded: mark the page, unless it changed meanwhile. */
+void pc_vm_end(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t token);
+
+/* A whole uncompressed page this run just wrote from bytes it hashed itself (row inserted
+ * under the lock): marked verified with its row, so its first zero-copy read does not read
+ * the file back to check what was just written. After a restart nothing is marked. */
+void pc_vm_put_written(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t len,
+                       uint32_t blocks, const uint64_t *sums, unsigned nb);
+
+/* The page's row changed or went: forget its mark (of a whole file's pages). */
+void pc_vm_forget(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+void pc_vm_forget_file(struct page_cache *pc, int64_t file_id);
+
+/* The hash slot of page idx of file_id in the unread table (the entry or the NULL end). */
+struct unread **pc_unread_slot(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+/* Page idx of f was read (or is gone): it is an ordinary page from now on. Returns 1 if it
+ * was a prefetched page not read yet. */
+int pc_unread_forget(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+/* 1 when the page is a prefetched page not read yet. */
+int pc_unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+/* A file's pages are gone: none of them is unread any more. */
+void pc_unread_forget_file(struct page_cache *pc, int64_t file_id);
+
+/* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
+ * memory, it is an ordinary page. */
+void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes);
+
+/* Bytes of prefetched, not yet read pages the cache holds at most: half its low watermark,
+ * so what readers fetch themselves always has the other half to live in. */
+uint64_t pc_unread_cap(const struct page_cache *pc);
+
+/* The known-files table: the entry of key (h: XXH3-64 of key), or NULL; delete; clear. */
+struct fent *pc_fmap_find(struct page_cache *pc, const char *key, uint64_t h);
+
+void pc_fmap_del(struct page_cache *pc, const char *key, uint64_t h);
+
+/* Records that the index's files row of key is (version, size, id, fhash). Best effort: out
+ * of memory, the key is just not remembered (its next open asks the index). */
+void pc_fmap_put(struct page_cache *pc, const char *key, uint64_t h, const char *version,
+                 uint64_t size, int64_t file_id, const char *fhash);
+
+void pc_fmap_clear(struct page_cache *pc);
+
+/* Reloads the resident counters from the index (after a failed transaction whose file
+ * removals already happened). */
+void pc_recount(struct page_cache *pc);
+
+/* Under the lock: the row of page idx of f, from its mark when it has one (marks are cleared
+ * whenever a row changes), else from the index (row_read). */
+int pc_row_get(struct page_cache *pc, const struct pc_file *f, uint64_t idx, struct page_row *r);
+
+/*
+ * Stores blocks [lo, hi] (held by pb) of page pb->idx of f, those the page does not have yet.
+ * Called without the lock by the owner of the page's inflight entry, the only writer of the
+ * page meanwhile (eviction may still delete it: the guarded update then changes nothing).
+ * With prefetch, the page is kept as not read yet (pc_unread_add).
+ */
+void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *pb, unsigned lo,
+                   unsigned hi, int prefetch);
+
+/* Stores every block pb holds (see pc_store_span). */
+void pc_store_page(struct page_cache *pc, struct pc_file *f, const struct pbuf *pb, int prefetch);
+
+/* The fetch of page idx of file_id in flight, or NULL. */
+struct inflight *pc_inflight_find(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+/* Under the lock, for a finished fetch: publishes it to its waiters (pb may be NULL on
+ * success when the fetch has no one buffer to share: waiters then look again). */
+void pc_inflight_publish(struct page_cache *pc, struct inflight *in, int err, struct pbuf *pb);
+
+/* Under the lock: registers a fetch of blocks `mask` of page idx of f (no fetch of it may be in
+ * flight), counted as a miss; a prefetch's fetch is flagged so that its failure is not a
+ * reader's. Returns the entry, or NULL when out of memory. */
+struct inflight *pc_inflight_register(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                                      uint32_t mask, int prefetch);
+
+/* Without the lock: len bytes at off of the version f pinned, from the store. An object
+ * shorter than its recorded size is an error (-EIO): never cache that. */
+int pc_fetch_range(struct page_cache *pc, const struct pc_file *f, uint64_t off, size_t len,
+                   void *buf);
+
+/* Verified bytes [in_page, in_page + n) of page idx of f, in a pbuf that covers them (one
+ * reference, caller unrefs): from the hot set, from the page file, from a fetch in flight, or
+ * fetched; each look may change what the next one finds, so it looks until one serves. */
+int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t in_page, size_t n,
+                 unsigned flags, struct pbuf **out);
+
+/* The set (VM_WAYS marks) page idx of file_id belongs to. */
+struct vmark *pc_vm_set(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
+#ifdef PAGEFS_INVARIANTS
+void pc_check_invariants(struct page_cache *pc);
+void pc_check_page(struct page_cache *pc, int64_t file_id, uint64_t idx);
+#endif
+
+#endif

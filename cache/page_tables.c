@@ -1,0 +1,436 @@
+/*
+ * page_tables.c - the page cache's in-memory tables (see page_cache_int.h): what lets the
+ * read path answer without sqlite and without reading a page file twice.
+ *
+ * Design:
+ *   - Page buffers (`struct pbuf`): verified bytes of a span of one page, ref-counted, from
+ *     malloc or (prefetch fetches) the fetch buffer pool. The hot set keeps up to hot_max
+ *     whole pages read by non-random readers (LRU by stamp), so the kernel's next reads of one
+ *     page are answered from memory.
+ *   - Page marks (`vmarks`, set-associative: VM_SETS sets of VM_WAYS, least recently used
+ *     way recycled): a page's row as the index holds it (VM_ROW; the verification states
+ *     carry it too), so pc_row_get() answers without sqlite, and under verify=once whether
+ *     its file was verified whole since the row last changed (VM_DONE; VM_PENDING while a
+ *     verification runs). A verification started with pc_vm_begin() only marks the page in
+ *     pc_vm_end() if its token is still the mark's, so a mark always speaks of the file now
+ *     at the page's path; every change or removal of a row clears the page's mark.
+ *   - Known files (`fmap`, FMAP_BUCKETS chains, at most FMAP_MAX entries, a bucket forgotten
+ *     at a time, round robin, when full): key -> (version, size, id, fhash) of the files rows
+ *     this run opened, so an open of a known version touches no index.
+ *   - Unread pages: pages read-ahead or directory prefetch stored and nobody has read yet
+ *     (hash table + age list), with their bytes; eviction takes them last, and prefetch
+ *     admission (page_cache_prefetch.c) keeps their sum within pc_unread_cap().
+ *
+ * Invariants (under pc->lock): nhot <= hot_max, every hot entry whole and referenced; a page
+ * has at most one mark, and a VM_DONE mark only under verify=once for a whole uncompressed
+ * page; an fmap entry sits in the bucket of its key's hash and equals the key's files row;
+ * nfmap <= FMAP_MAX; nunread and unread_bytes are the count and sum of the unread list, each
+ * of whose pages is in the table once. pbuf reference counts are atomics (no lock).
+ * Lock order: no lock of its own; callers hold pc->lock.
+ */
+#include "cache/page_cache_int.h"
+
+#include "backends/backend.h"
+#include "backends/invariants.h"
+#include "cache/buf_pool.h"
+#include "cache/page_index.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* ---- page buffers and the hot set ---- */
+
+struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off, size_t len)
+{
+    struct pbuf *pb = malloc(sizeof(*pb) + (len ? len : 1));
+    if (!pb)
+        return NULL;
+    atomic_init(&pb->refs, 1);
+    pb->pool = NULL;
+    pb->file_id = file_id;
+    pb->idx = idx;
+    pb->plen = plen;
+    pb->off = off;
+    pb->len = len;
+    pb->stamp = 0;
+    return pb;
+}
+
+/* A whole-page buffer for the fetches of page_cache_prefetch(): from the fetch buffer pool
+ * when the cache has one (conf->fetch_bufs: callers bound these fetches' buffers, and the
+ * pool keeps the process's memory for them within that bound, buf_pool.h), else malloc'd.
+ * Always room for a whole page, so that pool buffers are of one size. */
+struct pbuf *pc_pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uint64_t idx,
+                               size_t plen)
+{
+    if (!pc->fetch_bufs)
+        return pc_pbuf_new(file_id, idx, plen, 0, plen);
+    struct pbuf *pb = buf_pool_get(pc->fetch_bufs, sizeof(*pb) + pc->store.page_size);
+    if (!pb)
+        return NULL;
+    atomic_init(&pb->refs, 1);
+    pb->pool = pc->fetch_bufs;
+    pb->file_id = file_id;
+    pb->idx = idx;
+    pb->plen = plen;
+    pb->off = 0;
+    pb->len = plen;
+    pb->stamp = 0;
+    return pb;
+}
+
+struct pbuf *pc_pbuf_ref(struct pbuf *pb)
+{
+    atomic_fetch_add(&pb->refs, 1);
+    return pb;
+}
+
+void pc_pbuf_unref(struct pbuf *pb)
+{
+    if (!pb || atomic_fetch_sub(&pb->refs, 1) != 1)
+        return;
+    if (pb->pool)
+        buf_pool_put(pb->pool, pb);
+    else
+        free(pb);
+}
+
+int pc_pbuf_whole(const struct pbuf *pb)
+{
+    return pb->off == 0 && pb->len == pb->plen;
+}
+
+int pc_pbuf_covers(const struct pbuf *pb, size_t a, size_t n)
+{
+    return pb->off <= a && a + n <= pb->off + pb->len;
+}
+
+struct pbuf *pc_hot_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    for (size_t i = 0; i < pc->nhot; i++) {
+        struct pbuf *pb = pc->hot[i];
+        if (pb->file_id == file_id && pb->idx == idx) {
+            pb->stamp = ++pc->hot_clock;
+            return pc_pbuf_ref(pb);
+        }
+    }
+    return NULL;
+}
+
+/* Only whole pages enter the hot set. */
+void pc_hot_insert(struct page_cache *pc, struct pbuf *pb)
+{
+    if (!pc_pbuf_whole(pb))
+        return;
+    size_t slot = pc->nhot;
+    for (size_t i = 0; i < pc->nhot; i++) {
+        if (pc->hot[i]->file_id == pb->file_id && pc->hot[i]->idx == pb->idx) {
+            slot = i;
+            break;
+        }
+    }
+    if (slot == pc->nhot && pc->nhot == pc->hot_max) {
+        slot = 0;
+        for (size_t i = 1; i < pc->nhot; i++)
+            if (pc->hot[i]->stamp < pc->hot[slot]->stamp)
+                slot = i;
+    }
+    if (slot < pc->nhot)
+        pc_pbuf_unref(pc->hot[slot]);
+    else
+        pc->nhot++;
+    pb->stamp = ++pc->hot_clock;
+    pc->hot[slot] = pc_pbuf_ref(pb);
+}
+
+void pc_hot_drop_file(struct page_cache *pc, int64_t file_id)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < pc->nhot; i++) {
+        if (pc->hot[i]->file_id == file_id)
+            pc_pbuf_unref(pc->hot[i]);
+        else
+            pc->hot[j++] = pc->hot[i];
+    }
+    pc->nhot = j;
+}
+
+/* ---- page marks: cached rows and verifications (under the lock) ---- */
+
+struct vmark *pc_vm_set(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    uint64_t h = (uint64_t)file_id * 0x9e3779b97f4a7c15ull ^ (idx + 1) * 0xc2b2ae3d27d4eb4full;
+    h ^= h >> 31;
+    return &pc->vmarks[(h & (VM_SETS - 1)) * VM_WAYS];
+}
+
+struct vmark *pc_vm_find(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *set = pc_vm_set(pc, file_id, idx);
+    for (int i = 0; i < VM_WAYS; i++)
+        if (set[i].state != VM_EMPTY && set[i].file_id == file_id && set[i].idx == idx)
+            return &set[i];
+    return NULL;
+}
+
+/* The page's mark, or a free or least recently used slot of its set, taken over for it
+ * (state VM_EMPTY until the caller sets one). */
+static struct vmark *pc_vm_slot(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *m = pc_vm_find(pc, file_id, idx);
+    if (m)
+        return m;
+    struct vmark *set = pc_vm_set(pc, file_id, idx);
+    m = &set[0];
+    for (int i = 0; i < VM_WAYS; i++) {
+        if (set[i].state == VM_EMPTY) {
+            m = &set[i];
+            break;
+        }
+        if (set[i].stamp < m->stamp)
+            m = &set[i];
+    }
+    m->state = VM_EMPTY;
+    m->file_id = file_id;
+    m->idx = idx;
+    return m;
+}
+
+int pc_vm_verified(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *m = pc_vm_find(pc, file_id, idx);
+    if (!m || m->state != VM_DONE)
+        return 0;
+    m->stamp = ++pc->vm_clock;
+    return 1;
+}
+
+/* Remembers the row r of a page (read from the index just now, under the lock). */
+void pc_vm_put_row(struct page_cache *pc, int64_t file_id, uint64_t idx, const struct page_row *r)
+{
+    struct vmark *m = pc_vm_slot(pc, file_id, idx);
+    if (m->state == VM_EMPTY)
+        m->state = VM_ROW;
+    m->row = *r;
+    m->stamp = ++pc->vm_clock;
+}
+
+/* Starts a verification of the page's current file, whose row is r; returns its token. */
+uint64_t pc_vm_begin(struct page_cache *pc, int64_t file_id, uint64_t idx, const struct page_row *r)
+{
+    struct vmark *m = pc_vm_slot(pc, file_id, idx);
+    m->row = *r;
+    m->state = VM_PENDING;
+    m->token = ++pc->vm_clock;
+    m->stamp = m->token;
+    return m->token;
+}
+
+/* A verification begun with `token` succeeded: mark the page, unless it changed meanwhile. */
+void pc_vm_end(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t token)
+{
+    struct vmark *m = pc_vm_find(pc, file_id, idx);
+    if (m && m->state == VM_PENDING && m->token == token)
+        m->state = VM_DONE;
+}
+
+/* A whole uncompressed page this run just wrote from bytes it hashed itself (row inserted
+ * under the lock): marked verified with its row, so its first zero-copy read does not read
+ * the file back to check what was just written. After a restart nothing is marked. */
+void pc_vm_put_written(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t len,
+                       uint32_t blocks, const uint64_t *sums, unsigned nb)
+{
+    struct page_row r = {.len = len, .blocks = blocks};
+    memcpy(r.sums, sums, nb * sizeof(sums[0]));
+    pc_vm_end(pc, file_id, idx, pc_vm_begin(pc, file_id, idx, &r));
+}
+
+void pc_vm_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *m = pc_vm_find(pc, file_id, idx);
+    if (m)
+        m->state = VM_EMPTY;
+}
+
+void pc_vm_forget_file(struct page_cache *pc, int64_t file_id)
+{
+    for (size_t i = 0; i < (size_t)VM_SETS * VM_WAYS; i++)
+        if (pc->vmarks[i].file_id == file_id)
+            pc->vmarks[i].state = VM_EMPTY;
+}
+
+/* ---- prefetched pages not read yet (under the lock) ---- */
+
+static size_t pc_unread_bucket(int64_t file_id, uint64_t idx)
+{
+    uint64_t h = (uint64_t)file_id * 0x9e3779b97f4a7c15ull ^ (idx + 1) * 0xc2b2ae3d27d4eb4full;
+    return (size_t)((h ^ (h >> 29)) & (UNREAD_BUCKETS - 1));
+}
+
+struct unread **pc_unread_slot(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct unread **pp = &pc->unread[pc_unread_bucket(file_id, idx)];
+    while (*pp && ((*pp)->file_id != file_id || (*pp)->idx != idx))
+        pp = &(*pp)->hnext;
+    return pp;
+}
+
+static void pc_unread_unlink(struct page_cache *pc, struct unread **pp)
+{
+    struct unread *u = *pp;
+    *pp = u->hnext;
+    if (u->older)
+        u->older->newer = u->newer;
+    else
+        pc->unread_oldest = u->newer;
+    if (u->newer)
+        u->newer->older = u->older;
+    else
+        pc->unread_newest = u->older;
+    pc->nunread--;
+    pc->unread_bytes -= u->bytes;
+    free(u);
+}
+
+/* Page idx of f was read (or is gone): it is an ordinary page from now on. Returns 1 if it
+ * was a prefetched page not read yet. */
+int pc_unread_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    if (!pc->nunread)
+        return 0;
+    struct unread **pp = pc_unread_slot(pc, file_id, idx);
+    if (!*pp)
+        return 0;
+    pc_unread_unlink(pc, pp);
+    return 1;
+}
+
+int pc_unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    return pc->nunread && *pc_unread_slot(pc, file_id, idx) != NULL;
+}
+
+void pc_unread_forget_file(struct page_cache *pc, int64_t file_id)
+{
+    for (struct unread *u = pc->unread_oldest, *next; u; u = next) {
+        next = u->newer;
+        if (u->file_id == file_id)
+            pc_unread_forget(pc, file_id, u->idx);
+    }
+}
+
+/* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
+ * memory, it is an ordinary page. */
+void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes)
+{
+    struct unread **pp = pc_unread_slot(pc, file_id, idx);
+    if (*pp) { /* a partial page filled in: it holds more now */
+        pc->unread_bytes += bytes - (*pp)->bytes;
+        (*pp)->bytes = bytes;
+        return;
+    }
+    struct unread *u = calloc(1, sizeof(*u));
+    if (!u)
+        return;
+    u->file_id = file_id;
+    u->idx = idx;
+    u->bytes = bytes;
+    u->born_ms = pc_now_ms();
+    u->older = pc->unread_newest;
+    if (pc->unread_newest)
+        pc->unread_newest->newer = u;
+    else
+        pc->unread_oldest = u;
+    pc->unread_newest = u;
+    *pp = u;
+    pc->nunread++;
+    pc->unread_bytes += bytes;
+}
+
+/* Bytes of prefetched, not yet read pages the cache holds at most: half its low watermark,
+ * so what readers fetch themselves always has the other half to live in. */
+uint64_t pc_unread_cap(const struct page_cache *pc)
+{
+    return pc->low_bytes / 2;
+}
+
+/* ---- known files (under the lock) ---- */
+
+struct fent *pc_fmap_find(struct page_cache *pc, const char *key, uint64_t h)
+{
+    for (struct fent *e = pc->fmap[h & (FMAP_BUCKETS - 1)]; e; e = e->next)
+        if (e->hash == h && strcmp(e->key, key) == 0)
+            return e;
+    return NULL;
+}
+
+static void pc_fent_free(struct fent *e)
+{
+    free(e->key);
+    free(e->version);
+    free(e);
+}
+
+void pc_fmap_del(struct page_cache *pc, const char *key, uint64_t h)
+{
+    for (struct fent **pp = &pc->fmap[h & (FMAP_BUCKETS - 1)]; *pp; pp = &(*pp)->next) {
+        struct fent *e = *pp;
+        if (e->hash == h && strcmp(e->key, key) == 0) {
+            *pp = e->next;
+            pc_fent_free(e);
+            pc->nfmap--;
+            return;
+        }
+    }
+}
+
+/* Records that the index's files row of key is (version, size, id, fhash). Best effort: out
+ * of memory, the key is just not remembered (its next open asks the index). */
+void pc_fmap_put(struct page_cache *pc, const char *key, uint64_t h, const char *version,
+                 uint64_t size, int64_t file_id, const char *fhash)
+{
+    pc_fmap_del(pc, key, h);
+    while (pc->nfmap >= FMAP_MAX) {
+        /* Full: forget the chains of the next buckets, round robin. */
+        struct fent **b = &pc->fmap[pc->fmap_clock++ & (FMAP_BUCKETS - 1)];
+        while (*b) {
+            struct fent *e = *b;
+            *b = e->next;
+            pc_fent_free(e);
+            pc->nfmap--;
+        }
+    }
+    struct fent *e = calloc(1, sizeof(*e));
+    if (!e)
+        return;
+    e->key = strdup(key);
+    e->version = strdup(version);
+    if (!e->key || !e->version) {
+        pc_fent_free(e);
+        return;
+    }
+    e->hash = h;
+    e->file_id = file_id;
+    e->size = size;
+    memcpy(e->fhash, fhash, sizeof(e->fhash));
+    struct fent **b = &pc->fmap[h & (FMAP_BUCKETS - 1)];
+    e->next = *b;
+    *b = e;
+    pc->nfmap++;
+}
+
+void pc_fmap_clear(struct page_cache *pc)
+{
+    for (size_t i = 0; i < FMAP_BUCKETS; i++) {
+        while (pc->fmap[i]) {
+            struct fent *e = pc->fmap[i];
+            pc->fmap[i] = e->next;
+            pc_fent_free(e);
+        }
+    }
+    pc->nfmap = 0;
+}
