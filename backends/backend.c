@@ -150,6 +150,38 @@ const char *backend_strerror(int err)
     }
 }
 
+/*
+ * The one decision "ask the store again?". In, because the store did not give an answer:
+ *  - EIO: a 5xx or 429 (SlowDown), a body cut short, a garbled reply, a transport error in
+ *    the middle of a transfer: the next attempt usually goes through;
+ *  - ETIMEDOUT: an attempt ran out of time or stalled (the retry layer's deadline still
+ *    bounds the whole call);
+ *  - EAGAIN: "try again" by definition;
+ *  - ECONNREFUSED, ECONNRESET: nothing listening or the connection dropped (a server or
+ *    proxy restarting, a load balancer shedding);
+ *  - EHOSTUNREACH, ENETUNREACH: no route, or the name did not resolve (the HTTP transports map
+ *    resolver failures to EHOSTUNREACH): routes, links and resolvers come back.
+ * Out, because asking again gives the same result or is not wanted:
+ *  - ENOENT, EACCES, EPERM, ESTALE, EINVAL, ERANGE, ENOTDIR: the store answered;
+ *  - EINTR: the caller's call scope was cancelled, it wants no answer at all;
+ *  - ENOMEM and any other local errno: a shortage or fault on this side, not the store's.
+ */
+int backend_errno_is_transient(int err)
+{
+    switch (err < 0 ? -err : err) {
+    case EIO:
+    case ETIMEDOUT:
+    case EAGAIN:
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* file:///abs/dir -> "/abs/dir"; also accepts file:/abs/dir. */
 static const char *file_uri_path(const char *source)
 {

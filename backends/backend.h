@@ -15,7 +15,10 @@
  * vocabulary is fixed: ENOENT (no such key), EACCES (forbidden / bad credentials),
  * ESTALE (the object no longer has the expected version), ETIMEDOUT (the store did not
  * answer in time), EIO (the store failed or sent a malformed reply), EINVAL (bad argument),
- * ENOMEM, EHOSTUNREACH/ECONNREFUSED (store unreachable).
+ * ENOMEM, EHOSTUNREACH/ECONNREFUSED (store unreachable), EINTR (the call scope was
+ * cancelled). Which of them are worth asking the store again is decided in one place,
+ * backend_errno_is_transient(): the retry layer, the metadata cache's stale listings, the
+ * FUSE layer's EIO and the REST server's 502 all ask it.
  *
  * Thread safety: every op may be called from many threads at once.
  * On failure an op leaves its `out` argument empty (nothing to clear).
@@ -219,5 +222,13 @@ int64_t backend_call_remaining_ms(const struct backend_call *call);
 
 /* Human-readable text for a backend errno, e.g. "access denied (check credentials)". */
 const char *backend_strerror(int err);
+
+/* 1 if a call that failed with err (negative or positive errno) may succeed when the store
+ * is asked again: the store failed or could not be reached, rather than answered. These are
+ * EIO (5xx, SlowDown, a cut or garbled reply), ETIMEDOUT, EAGAIN, ECONNREFUSED, ECONNRESET,
+ * EHOSTUNREACH and ENETUNREACH; every other errno is 0 (see backend.c for why each is in or
+ * out). The retry layer retries exactly these, the metadata cache serves a stale listing for
+ * exactly these, and the FUSE layer reports them as EIO. */
+int backend_errno_is_transient(int err);
 
 #endif

@@ -2,11 +2,12 @@
  * retry.c - a backend layer that retries transient failures within a deadline, and fails
  * at once for a few seconds after the store ran out of time (a small circuit breaker).
  *
- * A call that fails with a transient error (-EIO for 5xx/SlowDown/cut bodies, -ETIMEDOUT,
- * -ECONNRESET, -ECONNREFUSED, -EAGAIN) is tried again up to `retries` more times, sleeping
- * a capped exponential backoff with full jitter between attempts (base 50 ms, cap 2 s).
- * Definite answers (-ENOENT, -EACCES, -ESTALE, -EINVAL) and -EINTR (cancelled) are returned
- * at once. After the last attempt the last error is returned unchanged.
+ * A call that fails with a transient error (backend_errno_is_transient(): -EIO for
+ * 5xx/SlowDown/cut bodies, -ETIMEDOUT, -EAGAIN, -ECONNREFUSED, -ECONNRESET, -EHOSTUNREACH,
+ * -ENETUNREACH) is tried again up to `retries` more times, sleeping a capped exponential
+ * backoff with full jitter between attempts (base 50 ms, cap 2 s). Definite answers (-ENOENT,
+ * -EACCES, -ESTALE, -EINVAL), -EINTR (cancelled) and -ENOMEM are returned at once. After the
+ * last attempt the last error is returned unchanged.
  *
  * Deadline: each call runs in a call scope (backend.h) whose deadline is `timeout_ms` from
  * its start (or an outer scope's, if earlier), so the whole call - every attempt and backoff -
@@ -22,7 +23,8 @@
  * goes to the store while the others keep failing at once; a probe that ends in a transient
  * error opens the window again. Any answer from the store (success, or an error it replied:
  * -ENOENT, -EACCES, -ESTALE, -ERANGE, -EINVAL), from the probe or from a call that was
- * already under way, closes the breaker; -EINTR, -ENOMEM and unreachable hosts do not.
+ * already under way, closes the breaker; -EINTR, -ENOMEM and unreachable hosts do not (an
+ * unreachable host is transient: a probe ending in it opens the window again).
  *
  * Invariants: open_until == 0 (closed) or the end of the window (monotonic ms), open_err the
  * errno calls fail with while it is set; probing is 1 only while one probe call runs.
@@ -50,10 +52,10 @@ struct retry_priv {
     atomic_int probing;              /* 1 while the probe after a window runs */
 };
 
+/* A failed call worth another attempt (rc < 0 and transient, backend.h). */
 static int is_transient(long rc)
 {
-    return rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -ECONNREFUSED ||
-           rc == -EAGAIN;
+    return rc < 0 && rc >= -4095 && backend_errno_is_transient((int)rc);
 }
 
 /* Sleeps before attempt `attempt` (1-based): uniform in [0, min(cap, base * 2^attempt)),

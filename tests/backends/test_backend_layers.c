@@ -96,6 +96,38 @@ static uint64_t store_inflight(struct backend *counted)
     return c.inflight;
 }
 
+/* The retry layer asks again after exactly the transient errors (backend_errno_is_transient)
+ * and returns every other one at once. On the old code EHOSTUNREACH and ENETUNREACH were not
+ * retried (while the metadata cache served a stale listing for EHOSTUNREACH). */
+static void test_retry_vocabulary(void)
+{
+    static const int transient[] = {EIO,        ETIMEDOUT,    EAGAIN,     ECONNREFUSED,
+                                    ECONNRESET, EHOSTUNREACH, ENETUNREACH};
+    static const int definite[] = {ENOENT, EACCES, EPERM, ESTALE, EINVAL, ERANGE, ENOMEM, ENOTDIR};
+    struct retry_conf rconf = {.retries = 2};
+    struct backend *fault, *counted, *be = retry_stack(&rconf, &fault, &counted);
+    uint64_t reads = 0;
+    char buf[4];
+    CHECK_EQ(backend_errno_is_transient(0), 0);
+    CHECK_EQ(backend_errno_is_transient(-EINTR), 0); /* cancelled: no answer wanted */
+    for (size_t i = 0; i < sizeof(transient) / sizeof(*transient); i++) {
+        CHECK_EQ(backend_errno_is_transient(-transient[i]), 1);
+        CHECK_EQ(backend_errno_is_transient(transient[i]), 1);
+        fault_backend_set(fault, 0, transient[i], 0);
+        CHECK_EQ(be->ops->read_range(be, "f", NULL, 0, 4, buf), -transient[i]);
+        reads += 3;
+        CHECK_EQ(store_reads(counted), reads);
+    }
+    for (size_t i = 0; i < sizeof(definite) / sizeof(*definite); i++) {
+        CHECK_EQ(backend_errno_is_transient(-definite[i]), 0);
+        fault_backend_set(fault, 0, definite[i], 0);
+        CHECK_EQ(be->ops->read_range(be, "f", NULL, 0, 4, buf), -definite[i]);
+        reads += 1;
+        CHECK_EQ(store_reads(counted), reads);
+    }
+    backend_destroy(be);
+}
+
 static void test_deadline_bounds_a_hung_call(void)
 {
     /* Many retries, a short deadline: a store that never answers costs one attempt, cut at
@@ -326,6 +358,7 @@ int main(void)
     test_write_file(path, "data", 4);
     RUN(test_fault_then_retry);
     RUN(test_counters_without_stats);
+    RUN(test_retry_vocabulary);
     RUN(test_deadline_bounds_a_hung_call);
     RUN(test_deadline_ends_quick_failures);
     RUN(test_outer_scope_deadline);
