@@ -50,10 +50,11 @@
  * resolving HEAD only (callers of the first op wait for it); the pool's lock is a leaf,
  * never held across a request.
  */
-#include "backends/backend.h"
-#include "backends/invariants.h"
+#include "backends/http.h"
+
 #include "backends/curl_common.h"
 #include "backends/http_listing.h"
+#include "backends/invariants.h"
 #include "backends/s3_xml.h"
 
 #include <curl/curl.h>
@@ -1054,6 +1055,7 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
         goto out_nomem_h;
     be->ops = &http_ops;
     be->priv = h;
+    be->caps = http_ops.caps;
     *out = be;
     return 0;
 

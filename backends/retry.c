@@ -31,7 +31,7 @@
  * Lock-free: the breaker is three atomics; a race between two calls ending at once leaves
  * one of their verdicts, either of which is right.
  */
-#include "backends/backend.h"
+#include "backends/retry.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -43,7 +43,7 @@
 #define SLEEP_SLICE_MS 50 /* a backoff checks for a cancel this often */
 
 struct retry_priv {
-    struct backend *inner;
+    struct backend *inner; /* first: a layer (backend.h) */
     int retries;
     uint64_t timeout_ms;             /* 0: no deadline of our own */
     uint64_t fail_fast_ms;           /* 0: no breaker */
@@ -209,53 +209,27 @@ static int retry_check(struct backend *be)
     return (int)retry_call(be->priv, &a);
 }
 
-static int retry_counters(struct backend *be, struct backend_counters *out)
-{
-    struct retry_priv *rp = be->priv;
-    if (!rp->inner->ops->counters)
-        return -ENOTSUP;
-    return rp->inner->ops->counters(rp->inner, out);
-}
-
-static void retry_destroy(struct backend *be)
-{
-    struct retry_priv *rp = be->priv;
-    backend_destroy(rp->inner);
-    free(rp);
-    free(be);
-}
-
 static const struct backend_ops retry_ops = {
     .name = "retry",
     .stat = retry_stat,
     .list = retry_list,
     .read_range = retry_read_range,
     .check = retry_check,
-    .counters = retry_counters,
-    .destroy = retry_destroy,
+    .counters = backend_layer_counters,
+    .destroy = backend_layer_destroy,
 };
 
 int retry_backend_create(struct backend *inner, const struct retry_conf *conf, struct backend **out)
 {
-    struct backend *be = calloc(1, sizeof(*be));
-    struct retry_priv *rp = calloc(1, sizeof(*rp));
-    if (!be || !rp) {
-        free(be);
-        free(rp);
-        backend_destroy(inner);
-        *out = NULL;
-        return -ENOMEM;
-    }
-    rp->inner = inner;
+    int rc = backend_layer_create(inner, &retry_ops, sizeof(struct retry_priv), out);
+    if (rc < 0)
+        return rc;
+    struct retry_priv *rp = (*out)->priv;
     rp->retries = conf->retries < 0 ? 0 : conf->retries;
     rp->timeout_ms = conf->timeout_ms > 0 ? (uint64_t)conf->timeout_ms : 0;
     rp->fail_fast_ms = conf->fail_fast_ms > 0 ? (uint64_t)conf->fail_fast_ms : 0;
     atomic_init(&rp->open_until, 0);
     atomic_init(&rp->open_err, 0);
     atomic_init(&rp->probing, 0);
-    be->ops = &retry_ops;
-    be->priv = rp;
-    be->caps = inner->caps;
-    *out = be;
     return 0;
 }

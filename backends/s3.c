@@ -27,8 +27,9 @@
  *
  * Lock order: no lock of its own; the pool's lock (curl_common.c) is a leaf.
  */
+#include "backends/s3.h"
+
 #include "backends/aws_creds.h"
-#include "backends/backend.h"
 #include "backends/curl_common.h"
 #include "backends/s3_xml.h"
 
@@ -622,6 +623,7 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
         goto out_nomem_s3;
     be->ops = &s3_ops;
     be->priv = s3;
+    be->caps = s3_ops.caps;
     *out = be;
     return 0;
 

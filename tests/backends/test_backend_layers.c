@@ -5,6 +5,11 @@
  * transfer): by the errors returned and the calls that reached the store (a stats layer
  * under the retry layer counts them), never by how long anything took. */
 #include "backends/backend.h"
+#include "backends/fault.h"
+#include "backends/local.h"
+#include "backends/retry.h"
+#include "backends/stack.h"
+#include "backends/stats.h"
 #include "testlib.h"
 
 #include <errno.h>
@@ -28,12 +33,15 @@ static struct backend *make_local(void)
 
 static void test_fault_then_retry(void)
 {
-    struct backend *fault, *retry, *stats;
+    /* The production order of a remote store: stats(retry(fault(store))). */
+    struct backend *fault, *stats;
     char buf[16];
-    struct retry_conf rconf = {.retries = 3};
-    CHECK_EQ(fault_backend_create(make_local(), 0, 0, &fault), 0);
-    CHECK_EQ(retry_backend_create(fault, &rconf, &retry), 0);
-    CHECK_EQ(stats_backend_create(retry, &stats), 0);
+    struct backend_conf conf = {.retries = 3};
+    CHECK_EQ(backend_stack_wrap(make_local(), &conf, BACKEND_STACK_RETRY | BACKEND_STACK_FAULT,
+                                &stats, &fault),
+             0);
+    CHECK(fault != NULL);
+    CHECK_STR(stats->ops->name, "stats");
     CHECK_EQ(stats->caps, BACKEND_CAP_VERSIONED);
 
     CHECK_EQ(stats->ops->read_range(stats, "f", NULL, 0, 4, buf), 4);

@@ -1,10 +1,14 @@
 /*
  * test_meta_cache.c - component tests of the metadata cache over the local backend.
  *
- * Stack: stats(fault(local(root))); list_calls of the stats layer count every listing
- * request, including the ones the fault layer fails.
+ * Stack: stats(fault(local(root))), the production stack of a file: source with its fault
+ * layer (backend_stack_wrap()); list_calls of the stats layer count every listing request,
+ * including the ones the fault layer fails.
  */
 #include "backends/backend.h"
+#include "backends/fault.h"
+#include "backends/local.h"
+#include "backends/stack.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "testlib.h"
@@ -63,8 +67,9 @@ static void env_init(struct env *e, uint64_t ttl_ms)
     e->cache = test_mkdtemp("mc-cache");
     e->ttl_ms = ttl_ms;
     CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
-    CHECK_EQ(fault_backend_create(local, 0, 0, &e->fault), 0);
-    CHECK_EQ(stats_backend_create(e->fault, &e->be), 0);
+    CHECK_EQ(backend_stack_wrap(local, &(struct backend_conf){0}, BACKEND_STACK_FAULT, &e->be,
+                                &e->fault),
+             0);
     put(e, "f1", "0123456789");
     put(e, "sub/x", "xx");
     put(e, "sub/y", "yyy");

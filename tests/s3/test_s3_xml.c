@@ -4,6 +4,7 @@
  * the argument checks of s3_backend_create (no request is sent by create).
  */
 #include "backends/backend.h"
+#include "backends/s3.h"
 #include "backends/s3_xml.h"
 #include "testlib.h"
 
