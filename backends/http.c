@@ -56,6 +56,7 @@
 #include "backends/http_listing.h"
 #include "backends/invariants.h"
 #include "backends/s3_xml.h"
+#include "backends/urlcode.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -381,7 +382,7 @@ static int parse_version(const char *v, struct version *out)
 /* URL of `key` in directory mode; caller frees. */
 static char *key_url(const struct http *h, const char *key)
 {
-    char *enc = s3_uri_encode(key, 1), *url = NULL;
+    char *enc = url_encode(key, 1), *url = NULL;
     if (enc && asprintf(&url, "%s%s", h->base_url, enc) < 0)
         url = NULL;
     free(enc);

@@ -32,6 +32,7 @@
 #include "backends/aws_creds.h"
 #include "backends/curl_common.h"
 #include "backends/s3_xml.h"
+#include "backends/urlcode.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -215,7 +216,7 @@ static char *object_url(const struct s3 *s3, const char *key)
 
     if (asprintf(&full, "%s%s", s3->prefix, key) < 0)
         return NULL;
-    enc = s3_uri_encode(full, 1);
+    enc = url_encode(full, 1);
     if (enc && asprintf(&url, "%s/%s", s3->root_url, enc) < 0)
         url = NULL;
     free(enc);
@@ -271,11 +272,11 @@ static int list_request(struct s3 *s3, const char *full_prefix, const char *deli
     char maxk[32] = "";
     int ret = -ENOMEM;
 
-    if (token && !(etok = s3_uri_encode(token, 0)))
+    if (token && !(etok = url_encode(token, 0)))
         goto out_free;
-    if (delim && !(edelim = s3_uri_encode(delim, 0)))
+    if (delim && !(edelim = url_encode(delim, 0)))
         goto out_free;
-    if (!(epre = s3_uri_encode(full_prefix, 0)))
+    if (!(epre = url_encode(full_prefix, 0)))
         goto out_free;
     /* Sorted: continuation-token, delimiter, encoding-type, list-type, max-keys, prefix. */
     if (max_keys > 0)

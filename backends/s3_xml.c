@@ -1,7 +1,6 @@
 /*
  * s3_xml.c - ListObjectsV2 and error replies parsed with expat, plus the pure helpers of
- * the S3 backend (SigV4 key encoding, URL decoding on top of urlcode.c, timestamps, errno
- * mapping).
+ * the S3 backend (URL decoding on top of urlcode.c, timestamps, errno mapping).
  *
  * Design: a streaming expat parser tracks the element path (depth and the names that
  * matter) and collects the text of the leaf fields it wants into a bounded buffer. Entries
@@ -412,30 +411,6 @@ void s3_xml_error_code(const char *xml, size_t len, char *code, size_t codelen)
     if (xml && len && run_parser(&st, xml, len) == 0 && st.error_code && codelen)
         snprintf(code, codelen, "%s", st.error_code);
     free_state(&st);
-}
-
-char *s3_uri_encode(const char *s, int keep_slash)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(s);
-    char *out = malloc(3 * n + 1);
-    char *o = out;
-
-    if (!out)
-        return NULL;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~' || (c == '/' && keep_slash)) {
-            *o++ = (char)c;
-        } else {
-            *o++ = '%';
-            *o++ = hex[c >> 4];
-            *o++ = hex[c & 15];
-        }
-    }
-    *o = '\0';
-    return out;
 }
 
 int s3_url_decode(char *s)

@@ -1,6 +1,6 @@
 /*
  * s3_xml.h - the network-free half of the S3 backend: parsing ListObjectsV2 and error
- * replies (expat), key/URL encoding for SigV4, timestamps, and the one mapping from curl
+ * replies (expat), S3's URL decoding, timestamps, and the one mapping from curl
  * codes and HTTP statuses to errno. s3.c does the I/O; everything here is a pure function
  * of its arguments, so the unit tests exercise it without a server.
  */
@@ -28,14 +28,9 @@ int s3_xml_parse_list(const char *xml, size_t len, const char *strip,
  * an error document). Never fails; malformed input just yields "". */
 void s3_xml_error_code(const char *xml, size_t len, char *code, size_t codelen);
 
-/* SigV4 URI encoding: unreserved characters (A-Z a-z 0-9 - . _ ~) are kept, '/' is kept
- * when keep_slash is set (object paths) and encoded as %2F otherwise (query values),
- * every other byte becomes %XX with upper-case hex. Returns a malloc'd string (caller
- * frees) or NULL when out of memory. */
-char *s3_uri_encode(const char *s, int keep_slash);
-
 /* Decode %XX escapes and '+' (as a space) in place, the encoding S3 uses for
- * encoding-type=url. Returns 0, or -EIO for a bad escape or an encoded NUL. */
+ * encoding-type=url (url_decode_to(), urlcode.h). Returns 0, or -EIO for a bad escape or an
+ * encoded NUL. */
 int s3_url_decode(char *s);
 
 /* ISO-8601 UTC timestamp as S3 sends it ("2024-05-01T12:34:56.789Z", fraction optional)

@@ -6,6 +6,7 @@
 #include "backends/backend.h"
 #include "backends/s3.h"
 #include "backends/s3_xml.h"
+#include "backends/urlcode.h"
 #include "testlib.h"
 
 #include <curl/curl.h>
@@ -327,7 +328,7 @@ static void test_uri_encode(void)
         {"", 0, ""},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char *enc = s3_uri_encode(cases[i].in, cases[i].keep_slash);
+        char *enc = url_encode(cases[i].in, cases[i].keep_slash);
         CHECK_STR(enc, cases[i].out);
         /* Round trip through the decoder (which also maps '+' to ' ', never produced). */
         if (enc) {
