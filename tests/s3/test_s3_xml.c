@@ -4,6 +4,7 @@
  * the argument checks of s3_backend_create (no request is sent by create).
  */
 #include "backends/backend.h"
+#include "backends/curl_common.h"
 #include "backends/s3.h"
 #include "backends/s3_xml.h"
 #include "backends/urlcode.h"
@@ -373,6 +374,9 @@ static void test_errno_mapping(void)
     CHECK_EQ(s3_map_error(CURLE_OK, 204, 0, NULL), 0);
     CHECK_EQ(s3_map_error(CURLE_OK, 206, 0, NULL), 0);
     CHECK_EQ(s3_map_error(CURLE_OK, 404, 0, NULL), -ENOENT);
+    /* One mapping for S3 and HTTP (curl_map_error): 410 Gone is ENOENT for both. */
+    CHECK_EQ(s3_map_error(CURLE_OK, 410, 0, NULL), -ENOENT);
+    CHECK_EQ(curl_map_error(CURLE_OK, 410, 0), -ENOENT);
     CHECK_EQ(s3_map_error(CURLE_OK, 403, 0, NULL), -EACCES);
     CHECK_EQ(s3_map_error(CURLE_OK, 401, 0, NULL), -EACCES);
     CHECK_EQ(s3_map_error(CURLE_OK, 412, 0, NULL), -ESTALE);
