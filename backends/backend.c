@@ -1,18 +1,22 @@
 /*
  * backend.c - the ground every backend stands on (see backend.h): listing pages and stat
- * results, error text, the one errno vocabulary (backend_errno_is_transient()), and the call
+ * results, error text, the one errno vocabulary (backend_errno_is_transient()), the call
  * scopes, and what every layer shares (its creation, pass-through counters and destroy). It
  * knows no implementation and no layer: stacks are built in stack.c.
  *
  * Call scopes (backend.h): the innermost open scope of each thread is a _Thread_local
  * pointer; a scope links to the one it is nested in and carries the earliest deadline of the
  * chain, so asking for the deadline is O(1) and asking whether a call is cancelled walks the
- * (short) chain. Invariant: `current` is NULL or the innermost scope still open on this thread.
+ * (short) chain. Layers: a layer's priv starts with its inner backend pointer, which is how the
+ * pass-through defaults find it.
+ *
+ * Invariants: `current` is NULL or the innermost scope still open on this thread; a layer's
+ * priv is never NULL and its first member is its (owned) inner backend.
+ * Lock order: no locks (the scope chain is per thread).
  */
 #include "backends/backend.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -7,7 +7,8 @@
  * outermost backend destroys the whole stack (the s3backer pattern). Each implementation and
  * layer declares its create function in its own header (s3.h, retry.h, ...); stack.h builds
  * the stack for a source URI in one place. This header and backend.c are the ground all of
- * them stand on: the interface, list/stat helpers, the errno vocabulary, call scopes.
+ * them stand on: the interface, list/stat helpers, the errno vocabulary, what layers share
+ * (creation, pass-through defaults), call scopes.
  *
  * Keys are always relative to the source root: for s3://bucket/prefix the key "a/b.jpg"
  * is the object "prefix/a/b.jpg"; for file:///srv/data it is the file /srv/data/a/b.jpg.
