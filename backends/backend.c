@@ -1,21 +1,22 @@
 /*
- * backend.c - builds the backend stack for a source URI, and the small helpers every
- * backend shares (listing pages, stat results, error text).
- *
- * The stack, bottom to top:  implementation (s3 | http | local) -> [fault] -> retry -> stats.
- * The retry layer sits only above remote implementations; the fault layer (tests) sits
- * under retry so that injected failures exercise the retry path. The stats layer is the
- * outermost one, so its counters are the calls the cache actually made.
+ * backend.c - the ground every backend stands on (see backend.h): listing pages and stat
+ * results, error text, the one errno vocabulary (backend_errno_is_transient()), the call
+ * scopes, and what every layer shares (its creation, pass-through counters and destroy). It
+ * knows no implementation and no layer: stacks are built in stack.c.
  *
  * Call scopes (backend.h): the innermost open scope of each thread is a _Thread_local
  * pointer; a scope links to the one it is nested in and carries the earliest deadline of the
  * chain, so asking for the deadline is O(1) and asking whether a call is cancelled walks the
- * (short) chain. Invariant: `current` is NULL or the innermost scope still open on this thread.
+ * (short) chain. Layers: a layer's priv starts with its inner backend pointer, which is how the
+ * pass-through defaults find it.
+ *
+ * Invariants: `current` is NULL or the innermost scope still open on this thread; a layer's
+ * priv is never NULL and its first member is its (owned) inner backend.
+ * Lock order: no locks (the scope chain is per thread).
  */
 #include "backends/backend.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -119,6 +120,42 @@ int backend_list_page_add(struct backend_list_page *page, const char *key, int i
     return 0;
 }
 
+int backend_layer_create(struct backend *inner, const struct backend_ops *ops, size_t priv_size,
+                         struct backend **out)
+{
+    struct backend *be = calloc(1, sizeof(*be));
+    void *priv = calloc(1, priv_size < sizeof(inner) ? sizeof(inner) : priv_size);
+
+    *out = NULL;
+    if (!be || !priv) {
+        free(be);
+        free(priv);
+        backend_destroy(inner);
+        return -ENOMEM;
+    }
+    *(struct backend **)priv = inner;
+    be->ops = ops;
+    be->priv = priv;
+    be->caps = inner->caps;
+    *out = be;
+    return 0;
+}
+
+int backend_layer_counters(struct backend *be, struct backend_counters *out)
+{
+    struct backend *inner = backend_layer_inner(be);
+    if (!inner->ops->counters)
+        return -ENOTSUP;
+    return inner->ops->counters(inner, out);
+}
+
+void backend_layer_destroy(struct backend *be)
+{
+    backend_destroy(backend_layer_inner(be));
+    free(be->priv);
+    free(be);
+}
+
 const char *backend_strerror(int err)
 {
     if (err < 0)
@@ -150,75 +187,34 @@ const char *backend_strerror(int err)
     }
 }
 
-/* file:///abs/dir -> "/abs/dir"; also accepts file:/abs/dir. */
-static const char *file_uri_path(const char *source)
+/*
+ * The one decision "ask the store again?". In, because the store did not give an answer:
+ *  - EIO: a 5xx or 429 (SlowDown), a body cut short, a garbled reply, a transport error in
+ *    the middle of a transfer: the next attempt usually goes through;
+ *  - ETIMEDOUT: an attempt ran out of time or stalled (the retry layer's deadline still
+ *    bounds the whole call);
+ *  - EAGAIN: "try again" by definition;
+ *  - ECONNREFUSED, ECONNRESET: nothing listening or the connection dropped (a server or
+ *    proxy restarting, a load balancer shedding);
+ *  - EHOSTUNREACH, ENETUNREACH: no route, or the name did not resolve (the HTTP transports map
+ *    resolver failures to EHOSTUNREACH): routes, links and resolvers come back.
+ * Out, because asking again gives the same result or is not wanted:
+ *  - ENOENT, EACCES, EPERM, ESTALE, EINVAL, ERANGE, ENOTDIR: the store answered;
+ *  - EINTR: the caller's call scope was cancelled, it wants no answer at all;
+ *  - ENOMEM and any other local errno: a shortage or fault on this side, not the store's.
+ */
+int backend_errno_is_transient(int err)
 {
-    const char *p = source + strlen("file:");
-    if (strncmp(p, "//", 2) == 0)
-        p += 2;
-    return p;
-}
-
-int backend_open(const struct backend_conf *conf, struct backend **out, char *err, size_t errlen)
-{
-    struct backend *be = NULL;
-    int rc;
-    int remote = 0;
-
-    *out = NULL;
-    if (!conf->source || !*conf->source) {
-        snprintf(err, errlen, "no source given");
-        return -EINVAL;
+    switch (err < 0 ? -err : err) {
+    case EIO:
+    case ETIMEDOUT:
+    case EAGAIN:
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+        return 1;
+    default:
+        return 0;
     }
-    if (strncmp(conf->source, "file:", 5) == 0) {
-        const char *path = file_uri_path(conf->source);
-        if (*path != '/') {
-            snprintf(err, errlen, "%s: file source needs an absolute path (file:///dir)",
-                     conf->source);
-            return -EINVAL;
-        }
-        rc = local_backend_create(path, &be, err, errlen);
-    } else if (strncmp(conf->source, "s3://", 5) == 0) {
-        rc = s3_backend_create(conf, &be, err, errlen);
-        remote = 1;
-    } else if (strncmp(conf->source, "http://", 7) == 0 ||
-               strncmp(conf->source, "https://", 8) == 0) {
-        rc = http_backend_create(conf, &be, err, errlen);
-        remote = 1;
-    } else {
-        snprintf(err, errlen,
-                 "%s: unsupported source (use s3://bucket[/prefix], http(s)://host/path or "
-                 "file:///dir)",
-                 conf->source);
-        return -EINVAL;
-    }
-    if (rc < 0)
-        return rc;
-    be->caps = be->ops->caps;
-
-    if (conf->fault_fail_after > 0) {
-        rc = fault_backend_create(be, conf->fault_fail_after, EIO, &be);
-        if (rc < 0)
-            goto out_nomem;
-    }
-    if (remote) {
-        struct retry_conf rconf = {
-            .retries = conf->retries < 0 ? 0 : conf->retries,
-            .timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : BACKEND_DEFAULT_TIMEOUT_MS,
-            .fail_fast_ms = conf->fail_fast_ms > 0 ? conf->fail_fast_ms : 0,
-        };
-        rc = retry_backend_create(be, &rconf, &be);
-        if (rc < 0)
-            goto out_nomem;
-    }
-    rc = stats_backend_create(be, &be);
-    if (rc < 0)
-        goto out_nomem;
-    *out = be;
-    return 0;
-
-out_nomem:
-    /* Layers own their inner backend also on failure: nothing left to free here. */
-    snprintf(err, errlen, "out of memory building the backend stack");
-    return rc;
 }

@@ -2,10 +2,13 @@
  * backend.h - the one interface every remote store sits behind.
  *
  * A backend is an instance { ops, priv }: `ops` is a const table exported by each
- * implementation (s3.c, local.c) or layer (stats.c, retry.c, fault.c); `priv` is the
+ * implementation (s3.c, http.c, local.c) or layer (stats.c, retry.c, fault.c); `priv` is the
  * implementation's own state. Layers wrap an inner backend and own it: destroying the
- * outermost backend destroys the whole stack (the s3backer pattern). backend_open()
- * builds the stack for a source URI in one place.
+ * outermost backend destroys the whole stack (the s3backer pattern). Each implementation and
+ * layer declares its create function in its own header (s3.h, retry.h, ...); stack.h builds
+ * the stack for a source URI in one place. This header and backend.c are the ground all of
+ * them stand on: the interface, list/stat helpers, the errno vocabulary, what layers share
+ * (creation, pass-through defaults), call scopes.
  *
  * Keys are always relative to the source root: for s3://bucket/prefix the key "a/b.jpg"
  * is the object "prefix/a/b.jpg"; for file:///srv/data it is the file /srv/data/a/b.jpg.
@@ -15,7 +18,10 @@
  * vocabulary is fixed: ENOENT (no such key), EACCES (forbidden / bad credentials),
  * ESTALE (the object no longer has the expected version), ETIMEDOUT (the store did not
  * answer in time), EIO (the store failed or sent a malformed reply), EINVAL (bad argument),
- * ENOMEM, EHOSTUNREACH/ECONNREFUSED (store unreachable).
+ * ENOMEM, EHOSTUNREACH/ECONNREFUSED (store unreachable), EINTR (the call scope was
+ * cancelled). Which of them are worth asking the store again is decided in one place,
+ * backend_errno_is_transient(): the retry layer, the metadata cache's stale listings, the
+ * FUSE layer's EIO and the REST server's 502 all ask it.
  *
  * Thread safety: every op may be called from many threads at once.
  * On failure an op leaves its `out` argument empty (nothing to clear).
@@ -121,7 +127,8 @@ struct backend {
 
 #define BACKEND_DEFAULT_TIMEOUT_MS 30000
 
-/* Options for backend_open(). Strings are borrowed for the call only. */
+/* Options of a backend stack (backend_stack_create(), stack.h) and of the remote
+ * implementations. Strings are borrowed for the call only. */
 struct backend_conf {
     const char *source;     /* s3://bucket[/prefix], http(s)://host/path[/], file:///dir */
     const char *endpoint;   /* S3 endpoint URL, e.g. http://127.0.0.1:7480 (NULL: AWS) */
@@ -138,10 +145,6 @@ struct backend_conf {
     int fault_fail_after;   /* fault layer (tests): fail every call after N calls; 0 = off */
 };
 
-/* Build the backend stack for conf->source: implementation, then retry and stats layers.
- * On failure returns -errno and writes a one-line message (no secrets) into err. */
-int backend_open(const struct backend_conf *conf, struct backend **out, char *err, size_t errlen);
-
 /* Convenience wrappers over be->ops. */
 static inline void backend_destroy(struct backend *be)
 {
@@ -155,31 +158,29 @@ void backend_list_page_clear(struct backend_list_page *page);
 int backend_list_page_add(struct backend_list_page *page, const char *key, int is_prefix,
                           uint64_t size, int64_t mtime_ns, const char *version);
 
-/* Implementations. Each returns 0 or -errno and, on error, a message in err. */
-int local_backend_create(const char *root, struct backend **out, char *err, size_t errlen);
-int s3_backend_create(const struct backend_conf *conf, struct backend **out, char *err,
-                      size_t errlen);
-/* http(s)://host[:port]/path/ (an autoindex tree) or .../file (a one-file directory). */
-int http_backend_create(const struct backend_conf *conf, struct backend **out, char *err,
-                        size_t errlen);
+/* --- layers ---------------------------------------------------------------------------
+ *
+ * A layer (retry.c, stats.c, fault.c) wraps an inner backend that it owns. Its priv is a
+ * struct whose first member is `struct backend *inner`; backend_layer_create() makes such a
+ * layer, and the pass-through defaults below may stand in its ops table for the ops it does
+ * not change. */
 
-/* Layers: each takes ownership of `inner`, also on failure. */
-int stats_backend_create(struct backend *inner, struct backend **out);
-
-/* The retry layer's settings (see retry.c). */
-struct retry_conf {
-    int retries;      /* attempts after the first for transient errors */
-    int timeout_ms;   /* deadline of one call, its retries included; 0 = none */
-    int fail_fast_ms; /* how long a store that ran out of time is failed at once; 0 = off */
-};
-int retry_backend_create(struct backend *inner, const struct retry_conf *conf,
+/* A new layer over `inner` with ops `ops` and the caps of inner; its priv is priv_size zeroed
+ * bytes (at least a pointer) whose first member is set to inner. Returns 0 with *out, or
+ * -ENOMEM with *out NULL and inner destroyed (a layer owns its inner also on failure). */
+int backend_layer_create(struct backend *inner, const struct backend_ops *ops, size_t priv_size,
                          struct backend **out);
-int fault_backend_create(struct backend *inner, int fail_after, int err, struct backend **out);
-/* Fault layer knobs (tests): from now on let `fail_after` more calls through, then fail every
- * call with -err (err = 0 disables failing); delay each call by `delay_us`. A delay stands for
- * a slow or hung store: like a real transfer it ends early, failing the call, with -ETIMEDOUT
- * at the calling scope's deadline and -EINTR once the scope is cancelled. */
-void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned delay_us);
+
+/* The inner backend of a layer made by backend_layer_create(). */
+static inline struct backend *backend_layer_inner(const struct backend *be)
+{
+    return *(struct backend *const *)be->priv;
+}
+
+/* Pass-through counters: the inner backend's, or -ENOTSUP when it keeps none. */
+int backend_layer_counters(struct backend *be, struct backend_counters *out);
+/* Pass-through destroy: destroys the inner backend, frees priv and the layer. */
+void backend_layer_destroy(struct backend *be);
 
 /* --- call scopes: the deadline and cancel flag of the calls a thread makes ----------------
  *
@@ -219,5 +220,13 @@ int64_t backend_call_remaining_ms(const struct backend_call *call);
 
 /* Human-readable text for a backend errno, e.g. "access denied (check credentials)". */
 const char *backend_strerror(int err);
+
+/* 1 if a call that failed with err (negative or positive errno) may succeed when the store
+ * is asked again: the store failed or could not be reached, rather than answered. These are
+ * EIO (5xx, SlowDown, a cut or garbled reply), ETIMEDOUT, EAGAIN, ECONNREFUSED, ECONNRESET,
+ * EHOSTUNREACH and ENETUNREACH; every other errno is 0 (see backend.c for why each is in or
+ * out). The retry layer retries exactly these, the metadata cache serves a stale listing for
+ * exactly these, and the FUSE layer reports them as EIO. */
+int backend_errno_is_transient(int err);
 
 #endif

@@ -1,9 +1,10 @@
 /*
- * curl_common.h - the libcurl plumbing the HTTP-speaking backends (s3.c, http.c) share: a
- * keep-alive pool of easy handles, a bounded reply-body buffer, header-line helpers, the
- * timeouts and debug switch every request of a backend uses, and one function setting the
- * easy options common to all their requests. What a backend asks for and how it reads the
- * reply stays in the backend.
+ * curl_common.h - the one HTTP request path of the backends that speak HTTP (s3.c, http.c): a
+ * keep-alive pool of easy handles, one request struct (struct curl_req) with its reply body,
+ * reply headers and error body, one perform (curl_req_perform()) within the calling thread's
+ * call scope, and one mapping of curl codes and HTTP statuses to errno (curl_map_error()).
+ * What a backend asks for (URL, header lines, signing, redirects) and how it judges the reply
+ * (ranges, versions, S3 error codes) stays in the backend.
  */
 #ifndef PAGEFS_CURL_COMMON_H
 #define PAGEFS_CURL_COMMON_H
@@ -30,7 +31,7 @@ struct curl_pool;
 int curl_pool_create(size_t max_idle, struct curl_pool **out);
 
 /* An idle handle, or a new one; NULL when out of memory. The handle keeps whatever options
- * its last user set: reset it (curl_common_setup() does). Give it back with curl_pool_give(). */
+ * its last user set: reset it (curl_req_setup() does). Give it back with curl_pool_give(). */
 CURL *curl_pool_take(struct curl_pool *p);
 
 /* Returns a handle taken from p (idle again, or cleaned up when the pool is full). */
@@ -40,10 +41,33 @@ void curl_pool_give(struct curl_pool *p, CURL *c);
  * back. NULL is a no-op. */
 void curl_pool_destroy(struct curl_pool *p);
 
-/* --- reply body ------------------------------------------------------------------------ */
+/* --- what every request of one backend shares ------------------------------------------ */
+
+struct curl_common_conf {
+    long timeout_ms;         /* the whole transfer, at most */
+    long connect_timeout_ms; /* a third of it, within [1, 10000] */
+    long stall_s;            /* give up a transfer that receives nothing for this long; 0 off */
+    int verbose;             /* CURLOPT_VERBOSE: prints request headers (credentials too) */
+    /* Set by the backend after curl_common_conf_init() (which leaves them NULL / 0); the
+     * strings are the backend's and must outlive every request. */
+    const char *sigv4;      /* CURLOPT_AWS_SIGV4, e.g. "aws:amz:REGION:s3"; NULL: unsigned */
+    const char *userpwd;    /* "key:secret" signing the requests with sigv4 */
+    long max_redirs;        /* > 0: follow up to this many redirects (http, https); 0: none */
+    const char *user_agent; /* the User-Agent header; NULL: none */
+};
+
+/* Fills conf: timeout_ms (the default when <= 0) and its connect timeout, the stall timeout
+ * (stall_timeout_ms rounded up to whole seconds; <= 0: none); verbose when the environment
+ * variable debug_env is set to something other than "" or "0"; no signing, no redirects, no
+ * User-Agent. */
+void curl_common_conf_init(struct curl_common_conf *conf, long timeout_ms, long default_timeout_ms,
+                           long stall_timeout_ms, const char *debug_env);
+
+/* --- one request ----------------------------------------------------------------------- */
 
 /* A 2xx reply body: into buf (capacity cap). If grow, buf is malloc'd (starts NULL with cap
- * 0) and grows up to max; otherwise it is the caller's and a longer body is an overflow. */
+ * 0) and grows up to max; otherwise it is the caller's and a longer body is an overflow
+ * (the request fails with -EIO). */
 struct curl_body {
     char *buf;
     size_t len, cap, max;
@@ -51,60 +75,74 @@ struct curl_body {
     int overflow; /* set when the body did not fit (or could not grow) */
 };
 
-/* Appends n bytes; returns n, or 0 with overflow set when they do not fit (returned from a
- * write callback, 0 aborts the transfer with CURLE_WRITE_ERROR). */
-size_t curl_body_append(struct curl_body *b, const char *data, size_t n);
+/* One request and what came back. The backend zero-initialises it, sets the request part,
+ * adds its header lines (curl_req_header()), runs it (curl_req_perform(), or curl_req_setup()
+ * and curl_req_finish() around a transfer of its own) and frees it with curl_req_clear(). */
+struct curl_req {
+    /* The request. */
+    const char *url;
+    int head;                /* HEAD instead of GET */
+    struct curl_slist *hdrs; /* header lines, in the order added; owned */
+    struct curl_body body;   /* where a 2xx body goes */
+    char *errbody;           /* a non-2xx body: its first errcap - 1 bytes go here (S3's error */
+    size_t errcap;           /* document); NULL: dropped */
+    /* A ranged GET that also takes a 200 (a server that ignores Range sends the whole
+     * object): the first `skip` bytes of such a body are dropped and the transfer ends once
+     * body.cap bytes are in (a success, `cut` set). Without it a 200 body is like any other. */
+    int cut_whole;
+    uint64_t skip;
 
-/* Frees buf when it is the body's own (grow), and sets it to NULL. */
-void curl_body_clear(struct curl_body *b);
-
-/* --- reply headers --------------------------------------------------------------------- */
-
-/* 1 when the header line data[0..n) is a status line ("HTTP/1.1 200 OK": a new reply begins,
- * say after a redirect or 100-continue), with *status set to its code; 0 otherwise. */
-int curl_status_line(const char *data, size_t n, long *status);
-
-/* The value of header line line[0..n) if it is header `name` (case-insensitive), trimmed, as
- * a malloc'd copy (caller frees); NULL otherwise or when out of memory. */
-char *curl_header_value(const char *line, size_t n, const char *name);
-
-/* Parses a Content-Range value "bytes A-B/T", where T may be '*' (an unknown total: *total
- * is then UINT64_MAX). strict: also A <= B and, with a numeric total, B < T. Returns 1 with
- * the three values set when it parses, 0 (values untouched) otherwise. */
-int curl_content_range(const char *v, int strict, uint64_t *start, uint64_t *end, uint64_t *total);
-
-/* --- requests -------------------------------------------------------------------------- */
-
-/* What every request of one backend shares. */
-struct curl_common_conf {
-    long timeout_ms;         /* the whole transfer, at most */
-    long connect_timeout_ms; /* a third of it, within [1, 10000] */
-    long stall_s;            /* give up a transfer that receives nothing for this long; 0 off */
-    int verbose;             /* CURLOPT_VERBOSE: prints request headers (credentials too) */
+    /* The reply (reset by curl_req_setup() and at every status line: a redirect's target or
+     * a reply after 100-continue forgets the one before). */
+    long status;   /* the last status line's code */
+    long os_errno; /* CURLINFO_OS_ERRNO: why a connect failed */
+    char *etag;    /* the ETag header as sent (quotes included), or NULL */
+    char *content_type;
+    int have_range;                               /* a Content-Range "bytes A-B/T" was parsed */
+    uint64_t range_start, range_end, range_total; /* T is UINT64_MAX for '*'; not checked
+                                                     for A <= B or B < T: the backend judges */
+    int64_t content_length;                       /* -1 if absent or not a number */
+    int64_t last_modified;                        /* seconds, -1 if absent */
+    int64_t date;                                 /* the server's Date, seconds, -1 if absent */
+    char *effective_url;                          /* after redirects (a successful transfer) */
+    size_t errlen;                                /* bytes in errbody */
+    uint64_t skipped;                             /* of skip, dropped so far */
+    int cut;                                      /* the transfer was ended on purpose */
 };
 
-/* Fills conf: timeout_ms (the default when <= 0) and its connect timeout, the stall timeout
- * (stall_timeout_ms rounded up to whole seconds; <= 0: none); verbose when the environment
- * variable debug_env is set to something other than "" or "0". */
-void curl_common_conf_init(struct curl_common_conf *conf, long timeout_ms, long default_timeout_ms,
-                           long stall_timeout_ms, const char *debug_env);
+/* Appends the header line printf(fmt, ...) to r->hdrs. Returns 0 or -ENOMEM. */
+int curl_req_header(struct curl_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Resets c and sets the options all requests share: url, the header list hdrs (may be NULL;
- * it must live until the transfer is over and curl_common_finish() ran), HEAD when head, the
- * body and header callbacks with ud as their data, no signals, TCP_NODELAY and keep-alive
- * probes, conf's timeouts and verbosity, http and https only, a 512 KiB receive buffer. No
- * redirects are followed (a backend that wants them turns them on after this call).
- * Within the calling thread's call scope (backend.h), which must stay open until the transfer
- * is over: the timeouts are capped at the time the scope has left, and a cancel of the scope
- * aborts the transfer (CURLE_ABORTED_BY_CALLBACK) within about a second. conf's stall timeout
- * ends a transfer that receives less than 1 byte/s for that long (CURLE_OPERATION_TIMEDOUT),
+/* Resets c and sets every option of request r: url, r->hdrs, HEAD, the body and header
+ * callbacks filling r, no signals, TCP_NODELAY and keep-alive probes, conf's timeouts,
+ * verbosity, signing, redirects (else none are followed) and User-Agent, http and https only,
+ * a 512 KiB receive buffer; and resets r's reply part. Within the calling thread's call scope
+ * (backend.h), which must stay open until the transfer is over: the timeouts are capped at the
+ * time the scope has left, and a cancel of the scope aborts the transfer within about a
+ * second. conf's stall timeout ends a transfer that receives less than 1 byte/s for that long,
  * so a stall before or in the middle of a body ends the attempt, not the whole deadline. */
-void curl_common_setup(CURL *c, const struct curl_common_conf *conf, const char *url,
-                       struct curl_slist *hdrs, int head, curl_write_callback on_body,
-                       curl_write_callback on_header, void *ud);
+void curl_req_setup(CURL *c, const struct curl_common_conf *conf, struct curl_req *r);
 
-/* After a transfer on c: the reply status and the OS errno of a failed connect into *status
- * and *os_errno, and the header list dropped from c (so it can be freed and c reused). */
-void curl_common_finish(CURL *c, long *status, long *os_errno);
+/* After a transfer of r on c that ended with cc: fills the status, OS errno and effective URL,
+ * drops r->hdrs from c (so c can be reused), and returns r's errno: 0 for a usable 2xx reply
+ * (also one cut on purpose), -EIO for a body that overflowed, else curl_map_error(). */
+int curl_req_finish(CURL *c, struct curl_req *r, CURLcode cc);
+
+/* Runs r on a handle of pool p with conf (setup, perform, finish) and returns its errno
+ * (curl_req_finish()); -ENOMEM when no handle could be had. */
+int curl_req_perform(struct curl_pool *p, const struct curl_common_conf *conf, struct curl_req *r);
+
+/* Frees what r owns: header lines, a grown body, the reply's strings. */
+void curl_req_clear(struct curl_req *r);
+
+/* The one mapping of curl codes and HTTP statuses to errno (backend.h's vocabulary): 0 for a
+ * 2xx status; 404 and 410 ENOENT, 401/403 EACCES, 412 ESTALE, 416 ERANGE (read_range turns it
+ * into the end of the object), 400 and 301 EINVAL (a bad request; S3's wrong region or
+ * endpoint), 429, 5xx and any other status EIO (transient). A transport error wins over any
+ * status: CURLE_OPERATION_TIMEDOUT ETIMEDOUT, CURLE_COULDNT_CONNECT ECONNREFUSED (EHOSTUNREACH
+ * or ETIMEDOUT when os_errno says so), CURLE_COULDNT_RESOLVE_* EHOSTUNREACH,
+ * CURLE_OUT_OF_MEMORY ENOMEM, CURLE_ABORTED_BY_CALLBACK EINTR (the call scope was cancelled),
+ * any other EIO. */
+int curl_map_error(CURLcode cc, long status, long os_errno);
 
 #endif

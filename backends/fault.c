@@ -10,7 +10,7 @@
  * fault_backend_set(); they are atomics, so a test thread may flip them while other threads
  * are inside calls.
  */
-#include "backends/backend.h"
+#include "backends/fault.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 struct fault_priv {
-    struct backend *inner;
+    struct backend *inner; /* first: a layer (backend.h) */
     atomic_int remaining; /* calls left before failing; < 0: never fail */
     atomic_int err;       /* positive errno */
     atomic_uint delay_us;
@@ -96,30 +96,14 @@ static int fault_check(struct backend *be)
     return rc < 0 ? rc : fp->inner->ops->check(fp->inner);
 }
 
-static int fault_counters(struct backend *be, struct backend_counters *out)
-{
-    struct fault_priv *fp = be->priv;
-    if (!fp->inner->ops->counters)
-        return -ENOTSUP;
-    return fp->inner->ops->counters(fp->inner, out);
-}
-
-static void fault_destroy(struct backend *be)
-{
-    struct fault_priv *fp = be->priv;
-    backend_destroy(fp->inner);
-    free(fp);
-    free(be);
-}
-
 static const struct backend_ops fault_ops = {
     .name = "fault",
     .stat = fault_stat,
     .list = fault_list,
     .read_range = fault_read_range,
     .check = fault_check,
-    .counters = fault_counters,
-    .destroy = fault_destroy,
+    .counters = backend_layer_counters,
+    .destroy = backend_layer_destroy,
 };
 
 void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned delay_us)
@@ -134,20 +118,9 @@ void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned 
 
 int fault_backend_create(struct backend *inner, int fail_after, int err, struct backend **out)
 {
-    struct backend *be = calloc(1, sizeof(*be));
-    struct fault_priv *fp = calloc(1, sizeof(*fp));
-    if (!be || !fp) {
-        free(be);
-        free(fp);
-        backend_destroy(inner);
-        *out = NULL;
-        return -ENOMEM;
-    }
-    fp->inner = inner;
-    be->ops = &fault_ops;
-    be->priv = fp;
-    be->caps = inner->caps;
-    fault_backend_set(be, fail_after, err, 0);
-    *out = be;
+    int rc = backend_layer_create(inner, &fault_ops, sizeof(struct fault_priv), out);
+    if (rc < 0)
+        return rc;
+    fault_backend_set(*out, fail_after, err, 0);
     return 0;
 }

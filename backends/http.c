@@ -34,9 +34,12 @@
  * http.server) work, at the price of the skipped bytes.
  *
  * Every op is one request (a listing: one GET plus its HEADs) on an easy handle borrowed from
- * a keep-alive pool (curl_common.c, shared with s3.c, as are the body buffer, the header
- * helpers and the common easy options); retries belong to the retry layer, and
- * http_map_error() is the one place curl codes and statuses become errno. Redirects are
+ * a keep-alive pool; retries belong to the retry layer. Requests go through curl_common.c's
+ * one request path, shared with s3.c: struct curl_req (body, reply headers), curl_req_perform()
+ * (the HEADs of a listing: curl_req_setup()/curl_req_finish() on a multi handle) and
+ * curl_map_error(), the one place curl codes and statuses become errno. What is this
+ * backend's own: the header lines (Range, a conditional, Accept-Encoding: identity), reading a
+ * 200 to a ranged GET (cut_whole), and judging replies against versions. Redirects are
  * followed (at most MAX_REDIRS, http and https only); https verifies certificates (curl's
  * defaults, never turned off). Sources with credentials in the URL are refused (they would
  * show in messages and mount tables).
@@ -50,11 +53,12 @@
  * resolving HEAD only (callers of the first op wait for it); the pool's lock is a leaf,
  * never held across a request.
  */
-#include "backends/backend.h"
-#include "backends/invariants.h"
+#include "backends/http.h"
+
 #include "backends/curl_common.h"
 #include "backends/http_listing.h"
-#include "backends/s3_xml.h"
+#include "backends/invariants.h"
+#include "backends/urlcode.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -81,220 +85,28 @@ struct http {
     char *base_path; /* MODE_DIR: its path, percent-encoded, starting and ending in '/' */
     char *file_url;  /* MODE_FILE: the file's URL (the source) */
     char *file_name; /* MODE_FILE: the one child's name */
-    struct curl_common_conf cconf; /* timeouts, PAGEFS_HTTP_DEBUG */
+    struct curl_common_conf cconf; /* timeouts, redirects, User-Agent, PAGEFS_HTTP_DEBUG */
     struct curl_pool *pool;
 
     pthread_mutex_t mode_lock;
     enum http_mode mode; /* guarded by mode_lock until set, immutable after */
 };
 
-/* One request and what came back. */
-struct http_req {
-    const char *url;
-    int head;
-    const char *range; /* "bytes=a-b" or NULL */
-    char cond[160];    /* a conditional header line ("If-Match: ...") or "" */
-
-    /* 2xx body: the caller's buffer for reads, a growing one for listings. A 200 reply to a
-     * ranged GET (whole body) skips its first `skip` bytes and ends once cap bytes are in. */
-    struct curl_body body;
-    uint64_t skip, skipped;
-    int cut; /* the transfer was ended on purpose: all wanted bytes are in */
-
-    long status;
-    long os_errno;
-    char *etag;
-    char *content_type;
-    int have_range;
-    uint64_t range_start, range_end, range_total; /* total UINT64_MAX for '*' */
-    int64_t content_length;                       /* -1 if absent */
-    int64_t last_modified;                        /* seconds, -1 if absent */
-    int64_t date;                                 /* the server's Date, seconds, -1 if absent */
-    char *effective_url;                          /* after redirects */
-};
-
-/* --- errors ------------------------------------------------------------------------- */
-
-/* The one mapping of curl codes and HTTP statuses to errno for this backend: the S3 one
- * (404 ENOENT, 401/403 EACCES, 412 ESTALE, 416 ERANGE, 5xx/429/timeouts retryable) plus
- * 410 Gone as ENOENT. */
-static int http_map_error(CURLcode cc, long status, long os_errno)
-{
-    if (cc == CURLE_OK && status == 410)
-        return -ENOENT;
-    return s3_map_error((int)cc, status, os_errno, NULL);
-}
-
-/* --- callbacks ---------------------------------------------------------------------- */
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    struct http_req *r = ud;
-    size_t n = size * nmemb;
-
-    if (r->status < 200 || r->status >= 300)
-        return n; /* error pages are not kept */
-    if (r->status == 200 && r->range) {
-        /* The server ignored Range: skip to the wanted offset, stop when the buffer is full. */
-        if (r->skipped < r->skip) {
-            uint64_t want = r->skip - r->skipped;
-            size_t drop = want < n ? (size_t)want : n;
-            r->skipped += drop;
-            data += drop;
-            n -= drop;
-            if (n == 0)
-                return size * nmemb;
-        }
-        struct curl_body *b = &r->body;
-        size_t room = b->cap - b->len, take = n < room ? n : room;
-        memcpy(b->buf + b->len, data, take);
-        b->len += take;
-        if (b->len == b->cap) {
-            r->cut = 1;
-            return 0; /* ends the transfer (CURLE_WRITE_ERROR, cut set) */
-        }
-        return size * nmemb;
-    }
-    return curl_body_append(&r->body, data, n);
-}
-
-static int64_t http_date(const char *v)
-{
-    time_t t = curl_getdate(v, NULL);
-    return t == (time_t)-1 ? -1 : (int64_t)t;
-}
-
-static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
-{
-    struct http_req *r = ud;
-    size_t n = size * nmemb;
-    char *v;
-
-    if (curl_status_line(data, n, &r->status)) {
-        /* A new reply (a redirect's target, after 100-continue): forget the last one. */
-        free(r->etag);
-        free(r->content_type);
-        r->etag = r->content_type = NULL;
-        r->have_range = 0;
-        r->content_length = r->last_modified = r->date = -1;
-        return n;
-    }
-    if ((v = curl_header_value(data, n, "ETag"))) {
-        free(r->etag);
-        r->etag = v;
-    } else if ((v = curl_header_value(data, n, "Content-Type"))) {
-        free(r->content_type);
-        r->content_type = v;
-    } else if ((v = curl_header_value(data, n, "Content-Length"))) {
-        char *e = NULL;
-        unsigned long long x = strtoull(v, &e, 10);
-        r->content_length =
-            (*v >= '0' && *v <= '9' && e && !*e && x <= INT64_MAX) ? (int64_t)x : -1;
-        free(v);
-    } else if ((v = curl_header_value(data, n, "Last-Modified"))) {
-        r->last_modified = http_date(v);
-        free(v);
-    } else if ((v = curl_header_value(data, n, "Date"))) {
-        r->date = http_date(v);
-        free(v);
-    } else if ((v = curl_header_value(data, n, "Content-Range"))) {
-        if (curl_content_range(v, 1, &r->range_start, &r->range_end, &r->range_total))
-            r->have_range = 1;
-        free(v);
-    }
-    return n;
-}
-
 /* --- one request -------------------------------------------------------------------- */
 
-static void req_init(struct http_req *r)
+/* Adds the header line every request of this backend ends with: bytes as stored (a compressed
+ * reply would not match Content-Length or ranges). Returns 0 or -ENOMEM. */
+static int add_identity(struct curl_req *r)
 {
-    r->content_length = r->last_modified = r->date = -1;
+    return curl_req_header(r, "Accept-Encoding: identity");
 }
 
-static void req_clear(struct http_req *r)
+/* Runs request r (curl_common.c) after the header lines the caller added (Range, a
+ * conditional). Returns 0 for a usable 2xx reply or -errno (curl_map_error()). */
+static int perform(struct http *h, struct curl_req *r)
 {
-    curl_body_clear(&r->body);
-    free(r->etag);
-    free(r->content_type);
-    free(r->effective_url);
-    r->etag = r->content_type = r->effective_url = NULL;
-}
-
-/* Sets every option of request r on handle c; *hdrs receives the header list to free after
- * the transfer. Returns 0 or -ENOMEM. */
-static int req_setup(struct http *h, CURL *c, struct http_req *r, struct curl_slist **hdrs)
-{
-    char line[96];
-    struct curl_slist *tmp;
-
-    *hdrs = NULL;
-    if (r->range) {
-        snprintf(line, sizeof(line), "Range: %s", r->range);
-        if (!(tmp = curl_slist_append(*hdrs, line)))
-            goto out_nomem;
-        *hdrs = tmp;
-    }
-    if (r->cond[0]) {
-        if (!(tmp = curl_slist_append(*hdrs, r->cond)))
-            goto out_nomem;
-        *hdrs = tmp;
-    }
-    /* Bytes as stored: a compressed reply would not match Content-Length or ranges. */
-    if (!(tmp = curl_slist_append(*hdrs, "Accept-Encoding: identity")))
-        goto out_nomem;
-    *hdrs = tmp;
-
-    curl_common_setup(c, &h->cconf, r->url, *hdrs, r->head, on_body, on_header, r);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, MAX_REDIRS);
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "pagefs/" PAGEFS_VERSION);
-    return 0;
-
-out_nomem:
-    curl_slist_free_all(*hdrs);
-    *hdrs = NULL;
-    return -ENOMEM;
-}
-
-/* After a transfer: status, OS errno, effective URL. */
-static void req_finish(CURL *c, struct http_req *r, CURLcode cc)
-{
-    char *eff = NULL;
-    curl_common_finish(c, &r->status, &r->os_errno);
-    if (cc == CURLE_OK && curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff)
-        r->effective_url = strdup(eff);
-}
-
-/* errno of a finished request: 0 for a usable 2xx reply. */
-static int req_errno(const struct http_req *r, CURLcode cc)
-{
-    if (cc == CURLE_WRITE_ERROR && r->cut)
-        cc = CURLE_OK;
-    if (cc == CURLE_WRITE_ERROR && r->body.overflow)
-        return -EIO;
-    return http_map_error(cc, r->status, r->os_errno);
-}
-
-static int perform(struct http *h, struct http_req *r)
-{
-    struct curl_slist *hdrs = NULL;
-    CURL *c = curl_pool_take(h->pool);
-    int ret;
-
-    if (!c)
-        return -ENOMEM;
-    ret = req_setup(h, c, r, &hdrs);
-    if (ret < 0)
-        goto out_return;
-    CURLcode cc = curl_easy_perform(c);
-    req_finish(c, r, cc);
-    ret = req_errno(r, cc);
-    curl_slist_free_all(hdrs);
-out_return:
-    curl_pool_give(h->pool, c);
-    return ret;
+    int ret = add_identity(r);
+    return ret < 0 ? ret : curl_req_perform(h->pool, &h->cconf, r);
 }
 
 /* --- versions ----------------------------------------------------------------------- */
@@ -306,7 +118,7 @@ static int strong_etag(const char *etag)
 }
 
 /* Size, mtime and version of a HEAD (or GET) reply; -EIO without a Content-Length. */
-static int stat_from_reply(const struct http_req *r, struct backend_stat *st)
+static int stat_from_reply(const struct curl_req *r, struct backend_stat *st)
 {
     memset(st, 0, sizeof(*st));
     if (r->content_length < 0)
@@ -380,7 +192,7 @@ static int parse_version(const char *v, struct version *out)
 /* URL of `key` in directory mode; caller frees. */
 static char *key_url(const struct http *h, const char *key)
 {
-    char *enc = s3_uri_encode(key, 1), *url = NULL;
+    char *enc = url_encode(key, 1), *url = NULL;
     if (enc && asprintf(&url, "%s%s", h->base_url, enc) < 0)
         url = NULL;
     free(enc);
@@ -432,10 +244,9 @@ static int is_html(const char *content_type)
 /* Resolves a source URL not ending in '/': one HEAD decides directory or single file. */
 static int resolve(struct http *h)
 {
-    struct http_req r = {.url = h->source, .head = 1};
+    struct curl_req r = {.url = h->source, .head = 1};
     int ret;
 
-    req_init(&r);
     ret = perform(h, &r);
     if (ret < 0)
         goto out_clear;
@@ -470,7 +281,7 @@ static int resolve(struct http *h)
     h->mode = MODE_FILE;
     ret = 0;
 out_clear:
-    req_clear(&r);
+    curl_req_clear(&r);
     return ret;
 }
 
@@ -544,19 +355,18 @@ static char *object_url(struct http *h, const char *key, int *err)
 static int http_stat(struct backend *be, const char *key, struct backend_stat *out)
 {
     struct http *h = be->priv;
-    struct http_req r = {.head = 1};
+    struct curl_req r = {.head = 1};
     int ret;
 
     memset(out, 0, sizeof(*out));
     char *url = object_url(h, key, &ret);
     if (!url)
         return ret;
-    req_init(&r);
     r.url = url;
     ret = perform(h, &r);
     if (ret == 0)
         ret = stat_from_reply(&r, out);
-    req_clear(&r);
+    curl_req_clear(&r);
     free(url);
     return ret;
 }
@@ -568,8 +378,7 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
 {
     struct slot {
         CURL *c;
-        struct curl_slist *hdrs;
-        struct http_req r;
+        struct curl_req r;
         char *url;
         size_t entry;
     } slots[HEAD_PARALLEL];
@@ -588,13 +397,13 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
                 continue;
             struct backend_entry *e = &pg->entries[idx[next]];
             memset(&sl->r, 0, sizeof(sl->r));
-            req_init(&sl->r);
             sl->r.head = 1;
             sl->url = key_url(h, e->key);
             sl->r.url = sl->url;
             sl->c = sl->url ? curl_pool_take(h->pool) : NULL;
-            if (!sl->c || req_setup(h, sl->c, &sl->r, &sl->hdrs) < 0)
+            if (!sl->c || add_identity(&sl->r) < 0)
                 goto out_slot_nomem;
+            curl_req_setup(sl->c, &h->cconf, &sl->r);
             curl_easy_setopt(sl->c, CURLOPT_PRIVATE, sl);
             if (curl_multi_add_handle(m, sl->c) != CURLM_OK)
                 goto out_slot_nomem;
@@ -602,9 +411,11 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
             active++;
             continue;
         out_slot_nomem:
-            if (sl->c)
+            if (sl->c) {
+                curl_easy_setopt(sl->c, CURLOPT_HTTPHEADER, NULL);
                 curl_pool_give(h->pool, sl->c);
-            curl_slist_free_all(sl->hdrs);
+            }
+            curl_req_clear(&sl->r);
             free(sl->url);
             memset(sl, 0, sizeof(*sl));
             ret = -ENOMEM;
@@ -624,9 +435,7 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
                 continue;
             struct slot *sl = NULL;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&sl);
-            CURLcode cc = msg->data.result;
-            req_finish(sl->c, &sl->r, cc);
-            int rc = req_errno(&sl->r, cc);
+            int rc = curl_req_finish(sl->c, &sl->r, msg->data.result);
             struct backend_entry *e = &pg->entries[sl->entry];
             struct backend_stat st = {0};
             int unpageable = 0;
@@ -648,9 +457,8 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
             }
             backend_stat_clear(&st);
             curl_multi_remove_handle(m, sl->c);
-            curl_slist_free_all(sl->hdrs);
             curl_pool_give(h->pool, sl->c);
-            req_clear(&sl->r);
+            curl_req_clear(&sl->r);
             free(sl->url);
             memset(sl, 0, sizeof(*sl));
             active--;
@@ -667,10 +475,9 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
         if (!sl->c)
             continue;
         curl_multi_remove_handle(m, sl->c);
-        curl_slist_free_all(sl->hdrs);
         curl_easy_setopt(sl->c, CURLOPT_HTTPHEADER, NULL);
         curl_pool_give(h->pool, sl->c);
-        req_clear(&sl->r);
+        curl_req_clear(&sl->r);
         free(sl->url);
     }
     curl_multi_cleanup(m);
@@ -727,11 +534,10 @@ out_free:
 static int fetch_listing(struct http *h, const char *prefix, struct backend_list_page *out,
                          int64_t *server_now)
 {
-    struct http_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
+    struct curl_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
     char *url = NULL, *path = NULL;
     int ret;
 
-    req_init(&r);
     url = key_url(h, prefix);
     if (!url)
         return -ENOMEM;
@@ -758,7 +564,7 @@ static int fetch_listing(struct http *h, const char *prefix, struct backend_list
     *server_now = r.date > 0 ? r.date : (int64_t)time(NULL);
 out_free:
     free(path);
-    req_clear(&r);
+    curl_req_clear(&r);
     free(url);
     return ret;
 }
@@ -803,9 +609,9 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
                                uint64_t off, size_t len, void *buf)
 {
     struct http *h = be->priv;
-    struct http_req r = {.body = {.buf = buf, .cap = len}, .skip = off};
+    struct curl_req r = {.body = {.buf = buf, .cap = len}, .cut_whole = 1, .skip = off};
     struct version v;
-    char range[64];
+    char cond[160] = "";
     ssize_t ret;
     int err;
 
@@ -819,17 +625,19 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
     char *url = object_url(h, key, &err);
     if (!url)
         return err;
-    req_init(&r);
-    snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
     r.url = url;
-    r.range = range;
     if (v.kind == 'E') {
-        snprintf(r.cond, sizeof(r.cond), "If-Match: %s", v.etag);
+        snprintf(cond, sizeof(cond), "If-Match: %s", v.etag);
     } else if (v.kind == 'M') {
         time_t t = (time_t)v.secs;
         struct tm tm;
         if (gmtime_r(&t, &tm))
-            strftime(r.cond, sizeof(r.cond), "If-Unmodified-Since: %a, %d %b %Y %H:%M:%S GMT", &tm);
+            strftime(cond, sizeof(cond), "If-Unmodified-Since: %a, %d %b %Y %H:%M:%S GMT", &tm);
+    }
+    if (curl_req_header(&r, "Range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1) < 0 ||
+        (cond[0] && curl_req_header(&r, "%s", cond) < 0)) {
+        ret = -ENOMEM;
+        goto out_free;
     }
     ret = perform(h, &r);
     if (ret == -ERANGE) {
@@ -844,8 +652,9 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
     uint64_t total;
     if (r.status == 206) {
         uint64_t want_end = off + len - 1;
-        if (!r.have_range || r.range_total == UINT64_MAX) {
-            ret = -EIO;
+        if (!r.have_range || r.range_total == UINT64_MAX || r.range_start > r.range_end ||
+            r.range_end >= r.range_total) {
+            ret = -EIO; /* no Content-Range, an unknown total, or one that contradicts itself */
             goto out_free;
         }
         total = r.range_total;
@@ -899,7 +708,7 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
     if (ret == 0)
         ret = (ssize_t)r.body.len;
 out_free:
-    req_clear(&r);
+    curl_req_clear(&r);
     free(url);
     return ret;
 }
@@ -1039,6 +848,8 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
     }
     curl_common_conf_init(&h->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, conf->stall_timeout_ms,
                           "PAGEFS_HTTP_DEBUG");
+    h->cconf.max_redirs = MAX_REDIRS;
+    h->cconf.user_agent = "pagefs/" PAGEFS_VERSION;
 
     ret = curl_pool_create(POOL_MAX, &h->pool);
     if (ret == -ENOMEM)
@@ -1054,6 +865,7 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
         goto out_nomem_h;
     be->ops = &http_ops;
     be->priv = h;
+    be->caps = http_ops.caps;
     *out = be;
     return 0;
 

@@ -10,7 +10,7 @@
  *
  * The backend is stateless apart from the root path: every op may run on any thread.
  */
-#include "backends/backend.h"
+#include "backends/local.h"
 
 #include <dirent.h>
 #include <errno.h>

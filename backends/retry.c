@@ -2,11 +2,12 @@
  * retry.c - a backend layer that retries transient failures within a deadline, and fails
  * at once for a few seconds after the store ran out of time (a small circuit breaker).
  *
- * A call that fails with a transient error (-EIO for 5xx/SlowDown/cut bodies, -ETIMEDOUT,
- * -ECONNRESET, -ECONNREFUSED, -EAGAIN) is tried again up to `retries` more times, sleeping
- * a capped exponential backoff with full jitter between attempts (base 50 ms, cap 2 s).
- * Definite answers (-ENOENT, -EACCES, -ESTALE, -EINVAL) and -EINTR (cancelled) are returned
- * at once. After the last attempt the last error is returned unchanged.
+ * A call that fails with a transient error (backend_errno_is_transient(): -EIO for
+ * 5xx/SlowDown/cut bodies, -ETIMEDOUT, -EAGAIN, -ECONNREFUSED, -ECONNRESET, -EHOSTUNREACH,
+ * -ENETUNREACH) is tried again up to `retries` more times, sleeping a capped exponential
+ * backoff with full jitter between attempts (base 50 ms, cap 2 s). Definite answers (-ENOENT,
+ * -EACCES, -ESTALE, -EINVAL), -EINTR (cancelled) and -ENOMEM are returned at once. After the
+ * last attempt the last error is returned unchanged.
  *
  * Deadline: each call runs in a call scope (backend.h) whose deadline is `timeout_ms` from
  * its start (or an outer scope's, if earlier), so the whole call - every attempt and backoff -
@@ -22,14 +23,15 @@
  * goes to the store while the others keep failing at once; a probe that ends in a transient
  * error opens the window again. Any answer from the store (success, or an error it replied:
  * -ENOENT, -EACCES, -ESTALE, -ERANGE, -EINVAL), from the probe or from a call that was
- * already under way, closes the breaker; -EINTR, -ENOMEM and unreachable hosts do not.
+ * already under way, closes the breaker; -EINTR, -ENOMEM and unreachable hosts do not (an
+ * unreachable host is transient: a probe ending in it opens the window again).
  *
  * Invariants: open_until == 0 (closed) or the end of the window (monotonic ms), open_err the
  * errno calls fail with while it is set; probing is 1 only while one probe call runs.
  * Lock-free: the breaker is three atomics; a race between two calls ending at once leaves
  * one of their verdicts, either of which is right.
  */
-#include "backends/backend.h"
+#include "backends/retry.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -41,7 +43,7 @@
 #define SLEEP_SLICE_MS 50 /* a backoff checks for a cancel this often */
 
 struct retry_priv {
-    struct backend *inner;
+    struct backend *inner; /* first: a layer (backend.h) */
     int retries;
     uint64_t timeout_ms;             /* 0: no deadline of our own */
     uint64_t fail_fast_ms;           /* 0: no breaker */
@@ -50,10 +52,10 @@ struct retry_priv {
     atomic_int probing;              /* 1 while the probe after a window runs */
 };
 
+/* A failed call worth another attempt (rc < 0 and transient, backend.h). */
 static int is_transient(long rc)
 {
-    return rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -ECONNREFUSED ||
-           rc == -EAGAIN;
+    return rc < 0 && rc >= -4095 && backend_errno_is_transient((int)rc);
 }
 
 /* Sleeps before attempt `attempt` (1-based): uniform in [0, min(cap, base * 2^attempt)),
@@ -207,53 +209,27 @@ static int retry_check(struct backend *be)
     return (int)retry_call(be->priv, &a);
 }
 
-static int retry_counters(struct backend *be, struct backend_counters *out)
-{
-    struct retry_priv *rp = be->priv;
-    if (!rp->inner->ops->counters)
-        return -ENOTSUP;
-    return rp->inner->ops->counters(rp->inner, out);
-}
-
-static void retry_destroy(struct backend *be)
-{
-    struct retry_priv *rp = be->priv;
-    backend_destroy(rp->inner);
-    free(rp);
-    free(be);
-}
-
 static const struct backend_ops retry_ops = {
     .name = "retry",
     .stat = retry_stat,
     .list = retry_list,
     .read_range = retry_read_range,
     .check = retry_check,
-    .counters = retry_counters,
-    .destroy = retry_destroy,
+    .counters = backend_layer_counters,
+    .destroy = backend_layer_destroy,
 };
 
 int retry_backend_create(struct backend *inner, const struct retry_conf *conf, struct backend **out)
 {
-    struct backend *be = calloc(1, sizeof(*be));
-    struct retry_priv *rp = calloc(1, sizeof(*rp));
-    if (!be || !rp) {
-        free(be);
-        free(rp);
-        backend_destroy(inner);
-        *out = NULL;
-        return -ENOMEM;
-    }
-    rp->inner = inner;
+    int rc = backend_layer_create(inner, &retry_ops, sizeof(struct retry_priv), out);
+    if (rc < 0)
+        return rc;
+    struct retry_priv *rp = (*out)->priv;
     rp->retries = conf->retries < 0 ? 0 : conf->retries;
     rp->timeout_ms = conf->timeout_ms > 0 ? (uint64_t)conf->timeout_ms : 0;
     rp->fail_fast_ms = conf->fail_fast_ms > 0 ? (uint64_t)conf->fail_fast_ms : 0;
     atomic_init(&rp->open_until, 0);
     atomic_init(&rp->open_err, 0);
     atomic_init(&rp->probing, 0);
-    be->ops = &retry_ops;
-    be->priv = rp;
-    be->caps = inner->caps;
-    *out = be;
     return 0;
 }

@@ -2,17 +2,19 @@
  * s3.c - the S3 backend: s3://bucket[/prefix] over libcurl, signed with curl's SigV4.
  *
  * Design: every op is one HTTP request on a CURL easy handle borrowed from a keep-alive
- * pool (curl_common.c, which also holds the body buffer, header helpers and the options all
- * requests share), so the handle's connection is reused by the next request on any thread.
- * Each request resets the handle and sets every option again, so no option leaks from one
- * request to the next; the connection cache survives the reset.
+ * pool (curl_common.c), so the handle's connection is reused by the next request on any
+ * thread. Each request resets the handle and sets every option again, so no option leaks
+ * from one request to the next; the connection cache survives the reset.
  * Signing is curl's own (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3"); the header
  * x-amz-content-sha256 (the empty payload's SHA-256) is always sent, and query parameters
  * are given sorted with values SigV4-encoded ('/' as %2F), which is what curl 7.88 needs for
  * a canonical request that S3 and radosgw agree with. Keys are SigV4-encoded in the path
  * ('/' kept). The source prefix ("some/prefix/") is prepended to every key sent and
- * stripped from every key listed. One request per call: retries belong to the retry layer,
- * and all HTTP/curl errors go through s3_map_error() (s3_xml.c).
+ * stripped from every key listed. One request per call: retries belong to the retry layer.
+ * Requests go through curl_common.c's one request path (struct curl_req, curl_req_perform(),
+ * whose curl_map_error() both HTTP backends share); S3's own part is s3_perform(): its header
+ * lines, signing (set once in the conf), and a 400 whose XML error code names a credentials
+ * problem turned into -EACCES (s3_map_error(), s3_xml.c).
  *
  * Invariants: credentials live only in `userpwd` / `token_header` (wiped on destroy) and in
  * the curl handles; no message, log or error text contains them. A reply is accepted only
@@ -27,10 +29,12 @@
  *
  * Lock order: no lock of its own; the pool's lock (curl_common.c) is a leaf.
  */
+#include "backends/s3.h"
+
 #include "backends/aws_creds.h"
-#include "backends/backend.h"
 #include "backends/curl_common.h"
 #include "backends/s3_xml.h"
+#include "backends/urlcode.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -43,6 +47,7 @@
 #define POOL_MAX 64                    /* idle handles kept; more are cleaned up */
 #define LIST_BODY_MAX (32u << 20)      /* largest ListObjectsV2 reply accepted */
 #define ERR_BODY_MAX 4096              /* error document bytes kept */
+#define VERSION_MAX 1013               /* longest If-Match sent; longer is no S3 ETag: -EIO */
 #define DEFAULT_TIMEOUT_MS 30000
 
 struct s3 {
@@ -53,158 +58,39 @@ struct s3 {
     char *sigv4;        /* "aws:amz:REGION:s3"; NULL for anonymous requests */
     char *userpwd;      /* "key:secret"; NULL for anonymous requests; wiped on destroy */
     char *token_header; /* "x-amz-security-token: ..." or NULL; wiped on destroy */
-    struct curl_common_conf cconf; /* timeouts, PAGEFS_S3_DEBUG */
+    struct curl_common_conf cconf; /* timeouts, signing, PAGEFS_S3_DEBUG */
     struct curl_pool *pool;
 };
 
-/* One request and what came back. */
-struct s3_req {
-    const char *url;
-    int head;             /* HEAD instead of GET */
-    const char *range;    /* "bytes=a-b" or NULL */
-    const char *if_match; /* expected ETag or NULL */
-
-    /* Body of a 2xx reply: the caller's buffer for reads, a growing one for listings. */
-    struct curl_body body;
-
-    /* Filled from the reply. */
-    long status;
-    long os_errno;
-    char *etag;                 /* ETag header as sent, or NULL */
-    int have_range;             /* Content-Range parsed */
-    uint64_t range_start, range_end, range_total; /* total UINT64_MAX when '*' */
-    int64_t content_length; /* HEAD: Content-Length, -1 if absent */
-    int64_t filetime;       /* HEAD: Last-Modified in seconds, -1 if absent */
-    char errbody[ERR_BODY_MAX];
-    size_t errlen;
-};
-
-/* --- callbacks ---------------------------------------------------------------------- */
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    struct s3_req *r = ud;
-    size_t n = size * nmemb;
-    /* r->status comes from the status line, seen by on_header before any body byte. */
-    if (r->status < 200 || r->status >= 300) {
-        size_t room = sizeof(r->errbody) - 1 - r->errlen;
-        size_t take = n < room ? n : room;
-        memcpy(r->errbody + r->errlen, data, take);
-        r->errlen += take;
-        return n;
-    }
-    return curl_body_append(&r->body, data, n);
-}
-
-static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
-{
-    struct s3_req *r = ud;
-    size_t n = size * nmemb;
-    char *v;
-
-    if (curl_status_line(data, n, &r->status)) {
-        /* A new reply (after 100-continue, say): forget the previous one's headers. */
-        free(r->etag);
-        r->etag = NULL;
-        r->have_range = 0;
-        return n;
-    }
-    v = curl_header_value(data, n, "ETag");
-    if (v) {
-        free(r->etag);
-        r->etag = v;
-        return n;
-    }
-    v = curl_header_value(data, n, "Content-Range");
-    if (v) {
-        if (curl_content_range(v, 0, &r->range_start, &r->range_end, &r->range_total))
-            r->have_range = 1;
-        free(v);
-    }
-    return n;
-}
-
 /* --- one request -------------------------------------------------------------------- */
 
-static void req_clear(struct s3_req *r)
+/* Runs request r (curl_common.c) with S3's header lines: x-amz-content-sha256, the session
+ * token, then Range and If-Match when given. Returns 0 for a 2xx reply or -errno: the common
+ * mapping (curl_map_error()), except that a 400 whose S3 error code is a credentials problem
+ * is -EACCES (s3_map_error()). */
+static int s3_perform(struct s3 *s3, struct curl_req *r, const char *range, const char *if_match)
 {
-    curl_body_clear(&r->body);
-    free(r->etag);
-    r->etag = NULL;
-}
+    char errbody[ERR_BODY_MAX];
+    int ret;
 
-/* Runs the request; returns the CURLcode, or CURLE_OUT_OF_MEMORY if no handle/headers. */
-static CURLcode s3_perform(struct s3 *s3, struct s3_req *r)
-{
-    struct curl_slist *hdrs = NULL, *tmp;
-    char line[1024];
-    CURLcode cc = CURLE_OUT_OF_MEMORY;
-    CURL *h = curl_pool_take(s3->pool);
-
-    if (!h)
-        return CURLE_OUT_OF_MEMORY;
-
-    tmp = curl_slist_append(hdrs, "x-amz-content-sha256: " EMPTY_SHA256);
-    if (!tmp)
-        goto out_free_headers;
-    hdrs = tmp;
-    if (s3->token_header) {
-        tmp = curl_slist_append(hdrs, s3->token_header);
-        if (!tmp)
-            goto out_free_headers;
-        hdrs = tmp;
+    r->errbody = errbody;
+    r->errcap = sizeof(errbody);
+    ret = curl_req_header(r, "x-amz-content-sha256: " EMPTY_SHA256);
+    if (ret == 0 && s3->token_header)
+        ret = curl_req_header(r, "%s", s3->token_header);
+    if (ret == 0 && range)
+        ret = curl_req_header(r, "Range: %s", range);
+    if (ret == 0 && if_match)
+        ret = strlen(if_match) <= VERSION_MAX ? curl_req_header(r, "If-Match: %s", if_match) : -EIO;
+    if (ret == 0)
+        ret = curl_req_perform(s3->pool, &s3->cconf, r);
+    if (ret == -EINVAL && r->status == 400 && r->errlen) {
+        char code[64] = "";
+        s3_xml_error_code(errbody, r->errlen, code, sizeof(code));
+        ret = s3_map_error(CURLE_OK, r->status, r->os_errno, code);
     }
-    if (r->range) {
-        snprintf(line, sizeof(line), "Range: %s", r->range);
-        tmp = curl_slist_append(hdrs, line);
-        if (!tmp)
-            goto out_free_headers;
-        hdrs = tmp;
-    }
-    if (r->if_match) {
-        if (snprintf(line, sizeof(line), "If-Match: %s", r->if_match) >= (int)sizeof(line)) {
-            cc = CURLE_BAD_FUNCTION_ARGUMENT;
-            goto out_free_headers;
-        }
-        tmp = curl_slist_append(hdrs, line);
-        if (!tmp)
-            goto out_free_headers;
-        hdrs = tmp;
-    }
-
-    /* Redirects are not followed: S3 answers a wrong region with 301 (EINVAL). */
-    curl_common_setup(h, &s3->cconf, r->url, hdrs, r->head, on_body, on_header, r);
-    curl_easy_setopt(h, CURLOPT_FILETIME, 1L);
-    if (s3->sigv4) {
-        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s3->sigv4);
-        curl_easy_setopt(h, CURLOPT_USERPWD, s3->userpwd);
-    }
-
-    cc = curl_easy_perform(h);
-    curl_common_finish(h, &r->status, &r->os_errno);
-    if (r->head && cc == CURLE_OK) {
-        curl_off_t clen = -1, ftime = -1;
-        curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
-        curl_easy_getinfo(h, CURLINFO_FILETIME_T, &ftime);
-        r->content_length = clen;
-        r->filetime = ftime;
-    }
-out_free_headers:
-    curl_slist_free_all(hdrs);
-    curl_pool_give(s3->pool, h);
-    return cc;
-}
-
-/* errno for a finished request (0 for a 2xx reply). */
-static int req_errno(const struct s3_req *r, CURLcode cc)
-{
-    char code[64] = "";
-
-    if (cc == CURLE_WRITE_ERROR && r->body.overflow)
-        return -EIO;
-    if (cc == CURLE_OK && r->errlen)
-        s3_xml_error_code(r->errbody, r->errlen, code, sizeof(code));
-    return s3_map_error((int)cc, r->status, r->os_errno, code);
+    r->errbody = NULL; /* it lives on this stack frame */
+    return ret;
 }
 
 /* URL of object `key` (relative to the source root); caller frees. */
@@ -214,7 +100,7 @@ static char *object_url(const struct s3 *s3, const char *key)
 
     if (asprintf(&full, "%s%s", s3->prefix, key) < 0)
         return NULL;
-    enc = s3_uri_encode(full, 1);
+    enc = url_encode(full, 1);
     if (enc && asprintf(&url, "%s/%s", s3->root_url, enc) < 0)
         url = NULL;
     free(enc);
@@ -232,7 +118,7 @@ static int valid_key(const char *key)
 static int s3_stat(struct backend *be, const char *key, struct backend_stat *out)
 {
     struct s3 *s3 = be->priv;
-    struct s3_req r = {.head = 1};
+    struct curl_req r = {.head = 1};
     int ret;
 
     memset(out, 0, sizeof(*out));
@@ -242,8 +128,7 @@ static int s3_stat(struct backend *be, const char *key, struct backend_stat *out
     if (!url)
         return -ENOMEM;
     r.url = url;
-    CURLcode cc = s3_perform(s3, &r);
-    ret = req_errno(&r, cc);
+    ret = s3_perform(s3, &r, NULL, NULL);
     if (ret < 0)
         goto out_free;
     if (r.content_length < 0 || !r.etag || !*r.etag) {
@@ -251,11 +136,11 @@ static int s3_stat(struct backend *be, const char *key, struct backend_stat *out
         goto out_free;
     }
     out->size = (uint64_t)r.content_length;
-    out->mtime_ns = r.filetime < 0 ? 0 : r.filetime * 1000000000;
+    out->mtime_ns = r.last_modified < 0 ? 0 : r.last_modified * 1000000000;
     out->version = r.etag;
     r.etag = NULL;
 out_free:
-    req_clear(&r);
+    curl_req_clear(&r);
     free(url);
     return ret;
 }
@@ -265,16 +150,16 @@ out_free:
 static int list_request(struct s3 *s3, const char *full_prefix, const char *delim,
                         const char *token, int max_keys, struct backend_list_page *out)
 {
-    struct s3_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
+    struct curl_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
     char *url = NULL, *etok = NULL, *edelim = NULL, *epre = NULL;
     char maxk[32] = "";
     int ret = -ENOMEM;
 
-    if (token && !(etok = s3_uri_encode(token, 0)))
+    if (token && !(etok = url_encode(token, 0)))
         goto out_free;
-    if (delim && !(edelim = s3_uri_encode(delim, 0)))
+    if (delim && !(edelim = url_encode(delim, 0)))
         goto out_free;
-    if (!(epre = s3_uri_encode(full_prefix, 0)))
+    if (!(epre = url_encode(full_prefix, 0)))
         goto out_free;
     /* Sorted: continuation-token, delimiter, encoding-type, list-type, max-keys, prefix. */
     if (max_keys > 0)
@@ -287,13 +172,12 @@ static int list_request(struct s3 *s3, const char *full_prefix, const char *deli
         goto out_free;
     }
     r.url = url;
-    CURLcode cc = s3_perform(s3, &r);
-    ret = req_errno(&r, cc);
+    ret = s3_perform(s3, &r, NULL, NULL);
     if (ret < 0)
         goto out_free;
     ret = s3_xml_parse_list(r.body.buf, r.body.len, s3->prefix, out);
 out_free:
-    req_clear(&r);
+    curl_req_clear(&r);
     free(url);
     free(epre);
     free(edelim);
@@ -330,7 +214,7 @@ static ssize_t s3_read_range(struct backend *be, const char *key, const char *ve
                              uint64_t off, size_t len, void *buf)
 {
     struct s3 *s3 = be->priv;
-    struct s3_req r = {.body = {.buf = buf, .cap = len}};
+    struct curl_req r = {.body = {.buf = buf, .cap = len}};
     char range[64];
     ssize_t ret;
 
@@ -344,14 +228,11 @@ static ssize_t s3_read_range(struct backend *be, const char *key, const char *ve
         return -ENOMEM;
     snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
     r.url = url;
-    r.range = range;
-    r.if_match = version;
-    CURLcode cc = s3_perform(s3, &r);
-    if (cc == CURLE_OK && r.status == 416) {
-        ret = 0; /* the range starts at or after the end of the object */
+    ret = s3_perform(s3, &r, range, version);
+    if (ret == -ERANGE) {
+        ret = 0; /* 416: the range starts at or after the end of the object */
         goto out_free;
     }
-    ret = req_errno(&r, cc);
     if (ret < 0)
         goto out_free;
     if (r.status == 206) {
@@ -377,7 +258,7 @@ static ssize_t s3_read_range(struct backend *be, const char *key, const char *ve
     }
     ret = (ssize_t)r.body.len;
 out_free:
-    req_clear(&r);
+    curl_req_clear(&r);
     free(url);
     return ret;
 }
@@ -606,6 +487,8 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
 
     curl_common_conf_init(&s3->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, conf->stall_timeout_ms,
                           "PAGEFS_S3_DEBUG");
+    s3->cconf.sigv4 = s3->sigv4; /* NULL (anonymous) or with userpwd */
+    s3->cconf.userpwd = s3->userpwd;
 
     /* The pool makes one handle up front: proves libcurl initialised, and warms the pool. */
     ret = curl_pool_create(POOL_MAX, &s3->pool);
@@ -622,6 +505,7 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
         goto out_nomem_s3;
     be->ops = &s3_ops;
     be->priv = s3;
+    be->caps = s3_ops.caps;
     *out = be;
     return 0;
 

@@ -1,7 +1,7 @@
 /*
  * s3_xml.c - ListObjectsV2 and error replies parsed with expat, plus the pure helpers of
- * the S3 backend (SigV4 key encoding, URL decoding on top of urlcode.c, timestamps, errno
- * mapping).
+ * the S3 backend (URL decoding on top of urlcode.c, timestamps, the S3 refinement of
+ * curl_common.c's errno mapping).
  *
  * Design: a streaming expat parser tracks the element path (depth and the names that
  * matter) and collects the text of the leaf fields it wants into a bounded buffer. Entries
@@ -14,6 +14,8 @@
  * beyond the reply itself. No shared state, no locks.
  */
 #include "backends/s3_xml.h"
+
+#include "backends/curl_common.h"
 #include "backends/urlcode.h"
 
 #include <curl/curl.h>
@@ -414,30 +416,6 @@ void s3_xml_error_code(const char *xml, size_t len, char *code, size_t codelen)
     free_state(&st);
 }
 
-char *s3_uri_encode(const char *s, int keep_slash)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(s);
-    char *out = malloc(3 * n + 1);
-    char *o = out;
-
-    if (!out)
-        return NULL;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~' || (c == '/' && keep_slash)) {
-            *o++ = (char)c;
-        } else {
-            *o++ = '%';
-            *o++ = hex[c >> 4];
-            *o++ = hex[c & 15];
-        }
-    }
-    *o = '\0';
-    return out;
-}
-
 int s3_url_decode(char *s)
 {
     return url_decode_to(s, strlen(s), s, URL_DECODE_PLUS_SPACE) < 0 ? -EIO : 0;
@@ -490,49 +468,11 @@ int s3_map_error(int curl_code, long http_status, long os_errno, const char *s3_
     static const char *const credential_codes[] = {"ExpiredToken", "InvalidToken",
                                                    "TokenRefreshRequired", "InvalidAccessKeyId"};
 
-    switch ((CURLcode)curl_code) {
-    case CURLE_OK:
-        break;
-    case CURLE_OPERATION_TIMEDOUT:
-        return -ETIMEDOUT;
-    case CURLE_COULDNT_CONNECT:
-        if (os_errno == EHOSTUNREACH || os_errno == ENETUNREACH)
-            return -EHOSTUNREACH;
-        if (os_errno == ETIMEDOUT)
-            return -ETIMEDOUT;
-        return -ECONNREFUSED;
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-        return -EHOSTUNREACH;
-    case CURLE_OUT_OF_MEMORY:
-        return -ENOMEM;
-    case CURLE_ABORTED_BY_CALLBACK:
-        return -EINTR; /* the caller's call scope was cancelled */
-    default:
-        return -EIO;
-    }
-    if (http_status >= 200 && http_status < 300)
-        return 0;
-    switch (http_status) {
-    case 400:
-        for (size_t i = 0; s3_code && i < sizeof(credential_codes) / sizeof(*credential_codes);
-             i++) {
+    if ((CURLcode)curl_code == CURLE_OK && http_status == 400 && s3_code) {
+        for (size_t i = 0; i < sizeof(credential_codes) / sizeof(*credential_codes); i++) {
             if (strcmp(s3_code, credential_codes[i]) == 0)
                 return -EACCES;
         }
-        return -EINVAL;
-    case 301:
-        return -EINVAL;
-    case 401:
-    case 403:
-        return -EACCES;
-    case 404:
-        return -ENOENT;
-    case 412:
-        return -ESTALE;
-    case 416:
-        return -ERANGE;
-    default:
-        return -EIO; /* 429, 5xx, anything unexpected: retryable */
     }
+    return curl_map_error((CURLcode)curl_code, http_status, os_errno);
 }

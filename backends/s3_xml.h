@@ -1,8 +1,8 @@
 /*
  * s3_xml.h - the network-free half of the S3 backend: parsing ListObjectsV2 and error
- * replies (expat), key/URL encoding for SigV4, timestamps, and the one mapping from curl
- * codes and HTTP statuses to errno. s3.c does the I/O; everything here is a pure function
- * of its arguments, so the unit tests exercise it without a server.
+ * replies (expat), S3's URL decoding, timestamps, and S3's refinement of the errno mapping
+ * (curl_common.h). s3.c does the I/O; everything here is a pure function of its arguments,
+ * so the unit tests exercise it without a server.
  */
 #ifndef PAGEFS_S3_XML_H
 #define PAGEFS_S3_XML_H
@@ -28,31 +28,20 @@ int s3_xml_parse_list(const char *xml, size_t len, const char *strip,
  * an error document). Never fails; malformed input just yields "". */
 void s3_xml_error_code(const char *xml, size_t len, char *code, size_t codelen);
 
-/* SigV4 URI encoding: unreserved characters (A-Z a-z 0-9 - . _ ~) are kept, '/' is kept
- * when keep_slash is set (object paths) and encoded as %2F otherwise (query values),
- * every other byte becomes %XX with upper-case hex. Returns a malloc'd string (caller
- * frees) or NULL when out of memory. */
-char *s3_uri_encode(const char *s, int keep_slash);
-
 /* Decode %XX escapes and '+' (as a space) in place, the encoding S3 uses for
- * encoding-type=url. Returns 0, or -EIO for a bad escape or an encoded NUL. */
+ * encoding-type=url (url_decode_to(), urlcode.h). Returns 0, or -EIO for a bad escape or an
+ * encoded NUL. */
 int s3_url_decode(char *s);
 
 /* ISO-8601 UTC timestamp as S3 sends it ("2024-05-01T12:34:56.789Z", fraction optional)
  * to nanoseconds since the epoch. Returns 0 or -EIO. */
 int s3_parse_iso8601(const char *s, int64_t *ns);
 
-/* The one place curl codes and HTTP statuses become errno (see s3.c): `curl_code` is a
- * CURLcode, `http_status` the reply status (used when curl_code is CURLE_OK), `os_errno`
- * CURLINFO_OS_ERRNO (refines connect failures; 0 if unknown), `s3_code` the <Code> of the
- * error reply (NULL or "" if none). Returns 0 for 2xx and -errno otherwise: 404 ENOENT,
- * 401/403 EACCES, 412 ESTALE, 416 ERANGE (only read_range sees it, and turns it into end of
- * object), 400 EINVAL except the credential codes (ExpiredToken, InvalidToken,
- * TokenRefreshRequired, InvalidAccessKeyId: EACCES), 301 EINVAL (wrong region or endpoint),
- * 429/5xx/other EIO (retryable); CURLE_OPERATION_TIMEDOUT ETIMEDOUT, CURLE_COULDNT_CONNECT
- * ECONNREFUSED (EHOSTUNREACH/ETIMEDOUT when the OS said so), CURLE_COULDNT_RESOLVE_*
- * EHOSTUNREACH, CURLE_OUT_OF_MEMORY ENOMEM, CURLE_ABORTED_BY_CALLBACK EINTR (the call scope
- * was cancelled, curl_common.h), any other transport error EIO. */
+/* The errno of an S3 request: curl_map_error() (curl_common.h, the mapping of both HTTP
+ * backends: `curl_code` a CURLcode, `http_status` the reply status, `os_errno`
+ * CURLINFO_OS_ERRNO), except that a 400 whose S3 error <Code> (`s3_code`, NULL or "" if
+ * none) is a credentials problem (ExpiredToken, InvalidToken, TokenRefreshRequired,
+ * InvalidAccessKeyId) is -EACCES rather than -EINVAL. */
 int s3_map_error(int curl_code, long http_status, long os_errno, const char *s3_code);
 
 #endif

@@ -1,14 +1,14 @@
 /*
  * stats.c - a backend layer that counts calls by kind and bytes received.
  *
- * It sits at the top of the stack (backend_open puts it there), so its counters are the
+ * It sits at the top of the stack (stack.c puts it there), so its counters are the
  * requests the cache really made of the store: tests use them to prove that warm reads
  * and repeated listings cost zero remote calls. It also keeps a gauge of requests under way
  * and a latency histogram per kind (stat, list, read; fixed buckets, BACKEND_LATENCY_BOUNDS_US)
  * for the Prometheus endpoint. Counters are relaxed atomics; a reader
  * may see one counter a call ahead of another, never a torn value.
  */
-#include "backends/backend.h"
+#include "backends/stats.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -21,7 +21,7 @@ struct stats_latency {
 };
 
 struct stats_priv {
-    struct backend *inner;
+    struct backend *inner; /* first: a layer (backend.h) */
     atomic_uint_fast64_t stat_calls, list_calls, read_calls, check_calls, errors, bytes_read;
     atomic_uint_fast64_t inflight;
     struct stats_latency lat_stat, lat_list, lat_read;
@@ -134,14 +134,6 @@ static int stats_counters(struct backend *be, struct backend_counters *out)
     return 0;
 }
 
-static void stats_destroy(struct backend *be)
-{
-    struct stats_priv *sp = be->priv;
-    backend_destroy(sp->inner);
-    free(sp);
-    free(be);
-}
-
 static const struct backend_ops stats_ops = {
     .name = "stats",
     .stat = stats_stat,
@@ -149,24 +141,10 @@ static const struct backend_ops stats_ops = {
     .read_range = stats_read_range,
     .check = stats_check,
     .counters = stats_counters,
-    .destroy = stats_destroy,
+    .destroy = backend_layer_destroy,
 };
 
 int stats_backend_create(struct backend *inner, struct backend **out)
 {
-    struct backend *be = calloc(1, sizeof(*be));
-    struct stats_priv *sp = calloc(1, sizeof(*sp));
-    if (!be || !sp) {
-        free(be);
-        free(sp);
-        backend_destroy(inner);
-        *out = NULL;
-        return -ENOMEM;
-    }
-    sp->inner = inner;
-    be->priv = sp;
-    be->ops = &stats_ops;
-    be->caps = inner->caps;
-    *out = be;
-    return 0;
+    return backend_layer_create(inner, &stats_ops, sizeof(struct stats_priv), out);
 }

@@ -1,7 +1,9 @@
 /*
- * urlcode.h - percent-decoding (RFC 3986 %XX escapes) shared by the parsers of outside data:
- * S3 listing keys (encoding-type=url), the links of HTTP index pages, and the URL paths and
- * query values of the control-plane REST server. Pure functions, no state.
+ * urlcode.h - percent-encoding and -decoding (RFC 3986 %XX escapes): the encoder builds the
+ * URLs of the S3 and HTTP backends (object paths, query values); the decoder is shared by the
+ * parsers of outside data: S3 listing keys (encoding-type=url), the links of HTTP index pages,
+ * and the URL paths and query values of the control-plane REST server. Pure functions, no
+ * state.
  */
 #ifndef PAGEFS_URLCODE_H
 #define PAGEFS_URLCODE_H
@@ -28,5 +30,11 @@ ssize_t url_decode_to(const char *in, size_t len, char *out, unsigned flags);
  * *outlen (may be NULL) set; -EINVAL for input url_decode_to() refuses, -ENOMEM. *out is NULL
  * on error. */
 int url_decode(const char *in, size_t len, char **out, size_t *outlen, unsigned flags);
+
+/* Percent-encodes s for a URL: unreserved characters (A-Z a-z 0-9 - . _ ~) are kept, '/' is
+ * kept when keep_slash is set (object paths) and encoded as %2F otherwise (query values),
+ * every other byte becomes %XX with upper-case hex (SigV4's URI encoding). Returns a malloc'd
+ * string (caller frees) or NULL when out of memory. */
+char *url_encode(const char *s, int keep_slash);
 
 #endif

@@ -8,8 +8,9 @@
  * a negative entry: a non-root directory whose listing was empty (not even its "dir/"
  * marker object). Lookups and listings are answered from sqlite while the `dirs` row is
  * younger than ttl_ms (wall clock, since rows survive restarts; a clock that went back makes
- * a row stale). When a refresh fails with a transport error (-ETIMEDOUT, -EIO,
- * -ECONNREFUSED, -EHOSTUNREACH) and an older listing exists, that one is served.
+ * a row stale). When a refresh fails with a transient error (backend_errno_is_transient():
+ * the store failed or could not be reached, the same errors the retry layer retries) and an
+ * older listing exists, that one is served.
  *
  * Single flight: `refreshing` lists the directories being fetched; a second caller for the
  * same directory waits on `refresh_done` and takes the first caller's result, unless that
@@ -144,11 +145,6 @@ static int mexec(sqlite3_stmt *s)
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     return rc;
-}
-
-static int is_transport_error(int err)
-{
-    return err == -ETIMEDOUT || err == -EIO || err == -ECONNREFUSED || err == -EHOSTUNREACH;
 }
 
 /* ---- namespace rules ---- */
@@ -567,7 +563,7 @@ again:;
             mem_put(mc, dir, &d, found, started);
             rc = found ? 0 : -ENOENT;
         }
-    } else if (is_transport_error(rc)) {
+    } else if (backend_errno_is_transient(rc)) {
         int stale_found;
         if (dir_row(mc, dir, &fetched, &stale_found)) {
             mc->stats.stale_served++;

@@ -24,9 +24,9 @@
  *    budget (fuse/dir_ledger.h): files prefetched and not opened since never outnumber the
  *    files opened in that directory; and only while the page cache has room to keep them
  *    until they are read (page_cache_prefetch_room).
- *  - Store errors the retries could not overcome (timeouts, refused or reset connections)
- *    reach the application as EIO from every operation (store_errno()); ESTALE, ENOENT and
- *    EACCES pass unchanged.
+ *  - Store errors the retries could not overcome (the transient ones of backends/backend.h:
+ *    timeouts, refused or reset connections, unreachable hosts) reach the application as EIO
+ *    from every operation (store_errno()); ESTALE, ENOENT and EACCES pass unchanged.
  *  - Interrupts: the ops that may wait for the store (lookup, getattr, open, opendir, read)
  *    run their cache calls in a call scope (backends/backend.h) whose cancel flag the
  *    request's FUSE interrupt sets (fuse_req_interrupt_func), which also wakes the page
@@ -183,22 +183,12 @@ static void reply_err(fuse_req_t req, int neg_errno)
     fuse_reply_err(req, neg_errno < 0 ? -neg_errno : neg_errno);
 }
 
-/* What the application sees of a store that could not be reached or did not answer in time
- * (after the retries): EIO, as for any other store error. ESTALE, ENOENT, EACCES and the
- * rest pass unchanged. */
+/* What the application sees of a store that failed, could not be reached or did not answer
+ * in time (after the retries: a transient error, backend_errno_is_transient()): EIO, as for
+ * any other store error. ESTALE, ENOENT, EACCES and the rest pass unchanged. */
 static int store_errno(int neg_errno)
 {
-    switch (-neg_errno) {
-    case ECONNREFUSED:
-    case ECONNRESET:
-    case ETIMEDOUT:
-    case EAGAIN:
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-        return -EIO;
-    default:
-        return neg_errno;
-    }
+    return backend_errno_is_transient(neg_errno) ? -EIO : neg_errno;
 }
 
 /* The interrupt of a request that may wait for the store (see the file comment). */

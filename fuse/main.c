@@ -4,7 +4,7 @@
  * Start-up order, each step undone in reverse on the way out (goto ladder in run()):
  *   parse options -> [detach: fork, the parent waits for a status byte] -> mount point check
  *   (a live pagefs mount, or a non-empty directory without -o nonempty, ends here) ->
- *   backend_open -> backend check (missing bucket / bad credentials / unreachable store end
+ *   backend stack -> backend check (missing bucket / bad credentials / unreachable store end
  *   here, before anything is mounted) -> cache directory lock -> fetch buffer pool + page cache
  *   + metadata cache -> the fetch memory budget (one bound, -o prefetch_mem, on the page
  *   buffers of read-ahead and load jobs together; the pool keeps the memory mapped for them
@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/stack.h"
 #include "cache/buf_pool.h"
 #include "cache/mem_budget.h"
 #include "cache/cache_lock.h"
@@ -323,7 +324,7 @@ static int run(struct pagefs_options *o)
         .stall_timeout_ms = o->stall_timeout * 1000,
         .fail_fast_ms = o->fail_fast * 1000,
     };
-    rc = backend_open(&bconf, &be, err, sizeof(err));
+    rc = backend_stack_create(&bconf, &be, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err[0] ? err : strerror(-rc));
         goto out_free_paths;

@@ -310,7 +310,9 @@ static enum MHD_Result reply_errno(struct MHD_Connection *c, struct req_ctx *ctx
 {
     char msg[512];
     unsigned status;
-    switch (err) {
+    /* A transient error (backends/backend.h: the store failed or was not reached, and may
+     * answer if asked again) is the store's failure, 502, whichever errno it is. */
+    switch (backend_errno_is_transient(err) ? -EIO : err) {
     case -ENOENT:
     case -ENOTDIR:
         status = 404;

@@ -5,6 +5,11 @@
  * transfer): by the errors returned and the calls that reached the store (a stats layer
  * under the retry layer counts them), never by how long anything took. */
 #include "backends/backend.h"
+#include "backends/fault.h"
+#include "backends/local.h"
+#include "backends/retry.h"
+#include "backends/stack.h"
+#include "backends/stats.h"
 #include "testlib.h"
 
 #include <errno.h>
@@ -28,12 +33,15 @@ static struct backend *make_local(void)
 
 static void test_fault_then_retry(void)
 {
-    struct backend *fault, *retry, *stats;
+    /* The production order of a remote store: stats(retry(fault(store))). */
+    struct backend *fault, *stats;
     char buf[16];
-    struct retry_conf rconf = {.retries = 3};
-    CHECK_EQ(fault_backend_create(make_local(), 0, 0, &fault), 0);
-    CHECK_EQ(retry_backend_create(fault, &rconf, &retry), 0);
-    CHECK_EQ(stats_backend_create(retry, &stats), 0);
+    struct backend_conf conf = {.retries = 3};
+    CHECK_EQ(backend_stack_wrap(make_local(), &conf, BACKEND_STACK_RETRY | BACKEND_STACK_FAULT,
+                                &stats, &fault),
+             0);
+    CHECK(fault != NULL);
+    CHECK_STR(stats->ops->name, "stats");
     CHECK_EQ(stats->caps, BACKEND_CAP_VERSIONED);
 
     CHECK_EQ(stats->ops->read_range(stats, "f", NULL, 0, 4, buf), 4);
@@ -94,6 +102,38 @@ static uint64_t store_inflight(struct backend *counted)
     memset(&c, 0, sizeof(c));
     CHECK_EQ(counted->ops->counters(counted, &c), 0);
     return c.inflight;
+}
+
+/* The retry layer asks again after exactly the transient errors (backend_errno_is_transient)
+ * and returns every other one at once. On the old code EHOSTUNREACH and ENETUNREACH were not
+ * retried (while the metadata cache served a stale listing for EHOSTUNREACH). */
+static void test_retry_vocabulary(void)
+{
+    static const int transient[] = {EIO,        ETIMEDOUT,    EAGAIN,     ECONNREFUSED,
+                                    ECONNRESET, EHOSTUNREACH, ENETUNREACH};
+    static const int definite[] = {ENOENT, EACCES, EPERM, ESTALE, EINVAL, ERANGE, ENOMEM, ENOTDIR};
+    struct retry_conf rconf = {.retries = 2};
+    struct backend *fault, *counted, *be = retry_stack(&rconf, &fault, &counted);
+    uint64_t reads = 0;
+    char buf[4];
+    CHECK_EQ(backend_errno_is_transient(0), 0);
+    CHECK_EQ(backend_errno_is_transient(-EINTR), 0); /* cancelled: no answer wanted */
+    for (size_t i = 0; i < sizeof(transient) / sizeof(*transient); i++) {
+        CHECK_EQ(backend_errno_is_transient(-transient[i]), 1);
+        CHECK_EQ(backend_errno_is_transient(transient[i]), 1);
+        fault_backend_set(fault, 0, transient[i], 0);
+        CHECK_EQ(be->ops->read_range(be, "f", NULL, 0, 4, buf), -transient[i]);
+        reads += 3;
+        CHECK_EQ(store_reads(counted), reads);
+    }
+    for (size_t i = 0; i < sizeof(definite) / sizeof(*definite); i++) {
+        CHECK_EQ(backend_errno_is_transient(-definite[i]), 0);
+        fault_backend_set(fault, 0, definite[i], 0);
+        CHECK_EQ(be->ops->read_range(be, "f", NULL, 0, 4, buf), -definite[i]);
+        reads += 1;
+        CHECK_EQ(store_reads(counted), reads);
+    }
+    backend_destroy(be);
 }
 
 static void test_deadline_bounds_a_hung_call(void)
@@ -326,6 +366,7 @@ int main(void)
     test_write_file(path, "data", 4);
     RUN(test_fault_then_retry);
     RUN(test_counters_without_stats);
+    RUN(test_retry_vocabulary);
     RUN(test_deadline_bounds_a_hung_call);
     RUN(test_deadline_ends_quick_failures);
     RUN(test_outer_scope_deadline);

@@ -1,5 +1,6 @@
 /* test_local_backend.c - the file:// backend: listing, stat, ranged reads, versions. */
 #include "backends/backend.h"
+#include "backends/stack.h"
 #include "testlib.h"
 
 #include <errno.h>
@@ -25,11 +26,11 @@ static void setup(void)
     test_write_file(path, "", 0);
     snprintf(path, sizeof(path), "%s/empty", root);
     mkdir(path, 0755);
-    CHECK_EQ(backend_open(&(struct backend_conf){.source = NULL}, &be, err, sizeof(err)),
+    CHECK_EQ(backend_stack_create(&(struct backend_conf){.source = NULL}, &be, err, sizeof(err)),
              -EINVAL);
     char src[600];
     snprintf(src, sizeof(src), "file://%s", root);
-    CHECK_EQ(backend_open(&(struct backend_conf){.source = src}, &be, err, sizeof(err)), 0);
+    CHECK_EQ(backend_stack_create(&(struct backend_conf){.source = src}, &be, err, sizeof(err)), 0);
 }
 
 static void test_list_root(void)
@@ -114,15 +115,16 @@ static void test_check_and_counters(void)
     CHECK_EQ(c.check_calls, 1);
 
     struct backend *bad;
-    CHECK_EQ(backend_open(&(struct backend_conf){.source = "file:///nonexistent-pagefs"}, &bad,
-                          err, sizeof(err)),
+    CHECK_EQ(backend_stack_create(&(struct backend_conf){.source = "file:///nonexistent-pagefs"},
+                                  &bad, err, sizeof(err)),
              0);
     CHECK_EQ(bad->ops->check(bad), -ENOENT);
     backend_destroy(bad);
-    CHECK_EQ(backend_open(&(struct backend_conf){.source = "file://relative"}, &bad, err,
-                          sizeof(err)),
+    CHECK_EQ(backend_stack_create(&(struct backend_conf){.source = "file://relative"}, &bad, err,
+                                  sizeof(err)),
              -EINVAL);
-    CHECK_EQ(backend_open(&(struct backend_conf){.source = "ftp://x"}, &bad, err, sizeof(err)),
+    CHECK_EQ(backend_stack_create(&(struct backend_conf){.source = "ftp://x"}, &bad, err,
+                                  sizeof(err)),
              -EINVAL);
     CHECK(strstr(err, "unsupported") != NULL);
 }

@@ -2,6 +2,8 @@
 #include "cache_env.h"
 
 #include "backends/backend.h"
+#include "backends/local.h"
+#include "backends/stack.h"
 #include "cache/prefetch.h"
 #include "testlib.h"
 
@@ -29,8 +31,9 @@ void cache_env_init(struct cache_env *e, const char *tag, uint32_t page_size, ui
     snprintf(name, sizeof(name), "%s-cache", tag);
     e->cache = test_mkdtemp(name);
     CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
-    CHECK_EQ(fault_backend_create(local, 0, 0, &e->fault), 0);
-    CHECK_EQ(stats_backend_create(e->fault, &e->be), 0);
+    CHECK_EQ(backend_stack_wrap(local, &(struct backend_conf){0}, BACKEND_STACK_FAULT, &e->be,
+                                &e->fault),
+             0);
     e->conf.dir = e->cache;
     e->conf.page_size = page_size;
     e->conf.capacity = capacity;

@@ -1,8 +1,10 @@
 /*
  * cache_env.h - the test environment shared by the page cache and prefetcher tests:
- * a source directory served by stats(fault(local(root))) and a page cache over it in a
- * cache directory of its own. The stats layer on top counts every call the cache makes
- * (also the ones the fault layer fails); the fault layer fails or delays calls on demand.
+ * a source directory served by stats(fault(local(root))), the production stack of a file:
+ * source with its fault layer (backend_stack_wrap()), and a page cache over it in a cache
+ * directory of its own. The stats layer on top counts every call the cache makes (also the
+ * ones the fault layer fails); the fault layer fails or delays calls on demand
+ * (fault_backend_set(), declared in backends/fault.h, included here).
  */
 #ifndef PAGEFS_TESTS_CACHE_ENV_H
 #define PAGEFS_TESTS_CACHE_ENV_H
@@ -10,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/fault.h"
 #include "cache/page_cache.h"
 
 struct backend;

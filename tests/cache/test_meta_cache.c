@@ -1,10 +1,14 @@
 /*
  * test_meta_cache.c - component tests of the metadata cache over the local backend.
  *
- * Stack: stats(fault(local(root))); list_calls of the stats layer count every listing
- * request, including the ones the fault layer fails.
+ * Stack: stats(fault(local(root))), the production stack of a file: source with its fault
+ * layer (backend_stack_wrap()); list_calls of the stats layer count every listing request,
+ * including the ones the fault layer fails.
  */
 #include "backends/backend.h"
+#include "backends/fault.h"
+#include "backends/local.h"
+#include "backends/stack.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "testlib.h"
@@ -63,8 +67,9 @@ static void env_init(struct env *e, uint64_t ttl_ms)
     e->cache = test_mkdtemp("mc-cache");
     e->ttl_ms = ttl_ms;
     CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
-    CHECK_EQ(fault_backend_create(local, 0, 0, &e->fault), 0);
-    CHECK_EQ(stats_backend_create(e->fault, &e->be), 0);
+    CHECK_EQ(backend_stack_wrap(local, &(struct backend_conf){0}, BACKEND_STACK_FAULT, &e->be,
+                                &e->fault),
+             0);
     put(e, "f1", "0123456789");
     put(e, "sub/x", "xx");
     put(e, "sub/y", "yyy");
@@ -258,6 +263,35 @@ static void test_stale_listing_served_on_transport_error(void)
     env_fini(&e);
 }
 
+/* Every transient error of the store (backend_errno_is_transient) serves the stale listing,
+ * and no other error does: the stale-listing rule and the retry layer's rule are one. On the
+ * old code ECONNRESET, EAGAIN and ENETUNREACH failed the listing instead. */
+static void test_stale_listing_for_every_transient_error(void)
+{
+    static const int transient[] = {EIO,        ETIMEDOUT,    EAGAIN,     ECONNREFUSED,
+                                    ECONNRESET, EHOSTUNREACH, ENETUNREACH};
+    static const int definite[] = {EACCES, ESTALE, ENOMEM, EINVAL};
+    struct env e;
+    struct meta_dir d;
+    uint64_t served = 0;
+    env_init(&e, 20);
+    check_list(&e, "", root_names, 3);
+    for (size_t i = 0; i < sizeof(transient) / sizeof(*transient); i++) {
+        usleep(60 * 1000); /* past the TTL and the re-armed hold */
+        fault_backend_set(e.fault, 0, transient[i], 0);
+        check_list(&e, "", root_names, 3);
+        CHECK_EQ(mstats(&e).stale_served, ++served);
+    }
+    for (size_t i = 0; i < sizeof(definite) / sizeof(*definite); i++) {
+        usleep(60 * 1000);
+        fault_backend_set(e.fault, 0, definite[i], 0);
+        CHECK_EQ(meta_cache_list(e.mc, "", &d), -definite[i]);
+        CHECK_EQ(mstats(&e).stale_served, served);
+    }
+    fault_backend_set(e.fault, 0, 0, 0);
+    env_fini(&e);
+}
+
 static void test_listings_survive_restart(void)
 {
     struct env e;
@@ -420,6 +454,7 @@ int main(void)
     RUN(test_ttl_expiry_refetches);
     RUN(test_next_entries);
     RUN(test_stale_listing_served_on_transport_error);
+    RUN(test_stale_listing_for_every_transient_error);
     RUN(test_listings_survive_restart);
     RUN(test_concurrent_refresh_single_flight);
     RUN(test_create_errors);

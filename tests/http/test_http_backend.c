@@ -3,8 +3,8 @@
  *
  * Usage: test_http_backend STATEDIR/env. The env file names the port and the served root
  * (WWW); the tree under WWW/tree is the ground truth, read straight from the disk. Checks,
- * through backend_open(): check() of a tree, of a missing tree, of a closed port; listings
- * of every directory equal to the disk (names, kinds, sizes; HEAD-made versions for fresh
+ * through backend_stack_create(): check() of a tree, of a missing tree, of a closed port;
+ * listings of every directory equal to the disk (names, kinds, sizes; HEAD-made versions for fresh
  * files, "L:" versions for settled ones); stat; byte-exact ranged reads at random offsets and
  * across the end; a file replaced on the server failing reads of the old version with -ESTALE
  * for every kind of version; a single-file source; a directory source without its trailing
@@ -13,6 +13,7 @@
  * so the test can rerun on the same fixture.
  */
 #include "backends/backend.h"
+#include "backends/stack.h"
 #include "testlib.h"
 
 #include <curl/curl.h>
@@ -56,9 +57,9 @@ static struct backend *open_source(const char *url_path)
     struct backend *be = NULL;
     snprintf(src, sizeof(src), "http://127.0.0.1:%s%s", port, url_path);
     conf.source = src;
-    int rc = backend_open(&conf, &be, err, sizeof(err));
+    int rc = backend_stack_create(&conf, &be, err, sizeof(err));
     if (rc < 0)
-        fprintf(stderr, "backend_open(%s): %d %s\n", src, rc, err);
+        fprintf(stderr, "backend_stack_create(%s): %d %s\n", src, rc, err);
     return be;
 }
 
@@ -402,7 +403,7 @@ static void test_check_errors(void)
     char src[128], err[256];
     snprintf(src, sizeof(src), "http://127.0.0.1:1/x/");
     struct backend_conf conf = {.source = src, .retries = 0, .timeout_ms = 5000};
-    CHECK_EQ(backend_open(&conf, &be, err, sizeof(err)), 0);
+    CHECK_EQ(backend_stack_create(&conf, &be, err, sizeof(err)), 0);
     if (be)
         CHECK_EQ(be->ops->check(be), -ECONNREFUSED);
     backend_destroy(be);
@@ -421,7 +422,7 @@ static void test_check_errors(void)
     CHECK_EQ(status, 200);
     curl_easy_cleanup(c);
     conf.source = src;
-    CHECK_EQ(backend_open(&conf, &be, err, sizeof(err)), 0);
+    CHECK_EQ(backend_stack_create(&conf, &be, err, sizeof(err)), 0);
     if (be)
         CHECK_EQ(be->ops->check(be), -EIO);
     backend_destroy(be);
@@ -433,7 +434,7 @@ static void test_check_errors(void)
         conf.source = bad[i];
         err[0] = '\0';
         be = NULL;
-        CHECK_EQ(backend_open(&conf, &be, err, sizeof(err)), -EINVAL);
+        CHECK_EQ(backend_stack_create(&conf, &be, err, sizeof(err)), -EINVAL);
         CHECK(be == NULL);
         CHECK(err[0] != '\0');
         CHECK(strstr(err, "secret") == NULL);

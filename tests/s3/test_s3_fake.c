@@ -6,6 +6,7 @@
  * errno (mostly -EIO), never to bytes of the wrong length or a crash.
  */
 #include "backends/backend.h"
+#include "backends/s3.h"
 #include "testlib.h"
 
 #include <arpa/inet.h>

@@ -11,6 +11,7 @@
  * errors of check(). A fresh bucket per run, so the test can rerun on the same fixture.
  */
 #include "backends/backend.h"
+#include "backends/s3.h"
 #include "testlib.h"
 
 #include <arpa/inet.h>

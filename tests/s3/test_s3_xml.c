@@ -4,7 +4,10 @@
  * the argument checks of s3_backend_create (no request is sent by create).
  */
 #include "backends/backend.h"
+#include "backends/curl_common.h"
+#include "backends/s3.h"
 #include "backends/s3_xml.h"
+#include "backends/urlcode.h"
 #include "testlib.h"
 
 #include <curl/curl.h>
@@ -326,7 +329,7 @@ static void test_uri_encode(void)
         {"", 0, ""},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char *enc = s3_uri_encode(cases[i].in, cases[i].keep_slash);
+        char *enc = url_encode(cases[i].in, cases[i].keep_slash);
         CHECK_STR(enc, cases[i].out);
         /* Round trip through the decoder (which also maps '+' to ' ', never produced). */
         if (enc) {
@@ -371,6 +374,9 @@ static void test_errno_mapping(void)
     CHECK_EQ(s3_map_error(CURLE_OK, 204, 0, NULL), 0);
     CHECK_EQ(s3_map_error(CURLE_OK, 206, 0, NULL), 0);
     CHECK_EQ(s3_map_error(CURLE_OK, 404, 0, NULL), -ENOENT);
+    /* One mapping for S3 and HTTP (curl_map_error): 410 Gone is ENOENT for both. */
+    CHECK_EQ(s3_map_error(CURLE_OK, 410, 0, NULL), -ENOENT);
+    CHECK_EQ(curl_map_error(CURLE_OK, 410, 0), -ENOENT);
     CHECK_EQ(s3_map_error(CURLE_OK, 403, 0, NULL), -EACCES);
     CHECK_EQ(s3_map_error(CURLE_OK, 401, 0, NULL), -EACCES);
     CHECK_EQ(s3_map_error(CURLE_OK, 412, 0, NULL), -ESTALE);

@@ -7,6 +7,8 @@
 #define PAGEFS_TESTS_FSCK_ENV_H
 
 #include "backends/backend.h"
+#include "backends/local.h"
+#include "backends/stack.h"
 #include "cache/cache_fsck.h"
 #include "cache/page_cache.h"
 #include "testlib.h"
@@ -94,7 +96,7 @@ static inline void fsck_env_init(struct fsck_env *e)
     e->root = test_mkdtemp("fsck-root");
     e->cache = test_mkdtemp("fsck-cache");
     CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
-    CHECK_EQ(stats_backend_create(local, &e->be), 0);
+    CHECK_EQ(backend_stack_wrap(local, &(struct backend_conf){0}, 0, &e->be, NULL), 0);
     e->keys[0] = "a.bin";
     e->sizes[0] = 3 * FSCK_PS + 100;
     e->keys[1] = "d/b.bin";

@@ -7,6 +7,7 @@
  * every KEY completely through the page cache. Exit 0 on success, 1 with a message otherwise.
  */
 #include "backends/backend.h"
+#include "backends/local.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 

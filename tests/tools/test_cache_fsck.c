@@ -320,7 +320,7 @@ static void test_partial_and_compressed_pages(void)
     struct cache_fsck_report r;
     char *root = test_mkdtemp("fsck-pp-root"), *cache = test_mkdtemp("fsck-pp-cache");
     CHECK_EQ(local_backend_create(root, &local, err, sizeof(err)), 0);
-    CHECK_EQ(stats_backend_create(local, &be), 0);
+    CHECK_EQ(backend_stack_wrap(local, &(struct backend_conf){0}, 0, &be, NULL), 0);
     size_t rsize = 2 * ps + 100, tsize = ps;
     unsigned char *rnd = malloc(rsize), *txt = malloc(tsize), *buf = malloc(ps);
     test_fill_random(rnd, rsize, 3);
