@@ -55,7 +55,7 @@
  * the queue is touched after). The budget's lock is taken under pf->lock (try_take, give,
  * cancel_wish) and is innermost; on_budget runs under it and only calls uv_async_send. The
  * page cache's lock is taken with no prefetcher lock held: by pool threads
- * (page_cache_open/page_cache_prefetch) and by prefetch_open() (page_cache_resident: a
+ * (page_cache_open/page_cache_prefetch) and by prefetch_stream_create() (page_cache_resident: a
  * resident small object queues nothing).
  */
 #include "cache/prefetch.h"
@@ -761,7 +761,7 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
 
 /* ---- public API -------------------------------------------------------------------------- */
 
-int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out)
+int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out)
 {
     *out = NULL;
     if (!pf)
@@ -937,7 +937,7 @@ out_free:
     return rc;
 }
 
-void prefetch_close(struct prefetch_stream *st)
+void prefetch_stream_destroy(struct prefetch_stream *st)
 {
     if (!st)
         return;

@@ -20,13 +20,14 @@
  * runs). Foreground reads never go through the prefetcher and never wait for its capacity.
  *
  * Ownership: prefetcher_create/destroy (destroy waits for fetches under way, drops queued
- * requests); a stream is created by prefetch_open and released by prefetch_close (the
- * prefetcher keeps it alive while requests of it are queued). The page cache is borrowed and
- * must outlive the prefetcher; streams hold a reference to their pc_file.
+ * requests); a stream is created by prefetch_stream_create and released by
+ * prefetch_stream_destroy (the prefetcher keeps it alive while requests of it are queued). The
+ * page cache is borrowed and must outlive the prefetcher; streams hold a reference to their
+ * pc_file.
  * Thread safety: every function may be called from many threads at once, except that a
- * stream must not be used after prefetch_close and the prefetcher not after destroy.
- * A NULL prefetcher is accepted by prefetch_open/read and a NULL stream by prefetch_read/
- * close (read-ahead disabled).
+ * stream must not be used after prefetch_stream_destroy and the prefetcher not after destroy.
+ * A NULL prefetcher is accepted by prefetch_stream_create/prefetch_read and a NULL stream by
+ * prefetch_read/prefetch_stream_destroy (read-ahead disabled).
  */
 #ifndef PAGEFS_PREFETCH_H
 #define PAGEFS_PREFETCH_H
@@ -95,7 +96,7 @@ void prefetcher_destroy(struct prefetcher *pf);
  * small_object bytes that is not resident whole, queues all its pages at once (fetched in
  * one request); a resident one costs no request (counted in small_resident). With pf NULL,
  * sets *out to NULL and returns 0. Returns 0 or -ENOMEM. */
-int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out);
+int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out);
 /* Reports a read of len bytes at off through the stream's handle; may queue read-ahead.
  * Returns 1 when the stream detector classes the read as random (not part of a sequential
  * run: the caller should fetch only what it needs, PC_READ_RANDOM), else 0 (also with pf or
@@ -110,7 +111,7 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
 int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
                     uint64_t size, int64_t mtime_ns);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
-void prefetch_close(struct prefetch_stream *st);
+void prefetch_stream_destroy(struct prefetch_stream *st);
 
 void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out);
 /* Waits until nothing is queued or in flight (tests; also usable before a flush). */

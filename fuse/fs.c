@@ -152,7 +152,7 @@ static void handle_untrack(struct pagefs_fs *fs, struct pagefs_handle *h)
 
 static void fh_free(struct pagefs_fh *fh)
 {
-    prefetch_close(fh->ps);
+    prefetch_stream_destroy(fh->ps);
     pc_file_unref(fh->f);
     free(fh->key);
     free(fh);
@@ -958,7 +958,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     info.key = NULL;
     inode_info_clear(&info);
     /* Read-ahead is an optimisation: without memory for a stream the handle just has none. */
-    prefetch_open(fs->pf, h->f, &h->ps);
+    prefetch_stream_create(fs->pf, h->f, &h->ps);
     fi->fh = (uintptr_t)h;
     fi->keep_cache = unchanged ? 1 : 0;
     fi->noflush = 1;

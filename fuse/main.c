@@ -425,7 +425,7 @@ static int run(struct pagefs_options *o)
         .budget = budget,
         .cache_capacity = o->cache_size,
     };
-    rc = rest_start(&rconf, &rest, err, sizeof(err));
+    rc = rest_server_create(&rconf, &rest, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_free_args;
@@ -510,7 +510,7 @@ out_destroy_session:
     fuse_session_destroy(se);
 out_free_args:
     fuse_opt_free_args(&args);
-    rest_stop(rest); /* before the layers it serves from (NULL if it never started) */
+    rest_server_destroy(rest); /* before the layers it serves from (NULL if it never started) */
     pagefs_fs_destroy(fs);
 out_destroy_budget:
     mem_budget_destroy(budget); /* after its takers: load jobs and the prefetcher */
