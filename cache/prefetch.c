@@ -79,7 +79,6 @@
 #define MAX_PENDING 4096    /* queued requests at most; more are dropped */
 #define TRACK_SLOTS 16384u  /* power of two */
 #define TRACK_PROBE 8
-#define POOL_EXTRA 4
 #define OBJ_BUCKETS 1024u  /* power of two */
 #define FILE_BUCKETS 1024u /* power of two */
 #define RETAIN_FILES 64u   /* files whose read-ahead state outlives their last handle */
@@ -1012,12 +1011,6 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     if (!pf->track || !pf->objs || !pf->files) {
         rc = -ENOMEM;
         goto out_free;
-    }
-    /* libuv reads this once, at the process's first uv_queue_work. */
-    if (!getenv("UV_THREADPOOL_SIZE")) {
-        char n[16];
-        snprintf(n, sizeof(n), "%u", pf->max_inflight + POOL_EXTRA);
-        setenv("UV_THREADPOOL_SIZE", n, 0);
     }
     rc = -pthread_mutex_init(&pf->lock, NULL);
     if (rc < 0)

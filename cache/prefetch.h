@@ -83,11 +83,20 @@ struct prefetch_stats {
     uint64_t pending;       /* requests queued now */
 };
 
-/* Starts the loop thread. Sets UV_THREADPOOL_SIZE to max_inflight + 4 if it is not set yet
- * (libuv sizes its process-wide pool once, at the first uv_queue_work; the pool must be at
- * least max_inflight threads or the cap is never reached, and a few more keep room for other
- * users). Returns 0 or -errno (-EINVAL for a bad conf, -EBUSY if the budget has a deferred
- * taker already). */
+/* The libuv thread pool a prefetcher of max_inflight fetches (0: the default) wants:
+ * max_inflight threads, or the cap is never reached, plus PREFETCH_POOL_EXTRA for other users.
+ * libuv sizes its process-wide pool once, from UV_THREADPOOL_SIZE (default 4), when the
+ * process's first work request starts it; the process sets the variable before that, while
+ * it has one thread (the daemon: fuse/daemon.c). The prefetcher never changes the
+ * environment: with a smaller pool it works, with fewer fetches under way. */
+#define PREFETCH_POOL_EXTRA 4u
+static inline unsigned prefetch_pool_size(unsigned max_inflight)
+{
+    return (max_inflight ? max_inflight : PREFETCH_DEFAULT_MAX_INFLIGHT) + PREFETCH_POOL_EXTRA;
+}
+
+/* Starts the loop thread; its fetches run on libuv's pool (see prefetch_pool_size()). Returns
+ * 0 or -errno (-EINVAL for a bad conf, -EBUSY if the budget has a deferred taker already). */
 int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
                       struct prefetcher **out);
 void prefetcher_destroy(struct prefetcher *pf);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -751,6 +752,11 @@ static void test_shared_budget(void)
 
 int main(void)
 {
+    /* What the daemon does before anything starts libuv's pool (prefetch.h): size it for a
+     * prefetcher with the default max_inflight, the one the first test creates. */
+    char pool[16];
+    snprintf(pool, sizeof(pool), "%u", prefetch_pool_size(0));
+    setenv("UV_THREADPOOL_SIZE", pool, 0);
     RUN(test_sequential_reader_is_prefetched);
     RUN(test_sequential_reader_slow_backend);
     RUN(test_concurrent_readers_single_flight);
