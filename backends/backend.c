@@ -3,6 +3,8 @@
  * backend shares (listing pages, stat results, error text).
  *
  * The stack, bottom to top:  implementation (s3 | http | local) -> [fault] -> retry -> stats.
+ * The implementation is the one of the source's scheme, parsed by the one SOURCE grammar
+ * (backends/source.h) that the command line checked already.
  * The retry layer sits only above remote implementations; the fault layer (tests) sits
  * under retry so that injected failures exercise the retry path. The stats layer is the
  * outermost one, so its counters are the calls the cache actually made.
@@ -13,6 +15,7 @@
  * (short) chain. Invariant: `current` is NULL or the innermost scope still open on this thread.
  */
 #include "backends/backend.h"
+#include "backends/source.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -150,47 +153,29 @@ const char *backend_strerror(int err)
     }
 }
 
-/* file:///abs/dir -> "/abs/dir"; also accepts file:/abs/dir. */
-static const char *file_uri_path(const char *source)
-{
-    const char *p = source + strlen("file:");
-    if (strncmp(p, "//", 2) == 0)
-        p += 2;
-    return p;
-}
-
 int backend_open(const struct backend_conf *conf, struct backend **out, char *err, size_t errlen)
 {
     struct backend *be = NULL;
+    struct backend_source src;
     int rc;
     int remote = 0;
 
     *out = NULL;
-    if (!conf->source || !*conf->source) {
-        snprintf(err, errlen, "no source given");
-        return -EINVAL;
-    }
-    if (strncmp(conf->source, "file:", 5) == 0) {
-        const char *path = file_uri_path(conf->source);
-        if (*path != '/') {
-            snprintf(err, errlen, "%s: file source needs an absolute path (file:///dir)",
-                     conf->source);
-            return -EINVAL;
-        }
-        rc = local_backend_create(path, &be, err, errlen);
-    } else if (strncmp(conf->source, "s3://", 5) == 0) {
+    rc = backend_source_parse(conf->source, &src, err, errlen);
+    if (rc < 0)
+        return rc;
+    switch (src.kind) {
+    case BACKEND_SOURCE_FILE:
+        rc = local_backend_create(src.path, &be, err, errlen);
+        break;
+    case BACKEND_SOURCE_S3:
         rc = s3_backend_create(conf, &be, err, errlen);
         remote = 1;
-    } else if (strncmp(conf->source, "http://", 7) == 0 ||
-               strncmp(conf->source, "https://", 8) == 0) {
+        break;
+    case BACKEND_SOURCE_HTTP:
         rc = http_backend_create(conf, &be, err, errlen);
         remote = 1;
-    } else {
-        snprintf(err, errlen,
-                 "%s: unsupported source (use s3://bucket[/prefix], http(s)://host/path or "
-                 "file:///dir)",
-                 conf->source);
-        return -EINVAL;
+        break;
     }
     if (rc < 0)
         return rc;

@@ -13,6 +13,7 @@
  */
 #include "fuse/options.h"
 
+#include "backends/source.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
 
@@ -192,71 +193,6 @@ int pagefs_default_cache_dir(const struct pagefs_env *env, char *buf, size_t len
     if (n < 0 || (size_t)n >= len)
         return -ENAMETOOLONG;
     return 0;
-}
-
-/* Validates SOURCE: s3://bucket[/prefix], http(s)://host[:port][/path] or
- * file:///absolute/dir. */
-static int check_source(const char *src, char *err, size_t errlen)
-{
-    if (!*src)
-        return fail(err, errlen, "empty SOURCE");
-    if (strncmp(src, "s3://", 5) == 0) {
-        const char *bucket = src + 5;
-        size_t blen = strcspn(bucket, "/");
-        if (blen == 0)
-            return fail(err, errlen, "%s: missing bucket name (expected s3://bucket[/prefix])",
-                        src);
-        for (size_t i = 0; i < blen; i++) {
-            char c = bucket[i];
-            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '.' || c == '_'))
-                return fail(err, errlen, "%s: invalid character in bucket name", src);
-        }
-        return 0;
-    }
-    if (strncmp(src, "file://", 7) == 0) {
-        const char *path = src + 7;
-        if (strncmp(path, "localhost/", 10) == 0)
-            path += 9;
-        if (path[0] != '/')
-            return fail(err, errlen, "%s: expected file:///absolute/path", src);
-        return 0;
-    }
-    if (strncmp(src, "http://", 7) == 0 || strncmp(src, "https://", 8) == 0) {
-        /* http(s)://host[:port][/path]: no credentials (they would show in mountinfo and in
-         * messages, so this message does not repeat the URL), no spaces or control bytes. */
-        const char *host = strstr(src, "://") + 3;
-        size_t alen = strcspn(host, "/?#");
-        if (memchr(host, '@', alen))
-            return fail(err, errlen, "http(s) SOURCE: credentials in the URL are not supported");
-        for (const char *c = src; *c; c++) {
-            if ((unsigned char)*c <= ' ' || *c == 0x7f)
-                return fail(err, errlen, "%s: space or control character in URL "
-                            "(percent-encode it)", src);
-        }
-        const char *port = host[0] == '[' ? memchr(host, ']', alen) : host;
-        size_t hlen = port ? strcspn(port, ":/?#") + (size_t)(port - host) : 0;
-        if (hlen == 0 || (host[0] == '[' && !port))
-            return fail(err, errlen, "%s: missing host (expected http[s]://host[:port]/path)",
-                        src);
-        if (hlen < alen) {
-            const char *p = host + hlen + 1;
-            size_t plen = alen - hlen - 1;
-            if (host[hlen] != ':' || plen == 0 || plen > 5 || strspn(p, "0123456789") < plen ||
-                atoi(p) < 1 || atoi(p) > 65535)
-                return fail(err, errlen, "%s: bad port (expected http[s]://host[:port]/path)",
-                            src);
-        }
-        return 0;
-    }
-    const char *colon = strstr(src, "://");
-    if (colon)
-        return fail(err, errlen,
-                    "%s: unsupported scheme '%.*s' (use s3://, http(s):// or file://)", src,
-                    (int)(colon - src), src);
-    return fail(err, errlen,
-                "%s: SOURCE must be s3://bucket[/prefix], http(s)://host/path or file:///dir",
-                src);
 }
 
 static int set_str(char **dst, const char *val)
@@ -664,7 +600,8 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
         return fail(err, errlen, "missing SOURCE and MOUNTPOINT (see pagefs --help)");
     if (npos < 2)
         return fail(err, errlen, "missing MOUNTPOINT (see pagefs --help)");
-    rc = check_source(pos[0], err, errlen);
+    struct backend_source src;
+    rc = backend_source_parse(pos[0], &src, err, errlen);
     if (rc < 0)
         return rc;
     if (!*pos[1])
