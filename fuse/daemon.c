@@ -82,7 +82,8 @@
  * there is one stderr function per level, picked once by log_stderr_func(). syslog filters by
  * itself (setlogmask). Messages never carry credentials or the endpoint. */
 #define DEFINE_LOG_STDERR(name, max)                                                               \
-    static void name(enum fuse_log_level level, const char *fmt, va_list ap)                       \
+    __attribute__((format(printf, 2, 0))) static void name(enum fuse_log_level level,              \
+                                                           const char *fmt, va_list ap)            \
     {                                                                                              \
         if ((int)level <= (max))                                                                   \
             vfprintf(stderr, fmt, ap);                                                             \
@@ -108,7 +109,8 @@ static fuse_log_func_t log_stderr_func(enum pagefs_log_level level)
     return log_stderr_debug;
 }
 
-static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void log_syslog(enum fuse_log_level level,
+                                                             const char *fmt, va_list ap)
 {
     vsyslog((int)level, fmt, ap);
 }
