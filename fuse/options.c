@@ -283,6 +283,9 @@ _Static_assert(PREFETCH_MAX_INFLIGHT == 1000 && PAGEFS_MIN_PAGE_SIZE == 64u << 1
                "update the help texts of options[]");
 
 #define SIZE_1T (1ull << 40)
+#define FUSE(n) {.name = n, .kind = OPT_FUSE}                /* a kernel flag */
+#define FUSE_VALUE(n) {.name = n, .kind = OPT_FUSE, .arg = ""} /* NAME=VALUE for the kernel */
+#define FSTAB(n) {.name = n, .kind = OPT_FSTAB}
 
 static const struct opt options[] = {
     {.kind = OPT_SECTION, .help = "general:"},
@@ -423,43 +426,20 @@ static const struct opt options[] = {
      .arg = "(default: off / the kernel's)"},
     {.name = "fsname", .kind = OPT_FUSE, .arg = "NAME",
      .help = "the source shown in /proc/mounts (default: SOURCE)"},
-    {.name = "allow_root", .kind = OPT_FUSE},
-    {.name = "auto_unmount", .kind = OPT_FUSE},
+    FUSE("allow_root"), FUSE("auto_unmount"),
     {.name = "max_read", .kind = OPT_FUSE, .arg = "N", .min = 1, .max = UINT32_MAX},
     {.name = "blksize", .kind = OPT_FUSE, .arg = "N", .min = 1, .max = UINT32_MAX},
-    {.name = "nosuid", .kind = OPT_FUSE},
-    {.name = "nodev", .kind = OPT_FUSE},
-    {.name = "noexec", .kind = OPT_FUSE},
-    {.name = "noatime", .kind = OPT_FUSE},
-    {.name = "nodiratime", .kind = OPT_FUSE},
-    {.name = "suid", .kind = OPT_FUSE},
-    {.name = "dev", .kind = OPT_FUSE},
-    {.name = "exec", .kind = OPT_FUSE},
-    {.name = "async", .kind = OPT_FUSE},
-    {.name = "sync", .kind = OPT_FUSE},
-    {.name = "dirsync", .kind = OPT_FUSE},
-    {.name = "ro", .kind = OPT_FUSE},
-    {.name = "subtype", .kind = OPT_FUSE, .arg = ""},
-    {.name = "context", .kind = OPT_FUSE, .arg = ""},
-    {.name = "fscontext", .kind = OPT_FUSE, .arg = ""},
-    {.name = "defcontext", .kind = OPT_FUSE, .arg = ""},
-    {.name = "rootcontext", .kind = OPT_FUSE, .arg = ""},
+    FUSE("nosuid"), FUSE("nodev"), FUSE("noexec"), FUSE("noatime"), FUSE("nodiratime"),
+    FUSE("suid"), FUSE("dev"), FUSE("exec"), FUSE("async"), FUSE("sync"), FUSE("dirsync"),
+    FUSE("ro"), FUSE_VALUE("subtype"), FUSE_VALUE("context"), FUSE_VALUE("fscontext"),
+    FUSE_VALUE("defcontext"), FUSE_VALUE("rootcontext"),
 
     /* Words mount(8)/fstab put into option lists that mean nothing to a FUSE file system.
      * "rw" is dropped too: pagefs is always mounted read-only. */
     {.kind = OPT_SECTION, .help = "fstab words, accepted and ignored:"},
-    {.name = "defaults", .kind = OPT_FSTAB},
-    {.name = "rw", .kind = OPT_FSTAB},
-    {.name = "_netdev", .kind = OPT_FSTAB},
-    {.name = "nofail", .kind = OPT_FSTAB},
-    {.name = "auto", .kind = OPT_FSTAB},
-    {.name = "noauto", .kind = OPT_FSTAB},
-    {.name = "user", .kind = OPT_FSTAB},
-    {.name = "users", .kind = OPT_FSTAB},
-    {.name = "nouser", .kind = OPT_FSTAB},
-    {.name = "owner", .kind = OPT_FSTAB},
-    {.name = "group", .kind = OPT_FSTAB},
-    {.name = "comment", .kind = OPT_FSTAB, .arg = ""},
+    FSTAB("defaults"), FSTAB("rw"), FSTAB("_netdev"), FSTAB("nofail"), FSTAB("auto"),
+    FSTAB("noauto"), FSTAB("user"), FSTAB("users"), FSTAB("nouser"), FSTAB("owner"),
+    FSTAB("group"), {.name = "comment", .kind = OPT_FSTAB, .arg = ""},
     {.name = "x-", .kind = OPT_FSTAB, .flags = OPT_F_PREFIX},
 };
 
