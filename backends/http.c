@@ -59,6 +59,7 @@
 #include "backends/http_listing.h"
 #include "backends/invariants.h"
 #include "backends/urlcode.h"
+#include "backends/source.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -762,52 +763,17 @@ static const struct backend_ops http_ops = {
 
 /* --- creation ----------------------------------------------------------------------- */
 
-/* Checks the source URL: http or https, a host, no credentials, no fragment. The messages
- * never repeat a URL that carries credentials. */
+/* Checks the source URL with the one SOURCE grammar (backends/source.h): http or https, a
+ * host, no credentials, no fragment. The messages never repeat a URL that carries
+ * credentials. */
 static int check_source(const char *source, char *err, size_t errlen)
 {
-    CURLU *u = curl_url();
-    char *scheme = NULL, *host = NULL, *user = NULL, *pw = NULL, *frag = NULL;
-    int ret = -EINVAL;
-
-    if (!u) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
-    const char *authority = strstr(source, "://");
-    if (!authority || strchr("/?#", authority[3])) {
-        /* curl would read "http:///x/" as the host "x". */
-        snprintf(err, errlen, "missing host in the http(s) URL (want http[s]://host/path)");
-        goto out_free;
-    }
-    if (curl_url_set(u, CURLUPART_URL, source, 0) != CURLUE_OK) {
-        snprintf(err, errlen, "invalid http(s) URL (want http[s]://host[:port]/path)");
-        goto out_free;
-    }
-    curl_url_get(u, CURLUPART_USER, &user, 0);
-    curl_url_get(u, CURLUPART_PASSWORD, &pw, 0);
-    if (user || pw) {
-        snprintf(err, errlen, "credentials in an http(s) URL are not supported");
-        goto out_free;
-    }
-    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
+    struct backend_source src;
+    int ret = backend_source_parse(source, &src, err, errlen);
+    if (ret == 0 && src.kind != BACKEND_SOURCE_HTTP) {
         snprintf(err, errlen, "%s: want http[s]://host[:port]/path", source);
-        goto out_free;
+        ret = -EINVAL;
     }
-    if (curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0) == CURLUE_OK) {
-        snprintf(err, errlen, "%s: a fragment (#...) makes no sense in a source URL", source);
-        goto out_free;
-    }
-    ret = 0;
-out_free:
-    curl_free(frag);
-    curl_free(user);
-    curl_free(pw);
-    curl_free(host);
-    curl_free(scheme);
-    curl_url_cleanup(u);
     return ret;
 }
 

@@ -34,6 +34,7 @@
 #include "backends/aws_creds.h"
 #include "backends/curl_common.h"
 #include "backends/s3_xml.h"
+#include "backends/source.h"
 #include "backends/urlcode.h"
 
 #include <curl/curl.h>
@@ -317,40 +318,24 @@ static const struct backend_ops s3_ops = {
 
 /* --- creation ----------------------------------------------------------------------- */
 
-/* Split "s3://bucket[/prefix]" into bucket and a normalised prefix ("" or ending '/'). */
+/* Split "s3://bucket[/prefix]" (backends/source.h) into bucket and a normalised prefix ("" or
+ * ending '/'). */
 static int parse_source(const char *source, struct s3 *s3, char *err, size_t errlen)
 {
-    if (!source || strncmp(source, "s3://", 5) != 0) {
-        snprintf(err, errlen, "not an s3:// source: %s", source ? source : "(null)");
+    struct backend_source src;
+    int ret = backend_source_parse(source, &src, err, errlen);
+    if (ret < 0)
+        return ret;
+    if (src.kind != BACKEND_SOURCE_S3) {
+        snprintf(err, errlen, "not an s3:// source: %s", source);
         return -EINVAL;
     }
-    const char *b = source + 5;
-    size_t blen = strcspn(b, "/");
-    if (blen < 3 || blen > 255) {
-        snprintf(err, errlen, "bad bucket name in %s (3 to 255 characters)", source);
-        return -EINVAL;
-    }
-    for (size_t i = 0; i < blen; i++) {
-        char c = b[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '-' || c == '_')) {
-            snprintf(err, errlen, "bad character in bucket name of %s", source);
-            return -EINVAL;
-        }
-    }
-    s3->bucket = strndup(b, blen);
+    s3->bucket = strdup(src.bucket);
     if (!s3->bucket)
         return -ENOMEM;
-
-    const char *p = b + blen;
-    while (*p == '/')
-        p++;
-    size_t plen = strlen(p);
-    while (plen > 0 && p[plen - 1] == '/')
-        plen--;
-    if (plen == 0) {
+    if (src.path_len == 0) {
         s3->prefix = strdup("");
-    } else if (asprintf(&s3->prefix, "%.*s/", (int)plen, p) < 0) {
+    } else if (asprintf(&s3->prefix, "%.*s/", (int)src.path_len, src.path) < 0) {
         s3->prefix = NULL;
     }
     return s3->prefix ? 0 : -ENOMEM;

@@ -2,8 +2,9 @@
  * stack.c - builds backend stacks (see stack.h): the factory of the source schemes, and the
  * production order of the layers.
  *
- * Design (s3backer's one function that builds the stack): a table maps each source scheme to
- * its implementation's create function and its flags; backend_stack_create() finds the entry,
+ * Design (s3backer's one function that builds the stack): the SOURCE is parsed by the one
+ * grammar the command line checks too (source.h); a table maps each kind of source to its
+ * implementation's create function and its flags; backend_stack_create() finds the entry,
  * creates the implementation and hands it to backend_stack_wrap(), which tests call as well.
  * The order, bottom to top, and why:
  *   implementation -> [fault] -> [retry] -> stats
@@ -25,40 +26,44 @@
 #include "backends/local.h"
 #include "backends/retry.h"
 #include "backends/s3.h"
+#include "backends/source.h"
 #include "backends/stats.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-typedef int (*stack_create_fn)(const struct backend_conf *conf, struct backend **out, char *err,
-                               size_t errlen);
+typedef int (*stack_create_fn)(const struct backend_conf *conf,
+                               const struct backend_source *src, struct backend **out,
+                               char *err, size_t errlen);
 
-/* file:///abs/dir (also file:/abs/dir) -> the local backend of /abs/dir. */
-static int create_local(const struct backend_conf *conf, struct backend **out, char *err,
-                        size_t errlen)
+static int create_local(const struct backend_conf *conf, const struct backend_source *src,
+                        struct backend **out, char *err, size_t errlen)
 {
-    const char *path = conf->source + strlen("file:");
-    if (strncmp(path, "//", 2) == 0)
-        path += 2;
-    if (*path != '/') {
-        *out = NULL;
-        snprintf(err, errlen, "%s: file source needs an absolute path (file:///dir)",
-                 conf->source);
-        return -EINVAL;
-    }
-    return local_backend_create(path, out, err, errlen);
+    return local_backend_create(src->path, out, err, errlen);
 }
 
+static int create_s3(const struct backend_conf *conf, const struct backend_source *src,
+                     struct backend **out, char *err, size_t errlen)
+{
+    return s3_backend_create(conf, out, err, errlen);
+}
+
+static int create_http(const struct backend_conf *conf, const struct backend_source *src,
+                       struct backend **out, char *err, size_t errlen)
+{
+    return http_backend_create(conf, out, err, errlen);
+}
+
+/* The implementation of each kind of SOURCE (source.h parses it) and its layers. */
 static const struct stack_scheme {
-    const char *prefix; /* the source starts with it */
+    enum backend_source_kind kind;
     stack_create_fn create;
     unsigned flags; /* BACKEND_STACK_* */
 } schemes[] = {
-    {"file:", create_local, 0},
-    {"s3://", s3_backend_create, BACKEND_STACK_RETRY},
-    {"http://", http_backend_create, BACKEND_STACK_RETRY},
-    {"https://", http_backend_create, BACKEND_STACK_RETRY},
+    {BACKEND_SOURCE_FILE, create_local, 0},
+    {BACKEND_SOURCE_S3, create_s3, BACKEND_STACK_RETRY},
+    {BACKEND_SOURCE_HTTP, create_http, BACKEND_STACK_RETRY},
 };
 
 int backend_stack_wrap(struct backend *impl, const struct backend_conf *conf, unsigned flags,
@@ -106,25 +111,22 @@ int backend_stack_create(const struct backend_conf *conf, struct backend **out, 
                          size_t errlen)
 {
     const struct stack_scheme *scheme = NULL;
+    struct backend_source src;
     struct backend *impl = NULL;
     int rc;
 
     *out = NULL;
-    if (!conf->source || !*conf->source) {
-        snprintf(err, errlen, "no source given");
-        return -EINVAL;
-    }
+    rc = backend_source_parse(conf->source, &src, err, errlen);
+    if (rc < 0)
+        return rc;
     for (size_t i = 0; i < sizeof(schemes) / sizeof(*schemes) && !scheme; i++)
-        if (strncmp(conf->source, schemes[i].prefix, strlen(schemes[i].prefix)) == 0)
+        if (schemes[i].kind == src.kind)
             scheme = &schemes[i];
     if (!scheme) {
-        snprintf(err, errlen,
-                 "%s: unsupported source (use s3://bucket[/prefix], http(s)://host/path or "
-                 "file:///dir)",
-                 conf->source);
+        snprintf(err, errlen, "%s: unsupported source", conf->source);
         return -EINVAL;
     }
-    rc = scheme->create(conf, &impl, err, errlen);
+    rc = scheme->create(conf, &src, &impl, err, errlen);
     if (rc < 0)
         return rc;
     rc = backend_stack_wrap(impl, conf, scheme->flags, out, NULL);

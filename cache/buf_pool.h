@@ -4,12 +4,12 @@
  * them follows the fetch memory bound (-o prefetch_mem, mem_budget.h) instead of the number
  * of threads that ever fetched.
  *
- * Why not malloc: main.c raises malloc's mmap and trim thresholds so that read replies reuse
- * the heap, and malloc keeps freed chunks in the arena of the thread that allocated them; the
- * buffers of 16 jobs x 64 load workers end up kept arena by arena, several runs per arena,
- * whatever the budget. Why not a mapping per buffer: unmapping returns the memory, but every
- * fetch then pays a zero-fill page fault per 4 KiB of its buffers (about 0.45 ms per MiB on
- * the test machine, a quarter more CPU for a cold sequential read).
+ * Why not malloc: the daemon (fuse/daemon.c) raises malloc's mmap and trim thresholds so
+ * that read replies reuse the heap, and malloc keeps freed chunks in the arena of the thread
+ * that allocated them; the buffers of 16 jobs x 64 load workers end up kept arena by arena,
+ * several runs per arena, whatever the budget. Why not a mapping per buffer: unmapping returns
+ * the memory, but every fetch then pays a zero-fill page fault per 4 KiB of its buffers (about
+ * 0.45 ms per MiB on the test machine, a quarter more CPU for a cold sequential read).
  *
  * A pool maps its buffers itself and keeps released ones for reuse while the bytes it has
  * mapped, in use and free, stay within `cap`: the mapped total is at most max(cap, bytes in

@@ -55,7 +55,7 @@
  * the queue is touched after). The budget's lock is taken under pf->lock (try_take, give,
  * cancel_wish) and is innermost; on_budget runs under it and only calls uv_async_send. The
  * page cache's lock is taken with no prefetcher lock held: by pool threads
- * (page_cache_open/page_cache_prefetch) and by prefetch_open() (page_cache_resident: a
+ * (page_cache_open/page_cache_prefetch) and by prefetch_stream_create() (page_cache_resident: a
  * resident small object queues nothing).
  */
 #include "cache/prefetch.h"
@@ -79,7 +79,6 @@
 #define MAX_PENDING 4096    /* queued requests at most; more are dropped */
 #define TRACK_SLOTS 16384u  /* power of two */
 #define TRACK_PROBE 8
-#define POOL_EXTRA 4
 #define OBJ_BUCKETS 1024u  /* power of two */
 #define FILE_BUCKETS 1024u /* power of two */
 #define RETAIN_FILES 64u   /* files whose read-ahead state outlives their last handle */
@@ -761,7 +760,7 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
 
 /* ---- public API -------------------------------------------------------------------------- */
 
-int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out)
+int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out)
 {
     *out = NULL;
     if (!pf)
@@ -937,7 +936,7 @@ out_free:
     return rc;
 }
 
-void prefetch_close(struct prefetch_stream *st)
+void prefetch_stream_destroy(struct prefetch_stream *st)
 {
     if (!st)
         return;
@@ -1012,12 +1011,6 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     if (!pf->track || !pf->objs || !pf->files) {
         rc = -ENOMEM;
         goto out_free;
-    }
-    /* libuv reads this once, at the process's first uv_queue_work. */
-    if (!getenv("UV_THREADPOOL_SIZE")) {
-        char n[16];
-        snprintf(n, sizeof(n), "%u", pf->max_inflight + POOL_EXTRA);
-        setenv("UV_THREADPOOL_SIZE", n, 0);
     }
     rc = -pthread_mutex_init(&pf->lock, NULL);
     if (rc < 0)

@@ -20,13 +20,14 @@
  * runs). Foreground reads never go through the prefetcher and never wait for its capacity.
  *
  * Ownership: prefetcher_create/destroy (destroy waits for fetches under way, drops queued
- * requests); a stream is created by prefetch_open and released by prefetch_close (the
- * prefetcher keeps it alive while requests of it are queued). The page cache is borrowed and
- * must outlive the prefetcher; streams hold a reference to their pc_file.
+ * requests); a stream is created by prefetch_stream_create and released by
+ * prefetch_stream_destroy (the prefetcher keeps it alive while requests of it are queued). The
+ * page cache is borrowed and must outlive the prefetcher; streams hold a reference to their
+ * pc_file.
  * Thread safety: every function may be called from many threads at once, except that a
- * stream must not be used after prefetch_close and the prefetcher not after destroy.
- * A NULL prefetcher is accepted by prefetch_open/read and a NULL stream by prefetch_read/
- * close (read-ahead disabled).
+ * stream must not be used after prefetch_stream_destroy and the prefetcher not after destroy.
+ * A NULL prefetcher is accepted by prefetch_stream_create/prefetch_read and a NULL stream by
+ * prefetch_read/prefetch_stream_destroy (read-ahead disabled).
  */
 #ifndef PAGEFS_PREFETCH_H
 #define PAGEFS_PREFETCH_H
@@ -82,11 +83,20 @@ struct prefetch_stats {
     uint64_t pending;       /* requests queued now */
 };
 
-/* Starts the loop thread. Sets UV_THREADPOOL_SIZE to max_inflight + 4 if it is not set yet
- * (libuv sizes its process-wide pool once, at the first uv_queue_work; the pool must be at
- * least max_inflight threads or the cap is never reached, and a few more keep room for other
- * users). Returns 0 or -errno (-EINVAL for a bad conf, -EBUSY if the budget has a deferred
- * taker already). */
+/* The libuv thread pool a prefetcher of max_inflight fetches (0: the default) wants:
+ * max_inflight threads, or the cap is never reached, plus PREFETCH_POOL_EXTRA for other users.
+ * libuv sizes its process-wide pool once, from UV_THREADPOOL_SIZE (default 4), when the
+ * process's first work request starts it; the process sets the variable before that, while
+ * it has one thread (the daemon: fuse/daemon.c). The prefetcher never changes the
+ * environment: with a smaller pool it works, with fewer fetches under way. */
+#define PREFETCH_POOL_EXTRA 4u
+static inline unsigned prefetch_pool_size(unsigned max_inflight)
+{
+    return (max_inflight ? max_inflight : PREFETCH_DEFAULT_MAX_INFLIGHT) + PREFETCH_POOL_EXTRA;
+}
+
+/* Starts the loop thread; its fetches run on libuv's pool (see prefetch_pool_size()). Returns
+ * 0 or -errno (-EINVAL for a bad conf, -EBUSY if the budget has a deferred taker already). */
 int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
                       struct prefetcher **out);
 void prefetcher_destroy(struct prefetcher *pf);
@@ -95,7 +105,7 @@ void prefetcher_destroy(struct prefetcher *pf);
  * small_object bytes that is not resident whole, queues all its pages at once (fetched in
  * one request); a resident one costs no request (counted in small_resident). With pf NULL,
  * sets *out to NULL and returns 0. Returns 0 or -ENOMEM. */
-int prefetch_open(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out);
+int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct prefetch_stream **out);
 /* Reports a read of len bytes at off through the stream's handle; may queue read-ahead.
  * Returns 1 when the stream detector classes the read as random (not part of a sequential
  * run: the caller should fetch only what it needs, PC_READ_RANDOM), else 0 (also with pf or
@@ -110,7 +120,7 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
 int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
                     uint64_t size, int64_t mtime_ns);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
-void prefetch_close(struct prefetch_stream *st);
+void prefetch_stream_destroy(struct prefetch_stream *st);
 
 void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out);
 /* Waits until nothing is queued or in flight (tests; also usable before a flush). */

@@ -152,7 +152,7 @@ static void handle_untrack(struct pagefs_fs *fs, struct pagefs_handle *h)
 
 static void fh_free(struct pagefs_fh *fh)
 {
-    prefetch_close(fh->ps);
+    prefetch_stream_destroy(fh->ps);
     pc_file_unref(fh->f);
     free(fh->key);
     free(fh);
@@ -552,7 +552,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_SPLICE_MOVE;
     /* Request size: max_read stays 0 (no limit; no -o max_read is passed) and libfuse sets
      * max_pages for 1 MiB requests from max_write (1 MiB), the kernel's cap
-     * (max_pages_limit 256); the bdi readahead is raised after the mount (main.c). Allow more
+     * (max_pages_limit 256); the bdi readahead is raised after the mount (daemon.c). Allow more
      * readahead requests in flight (kernel default 12). */
     conn->max_background = 64;
     conn->congestion_threshold = 48;
@@ -948,7 +948,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     info.key = NULL;
     inode_info_clear(&info);
     /* Read-ahead is an optimisation: without memory for a stream the handle just has none. */
-    prefetch_open(fs->pf, h->f, &h->ps);
+    prefetch_stream_create(fs->pf, h->f, &h->ps);
     fi->fh = (uintptr_t)h;
     fi->keep_cache = unchanged ? 1 : 0;
     fi->noflush = 1;

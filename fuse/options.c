@@ -1,24 +1,40 @@
 /*
- * options.c - command-line parsing for the pagefs daemon.
+ * options.c - the pagefs command line: one table of options drives the parser, the --help
+ * text and (through --help) the check that the man page lists every option.
  *
- * Design: one pass over argv. Positional words are SOURCE then MOUNTPOINT (an optional
- * leading "mount" subcommand is skipped); "-o" lists are split on unescaped commas and each
- * item is looked up in three tables: pagefs's own options (validated and stored in the
- * struct), kernel/libfuse mount options (passed through, re-escaped, in `fuse_opts`), and
- * fstab-only words (accepted and dropped). Anything else is rejected with -EINVAL and a one-line
- * message naming the offending word.
+ * Design: `options[]` has one row per option, in the order of --help, split into sections by
+ * OPT_SECTION rows. A row says what the option is (enum opt_kind: a command-line flag, an -o
+ * flag, a number, a size, a text, a word from a list, a custom value, a kernel/libfuse mount
+ * option passed through, an fstab word dropped), where its value goes in struct
+ * pagefs_options (FIELD(): offset and store type, checked by _Generic), its limits, its
+ * default (stored by pagefs_options_parse() before anything is parsed, and printed by --help
+ * for "%D" in the help text) and its help line. The parser makes one pass over argv:
+ * positional words are SOURCE then MOUNTPOINT (an optional leading "mount" subcommand is
+ * skipped; SOURCE is checked with backends/source.h), words starting with '-' are looked up
+ * as command-line flags, and "-o" lists are split on unescaped commas and each item looked up
+ * by name (rows marked OPT_F_PREFIX match a prefix: x-*). Anything else is rejected with
+ * -EINVAL and a one-line message naming the offending word. Kernel/libfuse options are
+ * collected, re-escaped, in `fuse_opts`.
  *
- * Invariants: the function reads only argv and *env; on any failure *out may hold partial heap
- * strings, which pagefs_options_clear() frees. Nothing here prints or exits.
+ * --help renders each section: rows with a help line as "  NAME[=ARG]  text" (the text
+ * wrapped into a right-hand column), then the section's rows without one as a comma list.
+ * tests/deploy/test_install.py reads the option names back from that output and checks each
+ * against deploy/man/pagefs.8.
+ *
+ * Invariants: the parser reads only argv and *env; on any failure *out may hold partial heap
+ * strings, which pagefs_options_clear() frees. Nothing here prints (except the help text to
+ * the stream it is given) or exits. No state, no locks.
  */
 #include "fuse/options.h"
 
+#include "backends/source.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,36 +50,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
         va_end(ap);
     }
     return -EINVAL;
-}
-
-/* Kernel / libfuse mount options handed through unchanged (see libfuse lib/mount.c). */
-static const char *const fuse_flag_opts[] = {
-    "allow_root",   "default_permissions",
-    "auto_unmount", "ro",
-    "suid",         "nosuid",
-    "dev",          "nodev",
-    "exec",         "noexec",
-    "async",        "sync",
-    "dirsync",      "noatime",
-    "nodiratime",   NULL,
-};
-static const char *const fuse_value_opts[] = {
-    "fsname",    "subtype",    "max_read",    "blksize", "context",
-    "fscontext", "defcontext", "rootcontext", NULL,
-};
-/* Words mount(8)/fstab put into option lists that mean nothing to a FUSE file system. "rw" is
- * dropped too: pagefs is always mounted read-only. */
-static const char *const ignored_opts[] = {
-    "defaults", "rw",     "_netdev", "nofail", "auto",    "noauto", "user",
-    "users",    "nouser", "owner",   "group",  "comment", NULL,
-};
-
-static bool in_list(const char *const *list, const char *name)
-{
-    for (size_t i = 0; list[i]; i++)
-        if (strcmp(list[i], name) == 0)
-            return true;
-    return false;
 }
 
 static int parse_uint(const char *s, uint64_t max, uint64_t *out)
@@ -101,35 +87,6 @@ static int parse_octal_mode(const char *s, mode_t *out)
         return -EINVAL;
     *out = (mode_t)v;
     return 0;
-}
-
-static const struct {
-    const char *name;
-    enum pagefs_log_level level;
-} log_levels[] = {
-    {"error", PAGEFS_LOG_ERROR},
-    {"warning", PAGEFS_LOG_WARNING},
-    {"info", PAGEFS_LOG_INFO},
-    {"debug", PAGEFS_LOG_DEBUG},
-};
-
-int pagefs_parse_log_level(const char *s, enum pagefs_log_level *out)
-{
-    for (size_t i = 0; s && i < sizeof(log_levels) / sizeof(log_levels[0]); i++) {
-        if (strcmp(s, log_levels[i].name) == 0) {
-            *out = log_levels[i].level;
-            return 0;
-        }
-    }
-    return -EINVAL;
-}
-
-const char *pagefs_log_level_name(enum pagefs_log_level level)
-{
-    for (size_t i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++)
-        if (log_levels[i].level == level)
-            return log_levels[i].name;
-    return "?";
 }
 
 int pagefs_parse_size(const char *s, uint64_t *out)
@@ -194,71 +151,6 @@ int pagefs_default_cache_dir(const struct pagefs_env *env, char *buf, size_t len
     return 0;
 }
 
-/* Validates SOURCE: s3://bucket[/prefix], http(s)://host[:port][/path] or
- * file:///absolute/dir. */
-static int check_source(const char *src, char *err, size_t errlen)
-{
-    if (!*src)
-        return fail(err, errlen, "empty SOURCE");
-    if (strncmp(src, "s3://", 5) == 0) {
-        const char *bucket = src + 5;
-        size_t blen = strcspn(bucket, "/");
-        if (blen == 0)
-            return fail(err, errlen, "%s: missing bucket name (expected s3://bucket[/prefix])",
-                        src);
-        for (size_t i = 0; i < blen; i++) {
-            char c = bucket[i];
-            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '.' || c == '_'))
-                return fail(err, errlen, "%s: invalid character in bucket name", src);
-        }
-        return 0;
-    }
-    if (strncmp(src, "file://", 7) == 0) {
-        const char *path = src + 7;
-        if (strncmp(path, "localhost/", 10) == 0)
-            path += 9;
-        if (path[0] != '/')
-            return fail(err, errlen, "%s: expected file:///absolute/path", src);
-        return 0;
-    }
-    if (strncmp(src, "http://", 7) == 0 || strncmp(src, "https://", 8) == 0) {
-        /* http(s)://host[:port][/path]: no credentials (they would show in mountinfo and in
-         * messages, so this message does not repeat the URL), no spaces or control bytes. */
-        const char *host = strstr(src, "://") + 3;
-        size_t alen = strcspn(host, "/?#");
-        if (memchr(host, '@', alen))
-            return fail(err, errlen, "http(s) SOURCE: credentials in the URL are not supported");
-        for (const char *c = src; *c; c++) {
-            if ((unsigned char)*c <= ' ' || *c == 0x7f)
-                return fail(err, errlen, "%s: space or control character in URL "
-                            "(percent-encode it)", src);
-        }
-        const char *port = host[0] == '[' ? memchr(host, ']', alen) : host;
-        size_t hlen = port ? strcspn(port, ":/?#") + (size_t)(port - host) : 0;
-        if (hlen == 0 || (host[0] == '[' && !port))
-            return fail(err, errlen, "%s: missing host (expected http[s]://host[:port]/path)",
-                        src);
-        if (hlen < alen) {
-            const char *p = host + hlen + 1;
-            size_t plen = alen - hlen - 1;
-            if (host[hlen] != ':' || plen == 0 || plen > 5 || strspn(p, "0123456789") < plen ||
-                atoi(p) < 1 || atoi(p) > 65535)
-                return fail(err, errlen, "%s: bad port (expected http[s]://host[:port]/path)",
-                            src);
-        }
-        return 0;
-    }
-    const char *colon = strstr(src, "://");
-    if (colon)
-        return fail(err, errlen,
-                    "%s: unsupported scheme '%.*s' (use s3://, http(s):// or file://)", src,
-                    (int)(colon - src), src);
-    return fail(err, errlen,
-                "%s: SOURCE must be s3://bucket[/prefix], http(s)://host/path or file:///dir",
-                src);
-}
-
 static int set_str(char **dst, const char *val)
 {
     char *s = strdup(val);
@@ -290,25 +182,6 @@ static int add_fuse_opt(struct pagefs_options *o, const char *opt)
     return 0;
 }
 
-/* compress=none | zstd | zstd:LEVEL (1..19). */
-static int parse_compress(struct pagefs_options *o, const char *val, char *err, size_t errlen)
-{
-    uint64_t u;
-    if (strcmp(val, "none") == 0 || strcmp(val, "off") == 0) {
-        o->compress_level = 0;
-        return 0;
-    }
-    if (strcmp(val, "zstd") == 0) {
-        o->compress_level = PAGEFS_DEFAULT_ZSTD_LEVEL;
-        return 0;
-    }
-    if (strncmp(val, "zstd:", 5) == 0 && parse_uint(val + 5, 19, &u) == 0 && u > 0) {
-        o->compress_level = (int)u;
-        return 0;
-    }
-    return fail(err, errlen, "invalid compress '%s' (none, zstd or zstd:1..19)", val);
-}
-
 /* HOST:PORT with a non-empty host (a name, an IPv4 address or a [bracketed] IPv6 address)
  * and a port 1..65535. Syntax only; the address is resolved when the server starts. */
 static int parse_listen_addr(const char *val)
@@ -326,6 +199,372 @@ static int parse_listen_addr(const char *val)
     return 0;
 }
 
+/* ---- the table ------------------------------------------------------------------------- */
+
+enum opt_kind {
+    OPT_SECTION, /* starts a --help section: help = its title, arg = a note after its list */
+    OPT_ARGV,    /* a command-line word (short_name, name): stores val; OPT_F_END ends parsing */
+    OPT_FLAG,    /* -o NAME: stores val (OPT_F_FUSE: passed to libfuse as well) */
+    OPT_UINT,    /* -o NAME=N: a decimal number, min..max */
+    OPT_SIZE,    /* -o NAME=SIZE: pagefs_parse_size(), min..max (OPT_F_POW2: a power of two) */
+    OPT_STRING,  /* -o NAME=TEXT: any non-empty text, copied */
+    OPT_WORD,    /* -o NAME=WORD: one of words[], stores its value */
+    OPT_CUSTOM,  /* -o NAME=VALUE: checked and stored by parse() */
+    OPT_FUSE,    /* a kernel/libfuse mount option, passed through: a flag, or NAME=VALUE when
+                    arg is set (a number min..max when max is set) */
+    OPT_FSTAB,   /* an fstab word: accepted with or without a value, and dropped */
+};
+
+#define OPT_F_DEF 0x1u     /* def is stored in the field before anything is parsed */
+#define OPT_F_END 0x2u     /* (OPT_ARGV) the parse ends here: --help, --version */
+#define OPT_F_FUSE 0x4u    /* (OPT_FLAG) passed to libfuse as well */
+#define OPT_F_POW2 0x8u    /* (OPT_SIZE) a power of two */
+#define OPT_F_RANGE 0x10u  /* the error message's hint ends with "min..max" */
+#define OPT_F_ALSO 0x20u   /* a value stored sets the int field `also` to 1 as well */
+#define OPT_F_PREFIX 0x40u /* (OPT_FSTAB) every name that starts with `name` (x-*) */
+#define OPT_F_ENV_DEF 0x80u /* %D in the help is the environment's default cache directory */
+
+/* The type of the field a value goes to. */
+enum opt_store { ST_NONE, ST_INT, ST_UINT, ST_U64, ST_STR };
+
+/* FIELD(f): where an option's value goes; the store type follows the field's type (enums,
+ * uid_t, gid_t, mode_t and uint32_t are unsigned int here; any other type does not compile). */
+#define STORE_OF(f)                                                                                \
+    _Generic(((struct pagefs_options *)0)->f, int: ST_INT, unsigned: ST_UINT, uint64_t: ST_U64,  \
+             char *: ST_STR)
+#define FIELD(f) .store = STORE_OF(f), .field = offsetof(struct pagefs_options, f)
+#define ALSO(f) .also = offsetof(struct pagefs_options, f) /* an int field */
+
+struct opt_word {
+    const char *name;
+    int value;
+};
+
+struct opt {
+    const char *name;       /* the -o name (OPT_ARGV: the long form, "--foreground") */
+    const char *short_name; /* OPT_ARGV: "-f" */
+    enum opt_kind kind;
+    unsigned flags;         /* OPT_F_* */
+    enum opt_store store;   /* FIELD() */
+    size_t field;
+    size_t also;                  /* ALSO(), with OPT_F_ALSO */
+    long long val;                /* OPT_ARGV, OPT_FLAG: the value stored */
+    long long def;                /* with OPT_F_DEF: the default */
+    uint64_t min, max;            /* OPT_UINT, OPT_SIZE, OPT_FUSE with arg */
+    const struct opt_word *words; /* OPT_WORD: the words, then {NULL} */
+    /* OPT_CUSTOM: checks val and stores it; 0, -EINVAL (message in err), -ENOMEM. */
+    int (*parse)(struct pagefs_options *o, const struct opt *d, const char *val, char *err,
+                 size_t errlen);
+    const char *hint; /* the error message: "invalid NAME 'VALUE' (HINT)" */
+    const char *arg;  /* --help: "NAME=ARG" ("" for "NAME=") */
+    const char *help; /* --help text ("%D": the default); NULL: in its section's list */
+};
+
+static const struct opt_word log_level_words[] = {
+    {"error", PAGEFS_LOG_ERROR}, {"warning", PAGEFS_LOG_WARNING}, {"info", PAGEFS_LOG_INFO},
+    {"debug", PAGEFS_LOG_DEBUG}, {NULL, 0},
+};
+static const struct opt_word verify_words[] = {
+    {"full", PC_VERIFY_FULL}, {"once", PC_VERIFY_ONCE}, {"none", PC_VERIFY_NONE}, {NULL, 0},
+};
+
+static int parse_endpoint(struct pagefs_options *o, const struct opt *d, const char *val,
+                          char *err, size_t errlen);
+static int parse_compress(struct pagefs_options *o, const struct opt *d, const char *val,
+                          char *err, size_t errlen);
+static int parse_rest(struct pagefs_options *o, const struct opt *d, const char *val, char *err,
+                      size_t errlen);
+static int parse_umask(struct pagefs_options *o, const struct opt *d, const char *val, char *err,
+                       size_t errlen);
+
+/* Numbers the help texts below spell out. */
+_Static_assert(PREFETCH_MAX_INFLIGHT == 1000 && PAGEFS_MIN_PAGE_SIZE == 64u << 10 &&
+                   PAGEFS_MAX_PAGE_SIZE == 64u << 20 && PAGEFS_DEFAULT_ZSTD_LEVEL == 3,
+               "update the help texts of options[]");
+
+#define SIZE_1T (1ull << 40)
+#define FUSE(n) {.name = n, .kind = OPT_FUSE}                /* a kernel flag */
+#define FUSE_VALUE(n) {.name = n, .kind = OPT_FUSE, .arg = ""} /* NAME=VALUE for the kernel */
+#define FSTAB(n) {.name = n, .kind = OPT_FSTAB}
+
+static const struct opt options[] = {
+    {.kind = OPT_SECTION, .help = "general:"},
+    {.name = "--foreground", .short_name = "-f", .kind = OPT_ARGV, FIELD(foreground), .val = 1,
+     .help = "stay in the foreground, log to stderr (default: background, log to syslog)"},
+    {.name = "--debug", .short_name = "-d", .kind = OPT_ARGV, FIELD(debug), .val = 1,
+     .flags = OPT_F_ALSO, ALSO(foreground),
+     .help = "debug output (implies -f and log_level=debug, includes FUSE traffic)"},
+    {.name = "--help", .short_name = "-h", .kind = OPT_ARGV, FIELD(action),
+     .val = PAGEFS_ACTION_HELP, .flags = OPT_F_END, .help = "this text"},
+    {.name = "--version", .short_name = "-V", .kind = OPT_ARGV, FIELD(action),
+     .val = PAGEFS_ACTION_VERSION, .flags = OPT_F_END, .help = "version"},
+    {.name = "log_level", .kind = OPT_WORD, FIELD(log_level), .words = log_level_words,
+     .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_LOG_LEVEL, .arg = "LEVEL",
+     .help = "error, warning, info or debug (default %D)"},
+    /* Checked by pagefs (fuse/mountpoint.h); libfuse 3 rejects it. */
+    {.name = "nonempty", .kind = OPT_FLAG, FIELD(nonempty), .val = 1,
+     .help = "mount over a directory that is not empty (default: refuse; a live pagefs mount "
+             "at MOUNTPOINT is always refused)"},
+
+    {.kind = OPT_SECTION,
+     .help = "S3 (-o; credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
+             "AWS_SESSION_TOKEN\nor AWS_SHARED_CREDENTIALS_FILE / ~/.aws/credentials, never "
+             "from options):"},
+    {.name = "endpoint", .kind = OPT_CUSTOM, FIELD(endpoint), .parse = parse_endpoint,
+     .arg = "URL", .help = "S3 endpoint (default: AWS)"},
+    {.name = "region", .kind = OPT_STRING, FIELD(region), .arg = "NAME",
+     .help = "region (default: $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)"},
+    {.name = "profile", .kind = OPT_STRING, FIELD(profile), .arg = "NAME",
+     .help = "credentials profile (default: $AWS_PROFILE or default)"},
+    {.name = "path_style", .kind = OPT_FLAG, FIELD(path_style), .val = 1, .flags = OPT_F_DEF,
+     .def = -1, .help = "path-style requests (default: path style with endpoint=, else virtual "
+                        "host)"},
+    {.name = "use_path_request_style", .kind = OPT_FLAG, FIELD(path_style), .val = 1,
+     .help = "the same as path_style (s3fs's name for it)"},
+    {.name = "virtual_host", .kind = OPT_FLAG, FIELD(path_style), .val = 0,
+     .help = "virtual-host-style requests"},
+    {.name = "no_sign_request", .kind = OPT_FLAG, FIELD(no_sign_request), .val = 1,
+     .help = "anonymous requests (default: signed)"},
+    {.name = "retries", .kind = OPT_UINT, FIELD(retries), .max = PAGEFS_MAX_RETRIES,
+     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_RETRIES, .arg = "N",
+     .help = "retries of a failed request (default %D)"},
+    {.name = "timeout", .kind = OPT_UINT, FIELD(timeout), .min = 1, .max = PAGEFS_MAX_TIMEOUT,
+     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_TIMEOUT, .hint = "seconds, ",
+     .arg = "SECONDS", .help = "time one request may take in all, its retries included; then "
+                               "the operation fails with EIO (default %D)"},
+    {.name = "stall_timeout", .kind = OPT_UINT, FIELD(stall_timeout), .min = 1,
+     .max = PAGEFS_MAX_TIMEOUT, .flags = OPT_F_DEF | OPT_F_RANGE,
+     .def = PAGEFS_DEFAULT_STALL_TIMEOUT, .hint = "seconds, ", .arg = "SECONDS",
+     .help = "an attempt that receives nothing for this long is given up and retried while "
+             "time is left (default %D)"},
+    {.name = "fail_fast", .kind = OPT_UINT, FIELD(fail_fast), .max = PAGEFS_MAX_TIMEOUT,
+     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_FAIL_FAST, .hint = "seconds, ",
+     .arg = "SECONDS", .help = "after a request ran out of time, requests fail at once for this "
+                               "long, then one tries the store again (default %D; 0: off)"},
+
+    {.kind = OPT_SECTION, .help = "cache (-o; sizes take K, M, G, T suffixes, binary):"},
+    {.name = "cache_dir", .kind = OPT_STRING, FIELD(cache_dir), .flags = OPT_F_ENV_DEF,
+     .arg = "DIR", .help = "cache directory (default %D)"},
+    {.name = "cache_size", .kind = OPT_SIZE, FIELD(cache_size), .min = 1, .max = UINT64_MAX,
+     .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_CACHE_SIZE, .hint = "expected a size like 10G",
+     .arg = "SIZE", .help = "bytes of pages kept at most (default %D)"},
+    {.name = "cache_free", .kind = OPT_SIZE, FIELD(cache_free), .max = UINT64_MAX,
+     .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_CACHE_FREE, .hint = "expected a size like 1G",
+     .arg = "SIZE", .help = "free space kept on the cache file system (default %D)"},
+    {.name = "page_size", .kind = OPT_SIZE, FIELD(page_size), .min = PAGEFS_MIN_PAGE_SIZE,
+     .max = PAGEFS_MAX_PAGE_SIZE, .flags = OPT_F_DEF | OPT_F_POW2,
+     .def = PAGEFS_DEFAULT_PAGE_SIZE, .hint = "a power of two from 64K to 64M", .arg = "SIZE",
+     .help = "page size, power of two, 64K..64M (default %D)"},
+    {.name = "meta_ttl", .kind = OPT_UINT, FIELD(meta_ttl), .max = PAGEFS_MAX_META_TTL,
+     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_META_TTL, .hint = "seconds, ",
+     .arg = "SECONDS", .help = "lifetime of cached listings and attributes (default %D)"},
+
+    {.kind = OPT_SECTION, .help = "read-ahead (-o):"},
+    {.name = "readahead", .kind = OPT_UINT, FIELD(readahead), .max = 1, .flags = OPT_F_DEF,
+     .def = 1, .hint = "0 = off, 1 = on", .arg = "0|1",
+     .help = "0 turns read-ahead (and whole small-object fetches) off (default %D)"},
+    {.name = "max_readahead", .kind = OPT_SIZE, FIELD(max_readahead), .min = 1, .max = SIZE_1T,
+     .flags = OPT_F_DEF, .def = PREFETCH_DEFAULT_MAX_READAHEAD,
+     .hint = "a size like 32M, at most 1T", .arg = "SIZE",
+     .help = "read-ahead window of a sequential reader at most (default %D)"},
+    {.name = "max_inflight", .kind = OPT_UINT, FIELD(max_inflight), .min = 1,
+     .max = PREFETCH_MAX_INFLIGHT, .flags = OPT_F_DEF | OPT_F_RANGE,
+     .def = PREFETCH_DEFAULT_MAX_INFLIGHT, .arg = "N",
+     .help = "read-ahead fetches under way at once, 1..1000 (default %D)"},
+    {.name = "prefetch_mem", .kind = OPT_SIZE, FIELD(prefetch_mem), .min = 1, .max = SIZE_1T,
+     .flags = OPT_F_DEF, .def = PREFETCH_DEFAULT_MEM_LIMIT,
+     .hint = "a size like 32M, at most 1T", .arg = "SIZE",
+     .help = "page buffers held by read-ahead and load-job fetches together at most "
+             "(default %D)"},
+    {.name = "dir_prefetch", .kind = OPT_UINT, FIELD(dir_prefetch),
+     .max = PAGEFS_MAX_DIR_PREFETCH, .flags = OPT_F_DEF | OPT_F_RANGE,
+     .def = PAGEFS_DEFAULT_DIR_PREFETCH, .arg = "N",
+     .help = "after an open of a small file, prefetch small files that follow it in the "
+             "directory, at most N ahead; files prefetched and not yet read never outnumber "
+             "the files read there (default %D; 0: off)"},
+    {.name = "compress", .kind = OPT_CUSTOM, FIELD(compress_level), .parse = parse_compress,
+     .hint = "none, zstd or zstd:1..19", .arg = "zstd[:LEVEL]",
+     .help = "compress pages at rest with zstd (level 1..19, default 3; pages that do not "
+             "shrink are kept as they are; default none)"},
+    {.name = "verify", .kind = OPT_WORD, FIELD(verify), .words = verify_words,
+     .flags = OPT_F_DEF, .def = PC_VERIFY_FULL, .arg = "full|once|none",
+     .help = "check cached bytes read back from disk against their checksums: full = every "
+             "read, per 64K block, served from the buffer that was checked (default); once = "
+             "the first read of a whole page in a run, then zero-copy from its file; none = "
+             "never (zero-copy, a damaged page file is served). Measured cost of full: warm "
+             "reads at 0.81-1.01x once's (small files 1.00x, 1 stream 0.81x, random 64K 0.87x)"},
+
+    {.kind = OPT_SECTION, .help = "control (-o):"},
+    {.name = "rest", .kind = OPT_CUSTOM, FIELD(rest), .parse = parse_rest,
+     .hint = "HOST:PORT, e.g. 127.0.0.1:28080", .arg = "HOST:PORT",
+     .help = "serve the REST API, /metrics and the dashboard there (default: off; use a "
+             "loopback address unless the network is trusted: the API is read-only and "
+             "unauthenticated)"},
+
+    {.kind = OPT_SECTION, .help = "ownership and access (-o):"},
+    /* (uid_t)-1 means "no change" to chown() and cannot own a file. */
+    {.name = "uid", .kind = OPT_UINT, FIELD(uid), .max = UINT32_MAX - 1,
+     .flags = OPT_F_RANGE | OPT_F_ALSO, ALSO(set_uid), .hint = "a number, ", .arg = "N",
+     .help = "owner of every file and directory (default: the mounting user)"},
+    {.name = "gid", .kind = OPT_UINT, FIELD(gid), .max = UINT32_MAX - 1,
+     .flags = OPT_F_RANGE | OPT_F_ALSO, ALSO(set_gid), .hint = "a number, ", .arg = "N",
+     .help = "group of every file and directory (default: the mounting user's group)"},
+    {.name = "umask", .kind = OPT_CUSTOM, FIELD(umask), .parse = parse_umask,
+     .hint = "octal, 0..0777", .arg = "OCTAL",
+     .help = "permission bits taken away from 0444 (files) and 0555 (directories) (default 0: "
+             "files 0444, directories 0555)"},
+    {.name = "allow_other", .kind = OPT_FLAG, FIELD(allow_other), .val = 1, .flags = OPT_F_FUSE,
+     .help = "let other users access the mount (default: off; a non-root user needs "
+             "user_allow_other in /etc/fuse.conf)"},
+    {.name = "default_permissions", .kind = OPT_FUSE,
+     .help = "the kernel checks uid/gid/mode bits on every access (default: off, any user "
+             "admitted by allow_other may read)"},
+
+    /* Kernel / libfuse mount options handed through unchanged (see libfuse lib/mount.c). */
+    {.kind = OPT_SECTION,
+     .help = "FUSE (-o, passed to the kernel; the mount is always ro, subtype=pagefs):",
+     .arg = "(default: off / the kernel's)"},
+    {.name = "fsname", .kind = OPT_FUSE, .arg = "NAME",
+     .help = "the source shown in /proc/mounts (default: SOURCE)"},
+    FUSE("allow_root"), FUSE("auto_unmount"),
+    {.name = "max_read", .kind = OPT_FUSE, .arg = "N", .min = 1, .max = UINT32_MAX},
+    {.name = "blksize", .kind = OPT_FUSE, .arg = "N", .min = 1, .max = UINT32_MAX},
+    FUSE("nosuid"), FUSE("nodev"), FUSE("noexec"), FUSE("noatime"), FUSE("nodiratime"),
+    FUSE("suid"), FUSE("dev"), FUSE("exec"), FUSE("async"), FUSE("sync"), FUSE("dirsync"),
+    FUSE("ro"), FUSE_VALUE("subtype"), FUSE_VALUE("context"), FUSE_VALUE("fscontext"),
+    FUSE_VALUE("defcontext"), FUSE_VALUE("rootcontext"),
+
+    /* Words mount(8)/fstab put into option lists that mean nothing to a FUSE file system.
+     * "rw" is dropped too: pagefs is always mounted read-only. */
+    {.kind = OPT_SECTION, .help = "fstab words, accepted and ignored:"},
+    FSTAB("defaults"), FSTAB("rw"), FSTAB("_netdev"), FSTAB("nofail"), FSTAB("auto"),
+    FSTAB("noauto"), FSTAB("user"), FSTAB("users"), FSTAB("nouser"), FSTAB("owner"),
+    FSTAB("group"), {.name = "comment", .kind = OPT_FSTAB, .arg = ""},
+    {.name = "x-", .kind = OPT_FSTAB, .flags = OPT_F_PREFIX},
+};
+
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+/* The -o option called name, or NULL. */
+static const struct opt *find_opt(const char *name)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const struct opt *d = &options[i];
+        if (d->kind == OPT_SECTION || d->kind == OPT_ARGV)
+            continue;
+        if (d->flags & OPT_F_PREFIX ? strncmp(name, d->name, strlen(d->name)) == 0
+                                    : strcmp(name, d->name) == 0)
+            return d;
+    }
+    return NULL;
+}
+
+/* The command-line word a ("-f", "--foreground"), or NULL. */
+static const struct opt *find_argv(const char *a)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const struct opt *d = &options[i];
+        if (d->kind == OPT_ARGV && (strcmp(a, d->short_name) == 0 || strcmp(a, d->name) == 0))
+            return d;
+    }
+    return NULL;
+}
+
+/* Stores a number in d's field. */
+static void store_num(struct pagefs_options *o, const struct opt *d, uint64_t v)
+{
+    char *p = (char *)o + d->field;
+    switch (d->store) {
+    case ST_INT:
+        *(int *)p = (int)v;
+        break;
+    case ST_UINT:
+        *(unsigned *)p = (unsigned)v;
+        break;
+    case ST_U64:
+        *(uint64_t *)p = v;
+        break;
+    case ST_NONE:
+    case ST_STR:
+        break;
+    }
+}
+
+static char **field_str(struct pagefs_options *o, const struct opt *d)
+{
+    return (char **)((char *)o + d->field);
+}
+
+/* "invalid NAME 'VALUE' (HINT)" for d. */
+static int invalid(const struct opt *d, const char *val, char *err, size_t errlen)
+{
+    if (d->words) {
+        char words[128] = "";
+        for (const struct opt_word *w = d->words; w->name; w++) {
+            const char *sep = w == d->words ? "" : w[1].name ? ", " : " or ";
+            size_t n = strlen(words);
+            snprintf(words + n, sizeof(words) - n, "%s%s", sep, w->name);
+        }
+        return fail(err, errlen, "invalid %s '%s' (%s)", d->name, val, words);
+    }
+    if (d->flags & OPT_F_RANGE)
+        return fail(err, errlen, "invalid %s '%s' (%s%llu..%llu)", d->name, val,
+                    d->hint ? d->hint : "", (unsigned long long)d->min,
+                    (unsigned long long)d->max);
+    if (d->hint)
+        return fail(err, errlen, "invalid %s '%s' (%s)", d->name, val, d->hint);
+    return fail(err, errlen, "invalid %s '%s'", d->name, val);
+}
+
+/* endpoint=http[s]://host... */
+static int parse_endpoint(struct pagefs_options *o, const struct opt *d, const char *val,
+                          char *err, size_t errlen)
+{
+    if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
+        return fail(err, errlen, "invalid endpoint: must start with http:// or https://");
+    if (!val[strncmp(val, "http://", 7) == 0 ? 7 : 8])
+        return fail(err, errlen, "invalid endpoint: missing host");
+    return set_str(field_str(o, d), val);
+}
+
+/* compress=none | zstd | zstd:LEVEL (1..19). */
+static int parse_compress(struct pagefs_options *o, const struct opt *d, const char *val,
+                          char *err, size_t errlen)
+{
+    uint64_t u;
+    if (strcmp(val, "none") == 0 || strcmp(val, "off") == 0) {
+        o->compress_level = 0;
+        return 0;
+    }
+    if (strcmp(val, "zstd") == 0) {
+        o->compress_level = PAGEFS_DEFAULT_ZSTD_LEVEL;
+        return 0;
+    }
+    if (strncmp(val, "zstd:", 5) == 0 && parse_uint(val + 5, 19, &u) == 0 && u > 0) {
+        o->compress_level = (int)u;
+        return 0;
+    }
+    return invalid(d, val, err, errlen);
+}
+
+static int parse_rest(struct pagefs_options *o, const struct opt *d, const char *val, char *err,
+                      size_t errlen)
+{
+    if (parse_listen_addr(val) < 0)
+        return invalid(d, val, err, errlen);
+    return set_str(field_str(o, d), val);
+}
+
+static int parse_umask(struct pagefs_options *o, const struct opt *d, const char *val, char *err,
+                       size_t errlen)
+{
+    if (parse_octal_mode(val, &o->umask) < 0)
+        return invalid(d, val, err, errlen);
+    return 0;
+}
+
+/* ---- parsing --------------------------------------------------------------------------- */
+
 /* One "name[=value]" item of an -o list. */
 static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t errlen)
 {
@@ -337,235 +576,76 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
     }
     const char *name = item;
     uint64_t u;
-    int rc;
+    int rc = 0;
 
     if (!*name) {
         if (!val)
             return 0; /* empty item, as in "-o a,,b" */
         return fail(err, errlen, "invalid option '=%s'", val);
     }
+    const struct opt *d = find_opt(name);
+    if (!d)
+        return fail(err, errlen, "unknown option '%s' (see pagefs --help)", name);
+    if (d->kind == OPT_FSTAB)
+        return 0;
+    bool takes_value = d->kind != OPT_FLAG && !(d->kind == OPT_FUSE && !d->arg);
+    if (takes_value && (!val || !*val))
+        return fail(err, errlen, "option '%s' needs a value", name);
+    if (!takes_value && val)
+        return fail(err, errlen, "option '%s' takes no value", name);
 
-#define NEED_VALUE()                                                                               \
-    do {                                                                                           \
-        if (!val || !*val)                                                                         \
-            return fail(err, errlen, "option '%s' needs a value", name);                           \
-    } while (0)
-#define NO_VALUE()                                                                                 \
-    do {                                                                                           \
-        if (val)                                                                                   \
-            return fail(err, errlen, "option '%s' takes no value", name);                          \
-    } while (0)
-
-    if (strcmp(name, "endpoint") == 0) {
-        NEED_VALUE();
-        if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
-            return fail(err, errlen, "invalid endpoint: must start with http:// or https://");
-        if (!val[strncmp(val, "http://", 7) == 0 ? 7 : 8])
-            return fail(err, errlen, "invalid endpoint: missing host");
-        return set_str(&o->endpoint, val);
-    }
-    if (strcmp(name, "region") == 0) {
-        NEED_VALUE();
-        return set_str(&o->region, val);
-    }
-    if (strcmp(name, "profile") == 0) {
-        NEED_VALUE();
-        return set_str(&o->profile, val);
-    }
-    if (strcmp(name, "path_style") == 0 || strcmp(name, "use_path_request_style") == 0) {
-        NO_VALUE();
-        o->path_style = 1;
-        return 0;
-    }
-    if (strcmp(name, "virtual_host") == 0) {
-        NO_VALUE();
-        o->path_style = 0;
-        return 0;
-    }
-    if (strcmp(name, "no_sign_request") == 0) {
-        NO_VALUE();
-        o->no_sign_request = 1;
-        return 0;
-    }
-    if (strcmp(name, "cache_dir") == 0) {
-        NEED_VALUE();
-        return set_str(&o->cache_dir, val);
-    }
-    if (strcmp(name, "cache_size") == 0) {
-        NEED_VALUE();
-        if (pagefs_parse_size(val, &u) < 0 || u == 0)
-            return fail(err, errlen, "invalid cache_size '%s' (expected a size like 10G)", val);
-        o->cache_size = u;
-        return 0;
-    }
-    if (strcmp(name, "cache_free") == 0) {
-        NEED_VALUE();
-        if (pagefs_parse_size(val, &u) < 0)
-            return fail(err, errlen, "invalid cache_free '%s' (expected a size like 1G)", val);
-        o->cache_free = u;
-        return 0;
-    }
-    if (strcmp(name, "page_size") == 0) {
-        NEED_VALUE();
-        if (pagefs_parse_size(val, &u) < 0 || u < PAGEFS_MIN_PAGE_SIZE ||
-            u > PAGEFS_MAX_PAGE_SIZE || (u & (u - 1)) != 0)
-            return fail(err, errlen, "invalid page_size '%s' (a power of two from 64K to 64M)",
-                        val);
-        o->page_size = (uint32_t)u;
-        return 0;
-    }
-    if (strcmp(name, "meta_ttl") == 0) {
-        NEED_VALUE();
-        if (parse_uint(val, PAGEFS_MAX_META_TTL, &u) < 0)
-            return fail(err, errlen, "invalid meta_ttl '%s' (seconds, 0..%u)", val,
-                        PAGEFS_MAX_META_TTL);
-        o->meta_ttl = (unsigned)u;
-        return 0;
-    }
-    if (strcmp(name, "readahead") == 0) {
-        NEED_VALUE();
-        if (parse_uint(val, 1, &u) < 0)
-            return fail(err, errlen, "invalid readahead '%s' (0 = off, 1 = on)", val);
-        o->readahead = (int)u;
-        return 0;
-    }
-    if (strcmp(name, "max_readahead") == 0 || strcmp(name, "prefetch_mem") == 0) {
-        NEED_VALUE();
-        if (pagefs_parse_size(val, &u) < 0 || u == 0 || u > (1ull << 40))
-            return fail(err, errlen, "invalid %s '%s' (a size like 32M, at most 1T)", name,
-                        val);
-        if (name[0] == 'm')
-            o->max_readahead = u;
-        else
-            o->prefetch_mem = u;
-        return 0;
-    }
-    if (strcmp(name, "max_inflight") == 0) {
-        NEED_VALUE();
-        if (parse_uint(val, PREFETCH_MAX_INFLIGHT, &u) < 0 || u == 0)
-            return fail(err, errlen, "invalid max_inflight '%s' (1..%u)", val,
-                        PREFETCH_MAX_INFLIGHT);
-        o->max_inflight = (unsigned)u;
-        return 0;
-    }
-    if (strcmp(name, "dir_prefetch") == 0) {
-        NEED_VALUE();
-        if (parse_uint(val, PAGEFS_MAX_DIR_PREFETCH, &u) < 0)
-            return fail(err, errlen, "invalid dir_prefetch '%s' (0..%d)", val,
-                        PAGEFS_MAX_DIR_PREFETCH);
-        o->dir_prefetch = (unsigned)u;
-        return 0;
-    }
-    if (strcmp(name, "compress") == 0) {
-        NEED_VALUE();
-        return parse_compress(o, val, err, errlen);
-    }
-    if (strcmp(name, "verify") == 0) {
-        NEED_VALUE();
-        if (strcmp(val, "full") == 0)
-            o->verify = PC_VERIFY_FULL;
-        else if (strcmp(val, "once") == 0)
-            o->verify = PC_VERIFY_ONCE;
-        else if (strcmp(val, "none") == 0)
-            o->verify = PC_VERIFY_NONE;
-        else
-            return fail(err, errlen, "invalid verify '%s' (full, once or none)", val);
-        return 0;
-    }
-    if (strcmp(name, "rest") == 0) {
-        NEED_VALUE();
-        if (parse_listen_addr(val) < 0)
-            return fail(err, errlen, "invalid rest '%s' (HOST:PORT, e.g. 127.0.0.1:28080)", val);
-        return set_str(&o->rest, val);
-    }
-    if (strcmp(name, "retries") == 0) {
-        NEED_VALUE();
-        if (parse_uint(val, PAGEFS_MAX_RETRIES, &u) < 0)
-            return fail(err, errlen, "invalid retries '%s' (0..%d)", val, PAGEFS_MAX_RETRIES);
-        o->retries = (int)u;
-        return 0;
-    }
-    if (strcmp(name, "timeout") == 0) {
-        NEED_VALUE();
-        if (parse_uint(val, PAGEFS_MAX_TIMEOUT, &u) < 0 || u == 0)
-            return fail(err, errlen, "invalid timeout '%s' (seconds, 1..%d)", val,
-                        PAGEFS_MAX_TIMEOUT);
-        o->timeout = (int)u;
-        return 0;
-    }
-    if (strcmp(name, "stall_timeout") == 0) {
-        NEED_VALUE();
-        if (parse_uint(val, PAGEFS_MAX_TIMEOUT, &u) < 0 || u == 0)
-            return fail(err, errlen, "invalid stall_timeout '%s' (seconds, 1..%d)", val,
-                        PAGEFS_MAX_TIMEOUT);
-        o->stall_timeout = (int)u;
-        return 0;
-    }
-    if (strcmp(name, "fail_fast") == 0) {
-        NEED_VALUE();
-        if (parse_uint(val, PAGEFS_MAX_TIMEOUT, &u) < 0)
-            return fail(err, errlen, "invalid fail_fast '%s' (seconds, 0..%d)", val,
-                        PAGEFS_MAX_TIMEOUT);
-        o->fail_fast = (int)u;
-        return 0;
-    }
-    if (strcmp(name, "nonempty") == 0) {
-        NO_VALUE();
-        o->nonempty = 1; /* checked by pagefs (fuse/mountpoint.h); libfuse 3 rejects it */
-        return 0;
-    }
-    if (strcmp(name, "allow_other") == 0) {
-        NO_VALUE();
-        o->allow_other = 1;
-        return add_fuse_opt(o, "allow_other");
-    }
-    if (strcmp(name, "uid") == 0 || strcmp(name, "gid") == 0) {
-        NEED_VALUE();
-        /* (uid_t)-1 means "no change" to chown() and cannot own a file. */
-        if (parse_uint(val, UINT32_MAX - 1, &u) < 0)
-            return fail(err, errlen, "invalid %s '%s' (a number, 0..%u)", name, val,
-                        UINT32_MAX - 1);
-        if (name[0] == 'u') {
-            o->set_uid = 1;
-            o->uid = (uid_t)u;
-        } else {
-            o->set_gid = 1;
-            o->gid = (gid_t)u;
+    switch (d->kind) {
+    case OPT_FLAG:
+        store_num(o, d, (uint64_t)d->val);
+        if (d->flags & OPT_F_FUSE)
+            rc = add_fuse_opt(o, name);
+        break;
+    case OPT_UINT:
+        if (parse_uint(val, d->max, &u) < 0 || u < d->min)
+            return invalid(d, val, err, errlen);
+        store_num(o, d, u);
+        break;
+    case OPT_SIZE:
+        if (pagefs_parse_size(val, &u) < 0 || u < d->min || u > d->max ||
+            ((d->flags & OPT_F_POW2) && (u & (u - 1)) != 0))
+            return invalid(d, val, err, errlen);
+        store_num(o, d, u);
+        break;
+    case OPT_STRING:
+        rc = set_str(field_str(o, d), val);
+        break;
+    case OPT_WORD:
+        for (const struct opt_word *w = d->words;; w++) {
+            if (!w->name)
+                return invalid(d, val, err, errlen);
+            if (strcmp(val, w->name) == 0) {
+                store_num(o, d, (uint64_t)(long long)w->value);
+                break;
+            }
         }
-        return 0;
-    }
-    if (strcmp(name, "umask") == 0) {
-        NEED_VALUE();
-        if (parse_octal_mode(val, &o->umask) < 0)
-            return fail(err, errlen, "invalid umask '%s' (octal, 0..0777)", val);
-        return 0;
-    }
-    if (strcmp(name, "log_level") == 0) {
-        NEED_VALUE();
-        if (pagefs_parse_log_level(val, &o->log_level) < 0)
-            return fail(err, errlen, "invalid log_level '%s' (error, warning, info or debug)", val);
-        return 0;
-    }
-    if (in_list(fuse_flag_opts, name)) {
-        NO_VALUE();
-        return add_fuse_opt(o, name);
-    }
-    if (in_list(fuse_value_opts, name)) {
-        NEED_VALUE();
-        if (strcmp(name, "max_read") == 0 || strcmp(name, "blksize") == 0) {
-            if (parse_uint(val, UINT32_MAX, &u) < 0 || u == 0)
-                return fail(err, errlen, "invalid %s '%s'", name, val);
+        break;
+    case OPT_CUSTOM:
+        rc = d->parse(o, d, val, err, errlen);
+        break;
+    case OPT_FUSE:
+        if (!val) {
+            rc = add_fuse_opt(o, name);
+            break;
         }
+        if (d->max && (parse_uint(val, d->max, &u) < 0 || u < d->min))
+            return invalid(d, val, err, errlen);
         *eq = '=';
         rc = add_fuse_opt(o, name);
         *eq = '\0';
-        return rc;
+        break;
+    case OPT_SECTION:
+    case OPT_ARGV:
+    case OPT_FSTAB:
+        break;
     }
-    if (in_list(ignored_opts, name) || strncmp(name, "x-", 2) == 0)
-        return 0;
-#undef NEED_VALUE
-#undef NO_VALUE
-    return fail(err, errlen, "unknown option '%s' (see pagefs --help)", name);
+    if (rc == 0 && (d->flags & OPT_F_ALSO))
+        *(int *)((char *)o + d->also) = 1;
+    return rc;
 }
 
 /* Splits an -o argument on unescaped commas ("\," is a literal comma). */
@@ -598,18 +678,10 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
 {
     int rc;
     memset(out, 0, sizeof(*out));
-    out->path_style = -1;
-    out->cache_size = PAGEFS_DEFAULT_CACHE_SIZE;
-    out->cache_free = PAGEFS_DEFAULT_CACHE_FREE;
-    out->page_size = PAGEFS_DEFAULT_PAGE_SIZE;
-    out->meta_ttl = PAGEFS_DEFAULT_META_TTL;
-    out->readahead = 1;
-    out->dir_prefetch = PAGEFS_DEFAULT_DIR_PREFETCH;
-    out->retries = PAGEFS_DEFAULT_RETRIES;
-    out->timeout = PAGEFS_DEFAULT_TIMEOUT;
-    out->stall_timeout = PAGEFS_DEFAULT_STALL_TIMEOUT;
-    out->fail_fast = PAGEFS_DEFAULT_FAIL_FAST;
-    out->log_level = PAGEFS_DEFAULT_LOG_LEVEL;
+    for (size_t k = 0; k < N_OPTIONS; k++) {
+        if (options[k].flags & OPT_F_DEF)
+            store_num(out, &options[k], (uint64_t)options[k].def);
+    }
     if (err && errlen)
         err[0] = '\0';
 
@@ -628,19 +700,15 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
         if (!a)
             break;
         if (!only_positional && a[0] == '-' && a[1] != '\0') {
+            const struct opt *d = find_argv(a);
             if (strcmp(a, "--") == 0) {
                 only_positional = true;
-            } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-                out->action = PAGEFS_ACTION_HELP;
-                return 0;
-            } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-                out->action = PAGEFS_ACTION_VERSION;
-                return 0;
-            } else if (strcmp(a, "-f") == 0 || strcmp(a, "--foreground") == 0) {
-                out->foreground = 1;
-            } else if (strcmp(a, "-d") == 0 || strcmp(a, "--debug") == 0) {
-                out->debug = 1;
-                out->foreground = 1;
+            } else if (d) {
+                store_num(out, d, (uint64_t)d->val);
+                if (d->flags & OPT_F_ALSO)
+                    *(int *)((char *)out + d->also) = 1;
+                if (d->flags & OPT_F_END)
+                    return 0;
             } else if (strcmp(a, "-o") == 0) {
                 if (i + 1 >= argc || !argv[i + 1])
                     return fail(err, errlen, "option '-o' needs an argument");
@@ -664,7 +732,8 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
         return fail(err, errlen, "missing SOURCE and MOUNTPOINT (see pagefs --help)");
     if (npos < 2)
         return fail(err, errlen, "missing MOUNTPOINT (see pagefs --help)");
-    rc = check_source(pos[0], err, errlen);
+    struct backend_source src;
+    rc = backend_source_parse(pos[0], &src, err, errlen);
     if (rc < 0)
         return rc;
     if (!*pos[1])
@@ -705,17 +774,157 @@ void pagefs_options_clear(struct pagefs_options *o)
     memset(o, 0, sizeof(*o));
 }
 
-/* The read-ahead defaults are spelled out in the help text below. */
-_Static_assert(PREFETCH_DEFAULT_MAX_READAHEAD == 32ull << 20 &&
-                   PREFETCH_DEFAULT_MAX_INFLIGHT == 16 && PREFETCH_MAX_INFLIGHT == 1000 &&
-                   PREFETCH_DEFAULT_MEM_LIMIT == 256ull << 20,
-               "update the read-ahead lines of pagefs --help");
+int pagefs_parse_log_level(const char *s, enum pagefs_log_level *out)
+{
+    for (const struct opt_word *w = log_level_words; s && w->name; w++) {
+        if (strcmp(s, w->name) == 0) {
+            *out = (enum pagefs_log_level)w->value;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+const char *pagefs_log_level_name(enum pagefs_log_level level)
+{
+    for (const struct opt_word *w = log_level_words; w->name; w++)
+        if (w->value == (int)level)
+            return w->name;
+    return "?";
+}
+
+/* ---- --help ---------------------------------------------------------------------------- */
+
+#define HELP_WIDTH 90    /* columns of the help text at most (a longer word overflows) */
+#define HELP_TEXT_COL 27 /* where the text of an option starts */
+#define HELP_NBSP '\1'   /* a space that never breaks a line ("default 10G") */
+
+/* Prints text word by word from column col (where the cursor is), breaking lines before
+ * HELP_WIDTH; continuation lines start at column indent. Ends the line. */
+static void put_wrapped(FILE *out, const char *text, size_t col, size_t indent)
+{
+    size_t start = col;
+    for (const char *p = text; *p;) {
+        while (*p == ' ')
+            p++;
+        size_t wl = strcspn(p, " ");
+        if (wl == 0)
+            break;
+        if (col > start && col + 1 + wl > HELP_WIDTH) {
+            fprintf(out, "\n%*s", (int)indent, "");
+            col = start = indent;
+        } else if (col > start) {
+            fputc(' ', out);
+            col++;
+        }
+        for (size_t k = 0; k < wl; k++)
+            fputc(p[k] == HELP_NBSP ? ' ' : p[k], out);
+        col += wl;
+        p += wl;
+    }
+    fputc('\n', out);
+}
+
+/* "10G", "1M", "300": a size in the largest binary unit that divides it. */
+static void format_size(uint64_t v, char *buf, size_t len)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+    while (u < 3 && v && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(buf, len, "%llu", (unsigned long long)v);
+    else
+        snprintf(buf, len, "%llu%c", (unsigned long long)v, units[u]);
+}
+
+/* d's default as --help shows it. */
+static void format_default(const struct opt *d, const struct pagefs_env *env, char *buf,
+                           size_t len)
+{
+    if (d->flags & OPT_F_ENV_DEF) {
+        if (pagefs_default_cache_dir(env, buf, len) < 0)
+            snprintf(buf, len, "(set -o cache_dir=)");
+    } else if (d->kind == OPT_SIZE) {
+        format_size((uint64_t)d->def, buf, len);
+    } else if (d->words) {
+        snprintf(buf, len, "?");
+        for (const struct opt_word *w = d->words; w->name; w++)
+            if (w->value == d->def)
+                snprintf(buf, len, "%s", w->name);
+    } else {
+        snprintf(buf, len, "%lld", d->def);
+    }
+}
+
+/* d's help text with "%D" replaced by its default, joined to the word before it. */
+static void expand_help(const struct opt *d, const struct pagefs_env *env, char *buf,
+                        size_t len)
+{
+    size_t n = 0;
+    for (const char *p = d->help; *p && n + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'D') {
+            char def[4096];
+            format_default(d, env, def, sizeof(def));
+            if (n > 0 && buf[n - 1] == ' ')
+                buf[n - 1] = HELP_NBSP;
+            n += (size_t)snprintf(buf + n, len - n, "%s", def);
+            if (n >= len)
+                n = len - 1;
+            p++;
+            continue;
+        }
+        buf[n++] = *p;
+    }
+    buf[n] = '\0';
+}
+
+/* "  NAME=ARG    text" */
+static void put_option(FILE *out, const struct opt *d, const struct pagefs_env *env)
+{
+    char label[64], text[8192];
+    if (d->kind == OPT_ARGV)
+        snprintf(label, sizeof(label), "%s, %s", d->short_name, d->name);
+    else
+        snprintf(label, sizeof(label), "%s%s%s", d->name, d->arg ? "=" : "", d->arg ? d->arg : "");
+    expand_help(d, env, text, sizeof(text));
+    /* A label too long for its column gets a line of its own. */
+    if (strlen(label) >= HELP_TEXT_COL - 3)
+        fprintf(out, "  %s\n%*s", label, HELP_TEXT_COL, "");
+    else
+        fprintf(out, "  %-*s", HELP_TEXT_COL - 2, label);
+    put_wrapped(out, text, HELP_TEXT_COL, HELP_TEXT_COL);
+}
+
+/* The options of section s[1..] without a help line, as "  a, b, c=N, x-*   NOTE". */
+static void put_list(FILE *out, const struct opt *s, const struct opt *end)
+{
+    char text[2048];
+    size_t n = 0;
+    for (const struct opt *d = s + 1; d < end && n < sizeof(text); d++) {
+        if (d->help)
+            continue;
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%s%s%s%s", n ? ", " : "", d->name,
+                              d->flags & OPT_F_PREFIX ? "*" : "", d->arg ? "=" : "",
+                              d->arg ? d->arg : "");
+    }
+    if (n == 0 || n >= sizeof(text))
+        return;
+    if (s->arg) {
+        /* The note stays in one piece, three spaces after the list. */
+        n += (size_t)snprintf(text + n, sizeof(text) - n, " %c%c", HELP_NBSP, HELP_NBSP);
+        for (const char *p = s->arg; *p && n + 1 < sizeof(text); p++)
+            text[n++] = *p == ' ' ? HELP_NBSP : *p;
+        text[n < sizeof(text) ? n : sizeof(text) - 1] = '\0';
+    }
+    fputs("  ", out);
+    put_wrapped(out, text, 2, 2);
+}
 
 void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *env)
 {
-    char dir[4096];
-    if (pagefs_default_cache_dir(env, dir, sizeof(dir)) < 0)
-        snprintf(dir, sizeof(dir), "(set -o cache_dir=)");
     fprintf(
         out,
         "usage: %s mount SOURCE MOUNTPOINT [-o opt[,opt...]] [-f] [-d]\n"
@@ -727,91 +936,19 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "Mounts SOURCE read-only at MOUNTPOINT and keeps what was read in a local page cache.\n"
         "SOURCE is s3://bucket[/prefix], http(s)://host[:port]/path/ (an index listing tree, or\n"
         "a single file) or file:///dir. Without -f the command returns once the mount is usable\n"
-        "(or fails with the reason) and the daemon lives on in the background.\n"
-        "\n"
-        "general:\n"
-        "  -f, --foreground         stay in the foreground, log to stderr (default: background,\n"
-        "                           log to syslog)\n"
-        "  -d, --debug              debug output (implies -f and log_level=debug, includes FUSE\n"
-        "                           traffic)\n"
-        "  -h, --help               this text\n"
-        "  -V, --version            version\n"
-        "  log_level=LEVEL          error, warning, info or debug (default %s)\n"
-        "  nonempty                 mount over a directory that is not empty (default: refuse;\n"
-        "                           a live pagefs mount at MOUNTPOINT is always refused)\n"
-        "\n"
-        "S3 (-o; credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN\n"
-        "or AWS_SHARED_CREDENTIALS_FILE / ~/.aws/credentials, never from options):\n"
-        "  endpoint=URL             S3 endpoint (default: AWS)\n"
-        "  region=NAME              region (default: $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)\n"
-        "  profile=NAME             credentials profile (default: $AWS_PROFILE or default)\n"
-        "  path_style               path-style requests (alias: use_path_request_style;\n"
-        "                           default: path style with endpoint=, else virtual host)\n"
-        "  virtual_host             virtual-host-style requests\n"
-        "  no_sign_request          anonymous requests (default: signed)\n"
-        "  retries=N                retries of a failed request (default %d)\n"
-        "  timeout=SECONDS          time one request may take in all, its retries included;\n"
-        "                           then the operation fails with EIO (default %d)\n"
-        "  stall_timeout=SECONDS    an attempt that receives nothing for this long is given\n"
-        "                           up and retried while time is left (default %d)\n"
-        "  fail_fast=SECONDS        after a request ran out of time, requests fail at once\n"
-        "                           for this long, then one tries the store again (default %d;\n"
-        "                           0: off)\n"
-        "\n"
-        "cache (-o; sizes take K, M, G, T suffixes, binary):\n"
-        "  cache_dir=DIR            cache directory (default %s)\n"
-        "  cache_size=SIZE          bytes of pages kept at most (default 10G)\n"
-        "  cache_free=SIZE          free space kept on the cache file system (default 1G)\n"
-        "  page_size=SIZE           page size, power of two, 64K..64M (default 1M)\n"
-        "  meta_ttl=SECONDS         lifetime of cached listings and attributes (default %u)\n"
-        "\n"
-        "read-ahead (-o):\n"
-        "  readahead=0|1            0 turns read-ahead (and whole small-object fetches) off\n"
-        "                           (default 1)\n"
-        "  max_readahead=SIZE       read-ahead window of a sequential reader at most (default 32M)\n"
-        "  max_inflight=N           read-ahead fetches under way at once, 1..1000 (default 16)\n"
-        "  prefetch_mem=SIZE        page buffers held by read-ahead and load-job fetches\n"
-        "                           together at most (default 256M)\n"
-        "  dir_prefetch=N           after an open of a small file, prefetch small files that\n"
-        "                           follow it in the directory, at most N ahead; files prefetched\n"
-        "                           and not yet read never outnumber the files read there\n"
-        "                           (default 8; 0: off)\n"
-        "  compress=zstd[:LEVEL]    compress pages at rest with zstd (level 1..19, default 3;\n"
-        "                           pages that do not shrink are kept as they are; default none)\n"
-        "  verify=full|once|none    check cached bytes read back from disk against their\n"
-        "                           checksums: full = every read, per 64K block, served from\n"
-        "                           the buffer that was checked (default); once = the first\n"
-        "                           read of a whole page in a run, then zero-copy from its file;\n"
-        "                           none = never (zero-copy, a damaged page file is served).\n"
-        "                           Measured cost of full: warm reads at 0.81-1.01x once's\n"
-        "                           (small files 1.00x, 1 stream 0.81x, random 64K 0.87x)\n"
-        "\n"
-        "control (-o):\n"
-        "  rest=HOST:PORT           serve the REST API, /metrics and the dashboard there\n"
-        "                           (default: off; use a loopback address unless the network is\n"
-        "                           trusted: the API is read-only and unauthenticated)\n"
-        "\n"
-        "ownership and access (-o):\n"
-        "  uid=N                    owner of every file and directory (default: the mounting\n"
-        "                           user)\n"
-        "  gid=N                    group of every file and directory (default: the mounting\n"
-        "                           user's group)\n"
-        "  umask=OCTAL              permission bits taken away from 0444 (files) and 0555\n"
-        "                           (directories) (default 0: files 0444, directories 0555)\n"
-        "  allow_other              let other users access the mount (default: off; a non-root\n"
-        "                           user needs user_allow_other in /etc/fuse.conf)\n"
-        "  default_permissions      the kernel checks uid/gid/mode bits on every access\n"
-        "                           (default: off, any user admitted by allow_other may read)\n"
-        "\n"
-        "FUSE (-o, passed to the kernel; the mount is always ro, subtype=pagefs):\n"
-        "  fsname=NAME              the source shown in /proc/mounts (default: SOURCE)\n"
-        "  allow_root, auto_unmount, max_read=N, blksize=N, nosuid, nodev, noexec, noatime,\n"
-        "  nodiratime, suid, dev, exec, async, sync, dirsync, context=, fscontext=,\n"
-        "  defcontext=, rootcontext=   (default: off / the kernel's)\n"
-        "\n"
-        "fstab words, accepted and ignored: defaults, rw, _netdev, nofail, auto, noauto, user,\n"
-        "users, nouser, owner, group, comment=, x-*\n",
-        prog, prog, prog, prog, pagefs_log_level_name(PAGEFS_DEFAULT_LOG_LEVEL),
-        PAGEFS_DEFAULT_RETRIES, PAGEFS_DEFAULT_TIMEOUT, PAGEFS_DEFAULT_STALL_TIMEOUT,
-        PAGEFS_DEFAULT_FAIL_FAST, dir, PAGEFS_DEFAULT_META_TTL);
+        "(or fails with the reason) and the daemon lives on in the background.\n",
+        prog, prog, prog, prog);
+    const struct opt *end = options + N_OPTIONS;
+    for (const struct opt *s = options; s < end;) {
+        const struct opt *next = s + 1;
+        while (next < end && next->kind != OPT_SECTION)
+            next++;
+        fprintf(out, "\n%s\n", s->help);
+        for (const struct opt *d = s + 1; d < next; d++) {
+            if (d->help)
+                put_option(out, d, env);
+        }
+        put_list(out, s, next);
+        s = next;
+    }
 }

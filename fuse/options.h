@@ -12,8 +12,13 @@
  * dropped; anything else is an error. Checks that need the file system (the cache directory
  * being a directory, the mount point existing) happen later, at cache open and mount.
  *
- * Ownership: pagefs_options_parse() fills *out with heap strings; pagefs_options_clear() frees
- * them (also after a failed parse).
+ * Every option is one row of the table in options.c, which drives the parser, the defaults,
+ * pagefs_options_help() and, through --help, the man page check (tests/deploy/test_install.py).
+ *
+ * Ownership: struct pagefs_options is a value the caller owns (on its stack): parse fills it
+ * with heap strings, clear frees them and zeroes the struct (also after a failed parse). The
+ * pair is named parse/clear, not create/destroy, because it allocates no object: the same
+ * vocabulary as backend_stat_clear() and ctl_target_clear() for caller-owned structs.
  */
 #ifndef PAGEFS_OPTIONS_H
 #define PAGEFS_OPTIONS_H
@@ -64,7 +69,7 @@ enum pagefs_action {
 
 struct pagefs_options {
     enum pagefs_action action;
-    char *source;     /* s3://bucket[/prefix] or file:///dir, as given */
+    char *source;     /* as given; valid for backends/source.h */
     char *mountpoint; /* as given */
     char *endpoint;   /* NULL: the backend's default */
     char *region;
@@ -77,10 +82,11 @@ struct pagefs_options {
     uint32_t page_size;  /* bytes, power of two */
     unsigned meta_ttl;   /* seconds */
     int readahead;          /* 0: read-ahead off (readahead=0); default 1 */
-    uint64_t max_readahead; /* bytes per sequential stream; 0 = the prefetcher's default */
-    unsigned max_inflight;  /* concurrent read-ahead fetches; 0 = default */
-    uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead and load fetches; 0 =
-                               default */
+    /* Read-ahead: the parse stores the prefetcher's defaults (PREFETCH_DEFAULT_*, which 0 would
+     * mean as well), so that --help prints the values the daemon uses. */
+    uint64_t max_readahead; /* bytes per sequential stream */
+    unsigned max_inflight;  /* concurrent read-ahead fetches */
+    uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead and load fetches */
     unsigned dir_prefetch;  /* small files of a listing prefetched ahead of an open, within the
                              * directory's budget (fuse/dir_ledger.h); 0 off */
     int compress_level;     /* zstd level of pages at rest; 0 = no compression */

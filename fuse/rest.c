@@ -1471,7 +1471,8 @@ static void server_free(struct rest_server *rs)
     free(rs);
 }
 
-int rest_start(const struct rest_conf *conf, struct rest_server **out, char *err, size_t errlen)
+int rest_server_create(const struct rest_conf *conf, struct rest_server **out, char *err,
+                       size_t errlen)
 {
     int rc = -EINVAL, tcp_fd = -1, ctl_fd = -1;
     snprintf(err, errlen, "invalid REST server configuration");
@@ -1562,7 +1563,7 @@ out:
     return rc;
 }
 
-void rest_stop(struct rest_server *rs)
+void rest_server_destroy(struct rest_server *rs)
 {
     if (!rs)
         return;

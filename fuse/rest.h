@@ -6,10 +6,11 @@
  * Two listeners share the handlers: a TCP one (only with -o rest=HOST:PORT; it binds exactly
  * that address) and the control socket, a unix socket at conf->control_path created 0600.
  * Everything is read-only except the control endpoints (POST /api/v1/evict), which answer 403
- * on TCP. Load jobs (rest_load.h) run in the server and are stopped at rest_stop().
+ * on TCP. Load jobs (rest_load.h) run in the server and are stopped at rest_server_destroy().
  *
- * Ownership: rest_start/rest_stop. The backend, caches, prefetcher, budget and file system
- * are borrowed: start the server after they exist and stop it before any of them is destroyed.
+ * Ownership: rest_server_create/rest_server_destroy. The backend, caches, prefetcher, budget
+ * and file system are borrowed: create the server after they exist and destroy it before any of
+ * them is destroyed.
  * Strings in conf are copied.
  */
 #ifndef PAGEFS_REST_H
@@ -42,9 +43,10 @@ struct rest_conf {
 
 /* Binds both listeners and starts serving. On failure returns -errno with a one-line message
  * in err (e.g. "cannot listen on 127.0.0.1:28080: Address already in use"). */
-int rest_start(const struct rest_conf *conf, struct rest_server **out, char *err, size_t errlen);
+int rest_server_create(const struct rest_conf *conf, struct rest_server **out, char *err,
+                       size_t errlen);
 /* Stops the listeners, waits for requests under way, stops and joins every load job, removes
  * the control socket. NULL is accepted. */
-void rest_stop(struct rest_server *rs);
+void rest_server_destroy(struct rest_server *rs);
 
 #endif

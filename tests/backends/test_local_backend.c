@@ -129,6 +129,27 @@ static void test_check_and_counters(void)
     CHECK(strstr(err, "unsupported") != NULL);
 }
 
+/* file://localhost/DIR is the same source as file:///DIR (the command line always accepted
+ * it; backend_stack_create() used to take "localhost/DIR" for a relative path and refuse it). */
+static void test_localhost_source(void)
+{
+    char src[600];
+    snprintf(src, sizeof(src), "file://localhost%s/", root);
+    struct backend *lb = NULL;
+    CHECK_EQ(backend_stack_create(&(struct backend_conf){.source = src}, &lb, err, sizeof(err)), 0);
+    if (!lb)
+        return;
+    CHECK_EQ(lb->ops->check(lb), 0);
+    struct backend_stat st, want;
+    CHECK_EQ(lb->ops->stat(lb, "a.bin", &st), 0);
+    CHECK_EQ(be->ops->stat(be, "a.bin", &want), 0);
+    CHECK_EQ(st.size, want.size);
+    CHECK_STR(st.version, want.version);
+    backend_stat_clear(&st);
+    backend_stat_clear(&want);
+    backend_destroy(lb);
+}
+
 int main(void)
 {
     setup();
@@ -136,6 +157,7 @@ int main(void)
     RUN(test_list_nested_and_flat);
     RUN(test_stat_and_read);
     RUN(test_check_and_counters);
+    RUN(test_localhost_source);
     backend_destroy(be);
     test_rm_rf(root);
     free(root);

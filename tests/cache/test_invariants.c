@@ -49,11 +49,11 @@ static void test_every_module_checks(void)
     CHECK_EQ(prefetcher_create(&pconf, e.pc, &e.pf), 0);
     struct prefetch_stream *st = NULL;
     RAN_CHECKS("prefetcher", {
-        CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+        CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
         for (uint64_t off = 0; off < (512u << 10); off += 128u << 10)
             prefetch_read(e.pf, st, off, 128u << 10);
         prefetcher_wait_idle(e.pf);
-        prefetch_close(st);
+        prefetch_stream_destroy(st);
     });
 
     struct meta_cache *mc = NULL;
@@ -109,6 +109,11 @@ static void test_every_module_checks(void)
 
 int main(void)
 {
+    /* What the daemon does before anything starts libuv's pool (prefetch.h): size it for a
+     * prefetcher with the default max_inflight, the one the first test creates. */
+    char pool[16];
+    snprintf(pool, sizeof(pool), "%u", prefetch_pool_size(0));
+    setenv("UV_THREADPOOL_SIZE", pool, 0);
     RUN(test_every_module_checks);
     return test_finish();
 }

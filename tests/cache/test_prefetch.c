@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -73,7 +74,7 @@ static void test_sequential_reader_is_prefetched(void)
     unsigned char *data = cache_env_make_source(&e, "seq.bin", size, 1);
     struct pc_file *f = cache_env_open_key(&e, "seq.bin", NULL);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     CHECK(st != NULL);
     for (uint64_t off = 0; off < size; off += 16384) {
         CHECK(read_check(&e, st, f, data, size, off, 16384));
@@ -99,7 +100,7 @@ static void test_sequential_reader_is_prefetched(void)
     check_accounting(&e);
     CHECK_EQ(cache_env_read_calls(&e), 32);
     CHECK_EQ(pf_stats(&e).jumps, 1);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     free(data);
     cache_env_fini(&e);
@@ -117,7 +118,7 @@ static void test_sequential_reader_slow_backend(void)
     fault_backend_set(e.fault, 0, 0, 5000);
     struct pc_file *f = cache_env_open_key(&e, "slow.bin", NULL);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     for (uint64_t off = 0; off < size; off += 131072)
         CHECK(read_check(&e, st, f, data, size, off, 131072));
     check_accounting(&e);
@@ -128,7 +129,7 @@ static void test_sequential_reader_slow_backend(void)
     CHECK(p.fetched > 0);
     CHECK_EQ(s.prefetch_fetched, p.fetched);
     CHECK_EQ(p.errors, 0);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     free(data);
     cache_env_fini(&e);
@@ -150,7 +151,7 @@ static void *reader_main(void *p)
     struct reader_arg *a = p;
     struct pc_file *f = cache_env_open_key(a->e, a->key, NULL);
     struct prefetch_stream *st = NULL;
-    a->ok = prefetch_open(a->e->pf, f, &st) == 0;
+    a->ok = prefetch_stream_create(a->e->pf, f, &st) == 0;
     uint64_t x = a->seed;
     if (!a->random) {
         for (uint64_t off = 0; off < a->size; off += 131072)
@@ -163,7 +164,7 @@ static void *reader_main(void *p)
             a->ok &= read_check(a->e, st, f, a->data, a->size, off, len);
         }
     }
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     return NULL;
 }
@@ -207,7 +208,7 @@ static void test_random_reader_no_prefetch(void)
     unsigned char *data = cache_env_make_source(&e, "rand.bin", size, 4);
     struct pc_file *f = cache_env_open_key(&e, "rand.bin", NULL);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     unsigned char touched[256] = {0};
     unsigned ntouched = 0;
     uint64_t x = 5, prev = 0;
@@ -229,7 +230,7 @@ static void test_random_reader_no_prefetch(void)
     CHECK_EQ(cache_env_read_calls(&e), ntouched);
     CHECK_EQ(pf_stats(&e).queued, 0);
     CHECK_EQ(pf_stats(&e).windows, 0);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     free(data);
     cache_env_fini(&e);
@@ -246,7 +247,7 @@ static void test_small_object_one_get(void)
     unsigned char *big = cache_env_make_source(&e, "big.bin", 4 * PS + 1, 6);
     struct pc_file *f = cache_env_open_key(&e, "small.bin", NULL);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     prefetcher_wait_idle(e.pf);
     CHECK_EQ(cache_env_read_calls(&e), 1);
     CHECK_EQ(cache_env_stats(&e).pages_resident, 4);
@@ -256,7 +257,7 @@ static void test_small_object_one_get(void)
         CHECK(read_check(&e, st, f, data, size, off, 50000));
     CHECK_EQ(cache_env_read_calls(&e), 1);
     CHECK_EQ(pf_stats(&e).used, 4);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
 
     /* Open again: already resident, so nothing is even queued. One page over the threshold:
      * nothing queued at open. */
@@ -264,22 +265,22 @@ static void test_small_object_one_get(void)
     CHECK_EQ(page_cache_resident(e.pc, f), 1);
     uint64_t skipped = pf_stats(&e).skipped; /* the stream asked for resident pages too */
     uint64_t queued = pf_stats(&e).queued;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     check_accounting(&e);
     CHECK_EQ(cache_env_read_calls(&e), 1);
     CHECK_EQ(pf_stats(&e).skipped, skipped);
     CHECK_EQ(pf_stats(&e).queued, queued);
     CHECK_EQ(pf_stats(&e).small_resident, 1);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     f = cache_env_open_key(&e, "big.bin", NULL);
     CHECK_EQ(page_cache_resident(e.pc, f), 0);
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     check_accounting(&e);
     CHECK_EQ(pf_stats(&e).small_objects, 1);
     CHECK_EQ(pf_stats(&e).small_resident, 1);
     CHECK_EQ(cache_env_read_calls(&e), 1);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     free(big);
     free(data);
@@ -315,10 +316,10 @@ static void test_object_by_name(void)
     struct pc_file *f = cache_env_open_key(&e, "o.bin", &unchanged);
     CHECK_EQ(unchanged, 1);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     CHECK_EQ(pf_stats(&e).small_resident, 1);
     CHECK(read_check(&e, st, f, data, size, 0, size));
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     CHECK_EQ(prefetch_object(e.pf, "o.bin", bst.version, size, bst.mtime_ns), 1);
     check_accounting(&e);
@@ -409,15 +410,15 @@ static void test_shutdown_with_work_queued(void)
     fault_backend_set(e.fault, 0, 0, 3000);
     struct pc_file *f = cache_env_open_key(&e, "stop.bin", NULL);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     for (uint64_t off = 0; off < 8 * PS; off += PS)
         CHECK(read_check(&e, st, f, data, size, off, PS));
-    prefetch_close(st); /* its queued read-ahead stays queued */
+    prefetch_stream_destroy(st); /* its queued read-ahead stays queued */
     struct prefetch_stream *st2 = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st2), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st2), 0);
     for (uint64_t off = 30 * PS; off < 34 * PS; off += PS)
         CHECK(read_check(&e, st2, f, data, size, off, PS));
-    prefetch_close(st2);
+    prefetch_stream_destroy(st2);
     pc_file_unref(f);
     prefetcher_destroy(e.pf); /* maybe with work in flight */
     e.pf = NULL;
@@ -567,10 +568,10 @@ static void test_invalid(void)
     struct prefetch_stream *st = (struct prefetch_stream *)&pf;
     free(cache_env_make_source(&e, "x.bin", 10, 1));
     struct pc_file *f = cache_env_open_key(&e, "x.bin", NULL);
-    CHECK_EQ(prefetch_open(NULL, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(NULL, f, &st), 0);
     CHECK(st == NULL);
     prefetch_read(NULL, NULL, 0, 10);
-    prefetch_close(NULL);
+    prefetch_stream_destroy(NULL);
     CHECK_EQ(page_cache_prefetch(e.pc, f, 5, 1), 0);  /* past the end */
     CHECK_EQ(page_cache_prefetch(e.pc, f, 0, 0), 0);
     CHECK_EQ(page_cache_prefetch(NULL, f, 0, 1), -EINVAL);
@@ -595,7 +596,7 @@ static void test_strided_reader_ranges(void)
     unsigned char *data = cache_env_make_source(&e, "strided.bin", size, 11);
     struct pc_file *f = cache_env_open_key(&e, "strided.bin", NULL);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     uint64_t nrec = 0, hits_before = 0;
     for (uint64_t off = 100000; off + rec <= size; off += stride, nrec++) {
         if (nrec == 4)
@@ -613,7 +614,7 @@ static void test_strided_reader_ranges(void)
     CHECK(p.used >= nrec - 4);                          /* prefetched, then read */
     CHECK_EQ(s.hits - hits_before, nrec - 4);           /* from the fifth record on: hits */
     check_accounting(&e);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     free(data);
     cache_env_fini(&e);
@@ -632,10 +633,10 @@ static void test_open_read_close_reader(void)
     for (uint64_t off = 0; off < size; off += 2 * PS) {
         struct pc_file *f = cache_env_open_key(&e, "orc.bin", NULL);
         struct prefetch_stream *st = NULL;
-        CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+        CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
         CHECK(read_check(&e, st, f, data, size, off, PS));
         CHECK(read_check(&e, st, f, data, size, off + PS, PS));
-        prefetch_close(st);
+        prefetch_stream_destroy(st);
         pc_file_unref(f);
         prefetcher_wait_idle(e.pf);
     }
@@ -663,7 +664,7 @@ static void test_wide_window_larger_gets(void)
     unsigned char *data = cache_env_make_source(&e, "wide.bin", size, 13);
     struct pc_file *f = cache_env_open_key(&e, "wide.bin", NULL);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
     for (uint64_t off = 0; off < size; off += PS) {
         CHECK(read_check(&e, st, f, data, size, off, PS));
         prefetcher_wait_idle(e.pf);
@@ -674,7 +675,7 @@ static void test_wide_window_larger_gets(void)
     CHECK_EQ(s.pages_resident, 256);
     CHECK(cache_env_read_calls(&e) <= 256 / 4); /* mostly 8-page GETs (32 / 4) */
     CHECK(pf_stats(&e).used >= 240);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     free(data);
     cache_env_fini(&e);
@@ -703,7 +704,7 @@ static void test_shared_budget(void)
     unsigned char *data = cache_env_make_source(&e, "shared.bin", size, 21);
     struct pc_file *f = cache_env_open_key(&e, "shared.bin", NULL);
     struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_open(e.pf, f, &st), 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
 
     CHECK_EQ(mem_budget_take(b, 4 * PS, NULL), 0); /* a load job holds it all */
     for (uint64_t off = 0; off < 4 * PS; off += PS)
@@ -741,7 +742,7 @@ static void test_shared_budget(void)
     CHECK_EQ(ps.in_use, 0);
     CHECK(ps.free <= 4 * PS); /* within its cap */
     CHECK(ps.reuses > 0);
-    prefetch_close(st);
+    prefetch_stream_destroy(st);
     pc_file_unref(f);
     free(data);
     cache_env_fini(&e); /* the prefetcher first: it unregisters from the budget */
@@ -751,6 +752,11 @@ static void test_shared_budget(void)
 
 int main(void)
 {
+    /* What the daemon does before anything starts libuv's pool (prefetch.h): size it for a
+     * prefetcher with the default max_inflight, the one the first test creates. */
+    char pool[16];
+    snprintf(pool, sizeof(pool), "%u", prefetch_pool_size(0));
+    setenv("UV_THREADPOOL_SIZE", pool, 0);
     RUN(test_sequential_reader_is_prefetched);
     RUN(test_sequential_reader_slow_backend);
     RUN(test_concurrent_readers_single_flight);

@@ -34,6 +34,28 @@ def is_executable_file(path):
     return stat.S_ISREG(st.st_mode) and st.st_mode & 0o111 == 0o111
 
 
+# An option of `pagefs --help`, which fuse/options.c prints from its option table: a line of
+# its own ("  name   text", "  name=ARG   text", "  -f, --foreground   text") or an item of a
+# section's comma list ("  allow_root, max_read=N, ...," / "  comment=, x-*   (note)").
+OPTION_LINE = re.compile(r"^  (?:(-\w), (--[\w-]+)|([a-z_]+)(?:=\S*)?)(?:\s{2,}|$)")
+LIST_ITEM = r"(?:[a-z_]+(?:=\w*)?|x-\*)"
+LIST_LINE = re.compile(r"^  (%s(?:, %s)*),?(?:\s{2,}\(.*\))?$" % (LIST_ITEM, LIST_ITEM))
+
+
+def help_option_names(text):
+    """Every option name in a --help text (see OPTION_LINE, LIST_LINE)."""
+    names = set()
+    for line in text.splitlines():
+        m = OPTION_LINE.match(line)
+        if m:
+            names |= {n for n in m.groups() if n}
+            continue
+        m = LIST_LINE.match(line)
+        if m:
+            names |= {item.split("=")[0] for item in m.group(1).split(", ")}
+    return names
+
+
 class InstallTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -110,22 +132,9 @@ class InstallTest(unittest.TestCase):
         r = subprocess.run([deploylib.staged_pagefs(), "--help"], stdout=subprocess.PIPE,
                            text=True)
         self.assertEqual(r.returncode, 0)
-        # Option names in the help text: a left column ("  name=VALUE   text", "  name   text",
-        # "  -f, --foreground   text"), and comma lists of pass-through and fstab words.
-        names = set()
-        for line in r.stdout.splitlines():
-            m = re.match(r"^  (-\w), (--[\w-]+)\s", line)
-            if m:
-                names |= set(m.groups())
-                continue
-            m = re.match(r"^  ([a-z_]+)(?:=\S+)?(?:\s{2,}|$)", line)
-            if m:
-                names.add(m.group(1))
-            line = re.sub(r"^.*:", "", re.sub(r"\(.*?\)", "", line))
-            words = [p.strip() for p in line.split(",")]
-            words = [p for p in words if re.fullmatch(r"[a-z_]+(=N?)?|x-\*", p)]
-            if len(words) >= 2:
-                names |= {w.split("=")[0] for w in words}
+        names = help_option_names(r.stdout)
+        self.assertLessEqual({"-f", "--foreground", "log_level", "use_path_request_style",
+                              "default_permissions", "max_read", "ro", "comment", "x-*"}, names)
         self.assertGreaterEqual(len(names), 60)
         with open(os.path.join(deploylib.man_root(), "man8", "pagefs.8")) as f:
             man = f.read().replace("\\-", "-").replace("\\fP", "").replace("\\fI", "")

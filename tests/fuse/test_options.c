@@ -101,13 +101,13 @@ static void test_all_options(void)
 {
     struct pagefs_options o;
     char err[256];
-    CHECK_EQ(PARSE(&o, err, "mount", "-f", "s3://b/some/prefix", "-o",
+    CHECK_EQ(PARSE(&o, err, "mount", "-f", "s3://bkt/some/prefix", "-o",
                    "endpoint=http://127.0.0.1:7480,region=eu-west-1,profile=p1", "-o",
                    "path_style,no_sign_request,cache_dir=/var/c,cache_size=2G",
                    "-ocache_free=512M,page_size=4M,meta_ttl=0,retries=0,timeout=7",
                    "-ostall_timeout=3,fail_fast=0", "/mnt"),
              0);
-    CHECK_STR(o.source, "s3://b/some/prefix");
+    CHECK_STR(o.source, "s3://bkt/some/prefix");
     CHECK_STR(o.endpoint, "http://127.0.0.1:7480");
     CHECK_STR(o.region, "eu-west-1");
     CHECK_STR(o.profile, "p1");
@@ -126,14 +126,14 @@ static void test_all_options(void)
     CHECK_EQ(o.debug, 0);
     pagefs_options_clear(&o);
 
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "use_path_request_style,virtual_host", "-d"),
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "use_path_request_style,virtual_host", "-d"),
              0);
     CHECK_EQ(o.path_style, 0); /* the last one wins */
     CHECK_EQ(o.debug, 1);
     CHECK_EQ(o.foreground, 1); /* -d implies -f */
     pagefs_options_clear(&o);
 
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "use_path_request_style"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "use_path_request_style"), 0);
     CHECK_EQ(o.path_style, 1);
     pagefs_options_clear(&o);
 }
@@ -142,7 +142,7 @@ static void test_ownership_and_logging(void)
 {
     struct pagefs_options o;
     char err[256];
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "uid=1001,gid=0,umask=027,log_level=error"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "uid=1001,gid=0,umask=027,log_level=error"), 0);
     CHECK_EQ(o.set_uid, 1);
     CHECK_EQ(o.uid, 1001);
     CHECK_EQ(o.set_gid, 1);
@@ -153,7 +153,7 @@ static void test_ownership_and_logging(void)
     CHECK_STR(o.fuse_opts, "");
     pagefs_options_clear(&o);
 
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "uid=4294967294,umask=0777,umask=0"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "uid=4294967294,umask=0777,umask=0"), 0);
     CHECK_EQ(o.uid, 4294967294u);
     CHECK_EQ(o.set_gid, 0);
     CHECK_EQ(o.umask, 0); /* the last one wins */
@@ -165,14 +165,14 @@ static void test_ownership_and_logging(void)
     for (size_t i = 0; i < ARGC(levels); i++) {
         char opt[64];
         snprintf(opt, sizeof(opt), "log_level=%s", levels[i]);
-        CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", opt), 0);
+        CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", opt), 0);
         CHECK_EQ(o.log_level, want[i]);
         CHECK_EQ(o.foreground, 0); /* debug logging alone does not keep the terminal */
         CHECK_STR(pagefs_log_level_name(o.log_level), levels[i]);
         pagefs_options_clear(&o);
     }
     /* -d means debug, whatever log_level says and wherever it comes. */
-    CHECK_EQ(PARSE(&o, err, "-d", "s3://b", "/m", "-o", "log_level=error"), 0);
+    CHECK_EQ(PARSE(&o, err, "-d", "s3://bkt", "/m", "-o", "log_level=error"), 0);
     CHECK_EQ(o.log_level, PAGEFS_LOG_DEBUG);
     pagefs_options_clear(&o);
     /* The level numbers are syslog's. */
@@ -191,7 +191,7 @@ static void test_fuse_passthrough(void)
 {
     struct pagefs_options o;
     char err[256];
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o",
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
                    "allow_other,default_permissions,nosuid,fsname=my\\,fs,_netdev,nofail,"
                    "rw,defaults,x-systemd.automount,max_read=131072"),
              0);
@@ -200,13 +200,13 @@ static void test_fuse_passthrough(void)
     CHECK_STR(o.fuse_opts, "allow_other,default_permissions,nosuid,fsname=my\\,fs,max_read=131072");
     pagefs_options_clear(&o);
 
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "auto_unmount", "-o", ",,noatime"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "auto_unmount", "-o", ",,noatime"), 0);
     CHECK_STR(o.fuse_opts, "auto_unmount,noatime");
     CHECK_EQ(o.nonempty, 0);
     pagefs_options_clear(&o);
 
     /* nonempty is pagefs's own (libfuse 3 does not know it): kept out of fuse_opts. */
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/mnt", "-o", "nosuid,nonempty,_netdev"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "nosuid,nonempty,_netdev"), 0);
     CHECK_EQ(o.nonempty, 1);
     CHECK_STR(o.fuse_opts, "nosuid");
     pagefs_options_clear(&o);
@@ -291,7 +291,7 @@ static void test_default_cache_dir(void)
 
     struct pagefs_options o;
     char err[256];
-    char *argv[] = {"pagefs", "s3://b", "/m", NULL};
+    char *argv[] = {"pagefs", "s3://bkt", "/m", NULL};
     CHECK_EQ(pagefs_options_parse(3, argv, &root_env, &o, err, sizeof(err)), 0);
     CHECK_STR(o.cache_dir, "/var/cache/pagefs");
     pagefs_options_clear(&o);
@@ -356,7 +356,7 @@ static void test_einval_arguments(void)
     EXPECT_EINVAL("missing MOUNTPOINT", "s3://b");
     EXPECT_EINVAL("unexpected argument 'extra'", "s3://b", "/m", "extra");
     EXPECT_EINVAL("empty SOURCE", "", "/m");
-    EXPECT_EINVAL("empty MOUNTPOINT", "s3://b", "");
+    EXPECT_EINVAL("empty MOUNTPOINT", "s3://bkt", "");
     EXPECT_EINVAL("missing bucket", "s3://", "/m");
     EXPECT_EINVAL("missing bucket", "s3:///prefix", "/m");
     EXPECT_EINVAL("invalid character in bucket", "s3://a b", "/m");
@@ -390,7 +390,7 @@ static void test_einval_options(void)
     EXPECT_EINVAL("invalid cache_free '-5G'", "s3://b", "/m", "-o", "cache_free=-5G");
     EXPECT_EINVAL("option 'cache_size' needs a value", "s3://b", "/m", "-o", "cache_size");
     EXPECT_EINVAL("'cache_size' needs a value", "s3://b", "/m", "-o", "cache_size=");
-    EXPECT_EINVAL("at least one page", "s3://b", "/m", "-o", "cache_size=512K,page_size=1M");
+    EXPECT_EINVAL("at least one page", "s3://bkt", "/m", "-o", "cache_size=512K,page_size=1M");
     /* page size */
     EXPECT_EINVAL("invalid page_size '3M'", "s3://b", "/m", "-o", "page_size=3M");
     EXPECT_EINVAL("invalid page_size '1000000'", "s3://b", "/m", "-o", "page_size=1000000");
@@ -453,25 +453,25 @@ static void test_control_and_compress(void)
 {
     struct pagefs_options o;
     char err[256];
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m"), 0);
     CHECK(o.rest == NULL);
     CHECK_EQ(o.compress_level, 0);
     CHECK_EQ(o.dir_prefetch, PAGEFS_DEFAULT_DIR_PREFETCH);
     pagefs_options_clear(&o);
 
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "rest=127.0.0.1:28080,compress=zstd,dir_prefetch=8"),
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "rest=127.0.0.1:28080,compress=zstd,dir_prefetch=8"),
              0);
     CHECK_STR(o.rest, "127.0.0.1:28080");
     CHECK_EQ(o.compress_level, PAGEFS_DEFAULT_ZSTD_LEVEL);
     CHECK_EQ(o.dir_prefetch, 8u);
     pagefs_options_clear(&o);
 
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "rest=[::1]:9000,compress=zstd:19"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "rest=[::1]:9000,compress=zstd:19"), 0);
     CHECK_STR(o.rest, "[::1]:9000");
     CHECK_EQ(o.compress_level, 19);
     pagefs_options_clear(&o);
 
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "compress=zstd:5,compress=none"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "compress=zstd:5,compress=none"), 0);
     CHECK_EQ(o.compress_level, 0);
     pagefs_options_clear(&o);
 
@@ -493,21 +493,37 @@ static void test_verify_levels(void)
 {
     struct pagefs_options o;
     char err[256];
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m"), 0);
     CHECK_EQ(o.verify, PC_VERIFY_FULL);
     pagefs_options_clear(&o);
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "verify=once"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "verify=once"), 0);
     CHECK_EQ(o.verify, PC_VERIFY_ONCE);
     pagefs_options_clear(&o);
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "verify=none,verify=full"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "verify=none,verify=full"), 0);
     CHECK_EQ(o.verify, PC_VERIFY_FULL);
     pagefs_options_clear(&o);
-    CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", "verify=none"), 0);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "verify=none"), 0);
     CHECK_EQ(o.verify, PC_VERIFY_NONE);
     pagefs_options_clear(&o);
     EXPECT_EINVAL("invalid verify 'extend'", "s3://b", "/m", "-o", "verify=extend");
     EXPECT_EINVAL("invalid verify 'FULL'", "s3://b", "/m", "-o", "verify=FULL");
     EXPECT_EINVAL("'verify' needs a value", "s3://b", "/m", "-o", "verify");
+}
+
+/* SOURCE is checked with the backends' own grammar (backends/source.h) when it is parsed: a
+ * bucket name S3 would refuse, a URL the http backend would refuse, fail here, before the
+ * daemon starts. */
+static void test_source_grammar_of_the_backends(void)
+{
+    EXPECT_EINVAL("s3://b: bucket name must be 3 to 255 characters", "s3://b", "/m");
+    EXPECT_EINVAL("s3://ab/x: bucket name must be 3 to 255 characters", "s3://ab/x", "/m");
+    EXPECT_EINVAL("a fragment (#...) makes no sense", "http://h/x#frag", "/m");
+    EXPECT_EINVAL("invalid host", "http://h^/x/", "/m");
+    EXPECT_EINVAL("invalid host", "http://[]/x/", "/m");
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "s3://abc", "/m"), 0);
+    pagefs_options_clear(&o);
 }
 
 static void test_error_is_one_line_without_secrets(void)
@@ -538,6 +554,7 @@ int main(void)
     RUN(test_positional_order);
     RUN(test_default_cache_dir);
     RUN(test_parse_size);
+    RUN(test_source_grammar_of_the_backends);
     RUN(test_einval_arguments);
     RUN(test_einval_options);
     RUN(test_control_and_compress);

@@ -1,9 +1,12 @@
 /*
- * main.c - the pagefs daemon: command line, start-up, FUSE session, teardown.
+ * daemon.c - the pagefs daemon: start-up, FUSE session, teardown (`pagefs mount`, called with
+ * the parsed command line by the binary's main(), pagefs.c, which sits above this layer).
  *
- * Start-up order, each step undone in reverse on the way out (goto ladder in run()):
- *   parse options -> [detach: fork, the parent waits for a status byte] -> mount point check
- *   (a live pagefs mount, or a non-empty directory without -o nonempty, ends here) ->
+ * Start-up order, each step undone in reverse on the way out (goto ladder in
+ * pagefs_daemon_run()):
+ *   process-wide settings (below) -> [detach: fork, the parent waits for a status byte] ->
+ *   mount point check (a live pagefs mount, or a non-empty directory without -o nonempty,
+ *   ends here) ->
  *   backend stack -> backend check (missing bucket / bad credentials / unreachable store end
  *   here, before anything is mounted) -> cache directory lock -> fetch buffer pool + page cache
  *   + metadata cache -> the fetch memory budget (one bound, -o prefetch_mem, on the page
@@ -26,6 +29,13 @@
  * reports success with one byte on a pipe; if it fails, it prints its one-line error on the
  * terminal it still shares and exits 1, and the parent exits with the child's status. So
  * `pagefs SOURCE MP` returns only when the mount is usable, or with the reason it is not.
+ *
+ * Process-wide settings, made first, while the process has one thread: malloc keeps freed
+ * read-reply buffers (up to 1 MiB each, one per request) in the heap instead of unmapping them;
+ * and, with read-ahead on, UV_THREADPOOL_SIZE (unless the caller set it) is sized for the
+ * prefetcher (prefetch_pool_size(): max_inflight fetches plus a few threads), because libuv
+ * reads it once, when the process's first work request starts its pool, and the prefetcher
+ * never changes the environment itself.
  *
  * Logging: libfuse's fuse_log() with a log function chosen once: stderr in the foreground (and
  * in the background until the mount is up, so start-up errors reach the terminal), syslog
@@ -50,6 +60,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "fuse/daemon.h"
+
 #include "backends/backend.h"
 #include "backends/stack.h"
 #include "cache/buf_pool.h"
@@ -62,7 +74,6 @@
 #include "fuse/mountpoint.h"
 #include "fuse/options.h"
 #include "fuse/rest.h"
-#include "tools/ctl.h"
 
 #define READAHEAD_KB                                                                               \
     16384u /* kernel readahead of the mount: up to 16 x 1 MiB requests in flight                   \
@@ -72,7 +83,8 @@
  * there is one stderr function per level, picked once by log_stderr_func(). syslog filters by
  * itself (setlogmask). Messages never carry credentials or the endpoint. */
 #define DEFINE_LOG_STDERR(name, max)                                                               \
-    static void name(enum fuse_log_level level, const char *fmt, va_list ap)                       \
+    __attribute__((format(printf, 2, 0))) static void name(enum fuse_log_level level,              \
+                                                           const char *fmt, va_list ap)            \
     {                                                                                              \
         if ((int)level <= (max))                                                                   \
             vfprintf(stderr, fmt, ap);                                                             \
@@ -98,7 +110,8 @@ static fuse_log_func_t log_stderr_func(enum pagefs_log_level level)
     return log_stderr_debug;
 }
 
-static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void log_syslog(enum fuse_log_level level,
+                                                             const char *fmt, va_list ap)
 {
     vsyslog((int)level, fmt, ap);
 }
@@ -272,7 +285,19 @@ out:
     return rc;
 }
 
-static int run(struct pagefs_options *o)
+/* The settings every thread of the process shares, made while it has only this one. */
+static void set_process_wide(const struct pagefs_options *o)
+{
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    if (o->readahead && !getenv("UV_THREADPOOL_SIZE")) {
+        char n[16];
+        snprintf(n, sizeof(n), "%u", prefetch_pool_size(o->max_inflight));
+        setenv("UV_THREADPOOL_SIZE", n, 0);
+    }
+}
+
+int pagefs_daemon_run(const struct pagefs_options *o)
 {
     char err[512] = "";
     int rc, exit_code = 1, notify_fd = -1;
@@ -291,6 +316,7 @@ static int run(struct pagefs_options *o)
     pthread_t watch_thread;
     int watch_started = 0;
 
+    set_process_wide(o);
     fuse_set_log_func(log_stderr_func(o->log_level));
     char *mp = mountpoint_absolute(o->mountpoint);
     char *cache_dir = mountpoint_absolute(o->cache_dir);
@@ -426,7 +452,7 @@ static int run(struct pagefs_options *o)
         .budget = budget,
         .cache_capacity = o->cache_size,
     };
-    rc = rest_start(&rconf, &rest, err, sizeof(err));
+    rc = rest_server_create(&rconf, &rest, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_free_args;
@@ -511,7 +537,7 @@ out_destroy_session:
     fuse_session_destroy(se);
 out_free_args:
     fuse_opt_free_args(&args);
-    rest_stop(rest); /* before the layers it serves from (NULL if it never started) */
+    rest_server_destroy(rest); /* before the layers it serves from (NULL if it never started) */
     pagefs_fs_destroy(fs);
 out_destroy_budget:
     mem_budget_destroy(budget); /* after its takers: load jobs and the prefetcher */
@@ -533,42 +559,4 @@ out_free_paths:
     free(cache_dir);
     free(control_path);
     return exit_code;
-}
-
-int main(int argc, char *argv[])
-{
-    /* Operator commands (load, stats, evict, cache, fsck: tools/ctl.h). */
-    if (argc > 1 && pagefs_ctl_is_command(argv[1]))
-        return pagefs_ctl_main(argc, argv);
-    /* Read replies are built in buffers of up to 1 MiB, one per request. Keep freed buffers in
-     * the heap (no mmap/munmap and fresh zeroed pages per request). */
-    mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    mallopt(M_TRIM_THRESHOLD, 256 << 20);
-    struct pagefs_env env = {
-        .euid = geteuid(),
-        .home = getenv("HOME"),
-        .xdg_cache_home = getenv("XDG_CACHE_HOME"),
-    };
-    struct pagefs_options o;
-    char err[512];
-    int rc = pagefs_options_parse(argc, argv, &env, &o, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "pagefs: %s\n", rc == -ENOMEM ? "out of memory" : err);
-        pagefs_options_clear(&o);
-        return 1;
-    }
-    int code = 0;
-    switch (o.action) {
-    case PAGEFS_ACTION_HELP:
-        pagefs_options_help(stdout, "pagefs", &env);
-        break;
-    case PAGEFS_ACTION_VERSION:
-        printf("pagefs %s (libfuse %s)\n", PAGEFS_VERSION, fuse_pkgversion());
-        break;
-    case PAGEFS_ACTION_MOUNT:
-        code = run(&o);
-        break;
-    }
-    pagefs_options_clear(&o);
-    return code;
 }
