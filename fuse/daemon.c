@@ -11,9 +11,9 @@
  *   here, before anything is mounted) -> cache directory lock -> fetch buffer pool + page cache
  *   + metadata cache -> the fetch memory budget (one bound, -o prefetch_mem, on the page
  *   buffers of read-ahead and load jobs together; the pool keeps the memory mapped for them
- *   within it) -> file system (its prefetcher draws on the budget) -> control-plane server
- *   (load jobs draw on it too; fuse/rest.h: control socket, -o rest= listener; a bind failure
- *   ends here) -> FUSE session, signal handlers -> clean a stale mount point and check again ->
+ *   within it) -> reader (cache/reader.h: its prefetcher draws on the budget) -> file system ->
+ *   control-plane server (load jobs draw on the budget too; fuse/rest.h: control socket, -o
+ *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers -> clean a stale mount point and check again ->
  *   mount -> [tell the parent: ok; stdio to /dev/null, log to syslog] -> INIT served in this
  *   thread, then the readahead raised (serve_init) -> multithreaded loop until unmount /
  *   SIGINT / SIGTERM.
@@ -70,6 +70,7 @@
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
+#include "cache/reader.h"
 #include "fuse/fs.h"
 #include "fuse/mountpoint.h"
 #include "fuse/options.h"
@@ -308,6 +309,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     struct meta_cache *mc = NULL;
     struct mem_budget *budget = NULL;
     struct pagefs_fs *fs = NULL;
+    struct reader *reader = NULL;
     struct rest_server *rest = NULL;
     char *control_path = NULL;
     struct fuse_session *se = NULL;
@@ -416,9 +418,19 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .max_inflight = o->max_inflight,
         .budget = budget,
     };
-    struct pagefs_fs_conf fconf = {
+    struct reader_conf rdconf = {
+        .pc = pc,
+        .mc = mc,
         .prefetch = o->readahead ? &pfconf : NULL,
         .dir_prefetch = o->dir_prefetch,
+    };
+    rc = reader_create(&rdconf, &reader);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", strerror(-rc));
+        goto out_destroy_budget;
+    }
+    struct pagefs_fs_conf fconf = {
+        .reader = reader,
         .be = be,
         .pc = pc,
         .mc = mc,
@@ -431,13 +443,13 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     if (asprintf(&control_path, "%s/control.sock", cache_dir) < 0) {
         control_path = NULL;
         fprintf(stderr, "pagefs: out of memory\n");
-        goto out_destroy_budget;
+        goto out_destroy_reader;
     }
     fconf.control_socket = control_path;
     rc = pagefs_fs_create(&fconf, &fs);
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", strerror(-rc));
-        goto out_destroy_budget;
+        goto out_destroy_reader;
     }
     /* The control plane: the control socket always, TCP with -o rest=. */
     struct rest_conf rconf = {
@@ -448,6 +460,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .be = be,
         .pc = pc,
         .mc = mc,
+        .reader = reader,
         .fs = fs,
         .budget = budget,
         .cache_capacity = o->cache_size,
@@ -539,6 +552,8 @@ out_free_args:
     fuse_opt_free_args(&args);
     rest_server_destroy(rest); /* before the layers it serves from (NULL if it never started) */
     pagefs_fs_destroy(fs);
+out_destroy_reader:
+    reader_destroy(reader); /* after its files' users: the file system and the REST server */
 out_destroy_budget:
     mem_budget_destroy(budget); /* after its takers: load jobs and the prefetcher */
 out_destroy_meta_cache:

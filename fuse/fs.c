@@ -10,20 +10,16 @@
  *  - opendir snapshots the directory listing into the handle: readdir offsets are indexes into
  *    that snapshot (0 ".", 1 "..", 2.. entries), stable for the handle's life.
  *  - open re-reads the entry from the (cached) parent listing and pins that version of the
- *    object (page_cache_open); reads of the handle never mix
- *    versions and fail with ESTALE when the object changed, after which the parent listing is
- *    invalidated so the next lookup sees the new version. keep_cache is set when the cache
- *    already knew the version, so the kernel page cache survives close/open.
- *  - With read-ahead on, each file handle has a prefetch stream (cache/prefetch.h): every read
- *    is reported to it before it is served; the prefetcher lives from create to destroy. Its
- *    verdict (random or not) goes to the page cache: a random read's miss fetches only the
- *    blocks it needs (PC_READ_RANDOM).
- *  - With -o dir_prefetch=N, an open of a small object queues whole-object prefetches of
- *    small objects that follow it in its directory's cached listing (name order, at most N
- *    ahead) and are not resident yet, after the open is replied, within the directory's
- *    budget (fuse/dir_ledger.h): files prefetched and not opened since never outnumber the
- *    files opened in that directory; and only while the page cache has room to keep them
- *    until they are read (page_cache_prefetch_room).
+ *    object through the reader (cache/reader.h, shared with the REST API and load jobs):
+ *    reads of the handle never mix versions and fail with ESTALE when the object changed,
+ *    after which the reader forgets the parent listing so the next lookup sees the new
+ *    version. keep_cache is set when the cache already knew the version, so the kernel page
+ *    cache survives close/open.
+ *  - With read-ahead on, each file handle has the reader's read-ahead stream; a read the
+ *    stream calls random fetches only the blocks it needs. With -o dir_prefetch=N, after the
+ *    open of a small object is replied, the reader prefetches the small objects that follow
+ *    it in its directory (reader_opened(); policy and budget in cache/reader.h and
+ *    cache/dir_ledger.h).
  *  - Store errors the retries could not overcome (the transient ones of backends/backend.h:
  *    timeouts, refused or reset connections, unreachable hosts) reach the application as EIO
  *    from every operation (store_errno()); ESTALE, ENOENT and EACCES pass unchanged.
@@ -35,7 +31,7 @@
  *    that way is answered EINTR; getattr and open answer from what they have, as when the
  *    store is unreachable. The callback is unregistered before the reply (intr_end), so it
  *    never runs on a request's stack frame after the op returned.
- *  - A read is one page_cache_read_ext(): extents that are page file ranges (verify=once or
+ *  - A read is one reader_read(): extents that are page file ranges (verify=once or
  *    none, whole pages) go out with fuse_reply_data, spliced (no copy through user space);
  *    memory extents (verified buffers, fetched pages) are written from the very buffers the
  *    cache hashed (fuse_reply_buf / fuse_reply_iov: no copy into a reply buffer).
@@ -73,18 +69,17 @@
 #include "cache/mem_budget.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
-#include "fuse/dir_ledger.h"
+#include "cache/reader.h"
+#include "cache/tree.h"
 #include "fuse/inode.h"
+#include "fuse/stats.h"
 
 struct pagefs_fs {
     struct backend *be;
     struct page_cache *pc;
     struct meta_cache *mc;
     struct inode_table *inodes;
-    struct prefetcher *pf; /* NULL: read-ahead off */
-    unsigned dir_prefetch; /* objects of a listing prefetched after an open; 0: off */
-    struct dir_ledger *ledger; /* directory prefetch budget; NULL when it is off */
-    uint64_t small_object; /* the prefetcher's small-object threshold */
+    struct reader *reader; /* the read side of the cache (borrowed) */
     double ttl;
     uid_t uid;
     gid_t gid;
@@ -98,7 +93,7 @@ struct pagefs_fs {
     struct pagefs_handle *handles; /* open file and directory handles (list head sentinel) */
     /* Request counters for the stats text. */
     atomic_uint_fast64_t n_lookup, n_negative, n_getattr, n_readdir, n_open, n_read, n_read_bytes,
-        n_read_errors, n_estale, n_read_zero_copy, n_dir_prefetch;
+        n_read_errors, n_estale, n_read_zero_copy;
 };
 
 /* The part common to file and directory handles: membership of fs->handles. */
@@ -114,9 +109,7 @@ struct pagefs_fh {
      * go out by splice, an ordering no tool can see; the count makes it explicit: the last
      * one out frees the handle. */
     atomic_uint refs;
-    struct pc_file *f;
-    struct prefetch_stream *ps; /* NULL: no read-ahead for this handle */
-    char *key;
+    struct reader_file *rf; /* the pinned version and its read-ahead stream */
 };
 
 struct pagefs_dh {
@@ -152,9 +145,7 @@ static void handle_untrack(struct pagefs_fs *fs, struct pagefs_handle *h)
 
 static void fh_free(struct pagefs_fh *fh)
 {
-    prefetch_stream_destroy(fh->ps);
-    pc_file_unref(fh->f);
-    free(fh->key);
+    reader_close(fh->rf);
     free(fh);
 }
 
@@ -230,29 +221,6 @@ static void count(atomic_uint_fast64_t *c, uint64_t n)
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-/* The directory part of a key ("a/b/c" -> "a/b/", "a/b/" -> "a/", "a" -> ""). Caller frees. */
-static char *parent_prefix(const char *key)
-{
-    size_t len = strlen(key);
-    if (len && key[len - 1] == '/')
-        len--;
-    while (len && key[len - 1] != '/')
-        len--;
-    return strndup(key, len);
-}
-
-/* The last component of a key, without a directory's trailing '/'. Caller frees. */
-static char *base_name(const char *key)
-{
-    size_t len = strlen(key);
-    if (len && key[len - 1] == '/')
-        len--;
-    size_t start = len;
-    while (start && key[start - 1] != '/')
-        start--;
-    return strndup(key + start, len - start);
-}
-
 static void fill_stat(const struct pagefs_fs *fs, struct stat *st, uint64_t ino, int is_dir,
                       uint64_t size, int64_t mtime_ns)
 {
@@ -299,7 +267,7 @@ static void attr_of(const struct meta_entry *me, struct inode_attr *a)
 
 int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
 {
-    if (!conf->be || !conf->pc || !conf->mc || conf->entry_timeout < 0)
+    if (!conf->be || !conf->pc || !conf->mc || !conf->reader || conf->entry_timeout < 0)
         return -EINVAL;
     int rc = -ENOMEM;
     struct pagefs_fs *fs = calloc(1, sizeof(*fs));
@@ -318,6 +286,7 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     fs->be = conf->be;
     fs->pc = conf->pc;
     fs->mc = conf->mc;
+    fs->reader = conf->reader;
     fs->ttl = conf->entry_timeout;
     fs->uid = conf->uid;
     fs->gid = conf->gid;
@@ -334,26 +303,9 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
         if (!fs->control_socket)
             goto out_destroy_inodes;
     }
-    if (conf->prefetch) {
-        rc = prefetcher_create(conf->prefetch, conf->pc, &fs->pf);
-        if (rc < 0)
-            goto out_free_control_socket;
-        if (conf->dir_prefetch) {
-            rc = dir_ledger_create(&fs->ledger);
-            if (rc < 0) {
-                prefetcher_destroy(fs->pf);
-                goto out_free_control_socket;
-            }
-            fs->dir_prefetch = conf->dir_prefetch;
-        }
-        fs->small_object = conf->prefetch->small_object ? conf->prefetch->small_object
-                                                        : PREFETCH_DEFAULT_SMALL_OBJECT;
-    }
     *out = fs;
     return 0;
 
-out_free_control_socket:
-    free(fs->control_socket);
 out_destroy_inodes:
     inode_table_destroy(fs->inodes);
 out_destroy_lock:
@@ -379,8 +331,6 @@ void pagefs_fs_destroy(struct pagefs_fs *fs)
         else
             fh_free((struct pagefs_fh *)h);
     }
-    prefetcher_destroy(fs->pf); /* after the streams: waits for its fetches under way */
-    dir_ledger_destroy(fs->ledger);
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs->handles);
     inode_table_destroy(fs->inodes);
@@ -399,124 +349,27 @@ void pagefs_fs_get_counters(struct pagefs_fs *fs, struct pagefs_fs_counters *out
     out->read_bytes = atomic_load(&fs->n_read_bytes);
     out->read_errors = atomic_load(&fs->n_read_errors);
     out->estale = atomic_load(&fs->n_estale);
-}
-
-struct prefetcher *pagefs_fs_prefetcher(struct pagefs_fs *fs)
-{
-    return fs->pf;
+    out->zero_copy_reads = atomic_load(&fs->n_read_zero_copy);
+    out->inodes = inode_table_count(fs->inodes);
 }
 
 size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
 {
-    struct backend_counters bc;
-    struct page_cache_stats ps;
-    struct meta_cache_stats ms;
-    int have_bc = fs->be->ops->counters && fs->be->ops->counters(fs->be, &bc) == 0;
-    page_cache_get_stats(fs->pc, &ps);
-    meta_cache_get_stats(fs->mc, &ms);
-
+    struct pagefs_stats st;
+    struct stats_sources src = {
+        .be = fs->be, .pc = fs->pc, .mc = fs->mc, .reader = fs->reader, .budget = fs->mem_budget};
+    pagefs_stats_gather(&src, &st);
+    st.have_fs = 1;
+    pagefs_fs_get_counters(fs, &st.fs);
+    st.control_socket = fs->control_socket;
     char *text = NULL;
     size_t tlen = 0;
-    FILE *m = open_memstream(&text, &tlen);
-    if (!m) {
-        if (len)
-            buf[0] = '\0';
-        return 0;
-    }
-#define KV(k, v) fprintf(m, "%s=%llu\n", k, (unsigned long long)(v))
-    fprintf(m, "backend=%s\n", fs->be->ops->name);
-    if (have_bc) {
-        KV("stat_calls", bc.stat_calls);
-        KV("list_calls", bc.list_calls);
-        KV("read_calls", bc.read_calls);
-        KV("check_calls", bc.check_calls);
-        KV("errors", bc.errors);
-        KV("bytes_read", bc.bytes_read);
-    }
-    KV("page_size", fs->page_size);
-    KV("hits", ps.hits);
-    KV("misses", ps.misses);
-    KV("bytes_hit", ps.bytes_hit);
-    KV("bytes_fetched", ps.bytes_fetched);
-    KV("pages_resident", ps.pages_resident);
-    KV("bytes_resident", ps.bytes_resident);
-    KV("evictions", ps.evictions);
-    KV("corrupt", ps.corrupt);
-    KV("write_errors", ps.write_errors);
-    KV("cache_prefetch_denied", ps.prefetch_denied);
-    KV("prefetch_expired", ps.prefetch_expired);
-    KV("prefetch_evicted_unread", ps.prefetch_evicted_unread);
-    KV("unread_pages", ps.unread_pages);
-    KV("unread_bytes", ps.unread_bytes);
-    KV("singleflight_waits", ps.singleflight_waits);
-    KV("prefetch_fetched", ps.prefetch_fetched);
-    KV("prefetch_waits", ps.prefetch_waits);
-    KV("partial_fetches", ps.partial_fetches);
-    KV("fd_hits", ps.fd_hits);
-    KV("verified", ps.verified);
-    KV("bytes_verified", ps.bytes_verified);
-    KV("compressed", ps.compressed);
-    KV("compress_saved", ps.compress_saved);
-    KV("lookups", ms.lookups);
-    KV("listings_fetched", ms.listings_fetched);
-    KV("stale_served", ms.stale_served);
-    KV("inodes", inode_table_count(fs->inodes));
-    KV("fuse_lookups", atomic_load(&fs->n_lookup));
-    KV("fuse_negative_lookups", atomic_load(&fs->n_negative));
-    KV("fuse_getattrs", atomic_load(&fs->n_getattr));
-    KV("fuse_readdirs", atomic_load(&fs->n_readdir));
-    KV("fuse_opens", atomic_load(&fs->n_open));
-    KV("fuse_reads", atomic_load(&fs->n_read));
-    KV("fuse_read_bytes", atomic_load(&fs->n_read_bytes));
-    KV("fuse_read_errors", atomic_load(&fs->n_read_errors));
-    KV("fuse_estale", atomic_load(&fs->n_estale));
-    KV("fuse_zero_copy_reads", atomic_load(&fs->n_read_zero_copy));
-    KV("fuse_dir_prefetches", atomic_load(&fs->n_dir_prefetch));
-    if (fs->ledger) {
-        struct dir_ledger_stats ls;
-        dir_ledger_get_stats(fs->ledger, &ls);
-        KV("dir_prefetch_opens", ls.opens);
-        KV("dir_prefetch_taken", ls.taken);
-        KV("dir_prefetch_used", ls.used);
-        KV("dir_prefetch_denied", ls.denied);
-    }
-    if (fs->pf) {
-        struct prefetch_stats pfs;
-        prefetcher_get_stats(fs->pf, &pfs);
-        KV("prefetch_queued", pfs.queued);
-        KV("prefetch_skipped", pfs.skipped);
-        KV("prefetch_used", pfs.used);
-        KV("prefetch_dropped", pfs.dropped);
-        KV("prefetch_errors", pfs.errors);
-        KV("prefetch_denied", pfs.denied);
-        KV("prefetch_small_objects", pfs.small_objects);
-        KV("prefetch_small_resident", pfs.small_resident);
-        KV("prefetch_objects_queued", pfs.objects_queued);
-        KV("prefetch_objects_dup", pfs.objects_dup);
-        KV("prefetch_windows", pfs.windows);
-        KV("prefetch_jumps", pfs.jumps);
-        KV("prefetch_strided", pfs.strided);
-        KV("prefetch_shared", pfs.shared);
-        KV("prefetch_inflight", pfs.inflight);
-        KV("prefetch_pending", pfs.pending);
-    }
-    if (fs->mem_budget) {
-        struct mem_budget_stats mbs;
-        mem_budget_get_stats(fs->mem_budget, &mbs);
-        KV("mem_budget_limit", mbs.limit);
-        KV("mem_budget_held", mbs.held);
-        KV("mem_budget_peak", mbs.peak);
-        KV("mem_budget_grants", mbs.grants);
-        KV("mem_budget_waits", mbs.waits);
-        KV("mem_budget_waiting", mbs.waiting);
-    }
-    if (fs->control_socket)
-        fprintf(m, "control_socket=%s\n", fs->control_socket);
-#undef KV
-    fclose(m);
+    if (stats_render_text(&st, &text, &tlen) < 0)
+        tlen = 0;
     if (len) {
         size_t n = tlen < len - 1 ? tlen : len - 1;
-        memcpy(buf, text, n);
+        if (n)
+            memcpy(buf, text, n);
         buf[n] = '\0';
     }
     free(text);
@@ -641,8 +494,8 @@ static int refresh_attr(struct pagefs_fs *fs, struct inode_info *info)
     if (info->ino == INODE_ROOT_ID)
         return 0;
     int rc = -ENOMEM;
-    char *dir = parent_prefix(info->key);
-    char *name = base_name(info->key);
+    char *dir = tree_parent(info->key);
+    char *name = tree_base(info->key);
     struct meta_entry me;
     if (!dir || !name)
         goto out_free;
@@ -695,7 +548,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     /* Asked through an open file (the kernel checks a read against the size this way): the
      * size of the version the handle reads, so a replaced object never cuts it short. */
     if (fi && fi->fh && !info.is_dir)
-        info.size = pc_file_size(((struct pagefs_fh *)(uintptr_t)fi->fh)->f);
+        info.size = reader_file_size(((struct pagefs_fh *)(uintptr_t)fi->fh)->rf);
     fill_stat(fs, &st, info.ino, info.is_dir, info.size, info.mtime_ns);
     inode_info_clear(&info);
     fuse_reply_attr(req, &st, fs->ttl);
@@ -858,57 +711,6 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     fuse_reply_err(req, 0);
 }
 
-/* Directory prefetch (-o dir_prefetch=N), after an open of the small object `ino`: queues
- * whole-object prefetches of those of the next N entries of its directory's cached listing,
- * in name order, that are small objects and not resident yet, as far as the directory's
- * budget goes (the ledger; the prefetcher never queues one object twice, and its caps
- * apply). Best effort: any failure just prefetches less. */
-static void dir_prefetch(struct pagefs_fs *fs, fuse_ino_t ino)
-{
-    struct inode_info info;
-    struct meta_dir next = {0};
-    char *dir = NULL, *name = NULL, *key = NULL;
-    if (inode_table_get(fs->inodes, ino, &info) < 0)
-        return;
-    dir = parent_prefix(info.key);
-    name = base_name(info.key);
-    if (!dir || !name || dir_ledger_open(fs->ledger, dir, info.key) == 0 ||
-        meta_cache_next(fs->mc, dir, name, fs->dir_prefetch, &next) < 0)
-        goto out_free;
-    size_t dl = strlen(dir);
-    key = malloc(dl + 256 + 1);
-    if (!key)
-        goto out_clear_next;
-    memcpy(key, dir, dl);
-    for (size_t i = 0; i < next.count; i++) {
-        const struct meta_entry *me = &next.entries[i];
-        size_t nl = strlen(me->name);
-        if (me->is_dir || me->size == 0 || me->size > fs->small_object || nl > 255)
-            continue;
-        memcpy(key + dl, me->name, nl + 1);
-        const char *version = me->version ? me->version : "";
-        if (page_cache_key_resident(fs->pc, key, version, me->size) == 1)
-            continue; /* resident already: costs nothing */
-        if (page_cache_prefetch_room(fs->pc) < me->size)
-            break; /* the cache could not keep it until it is read */
-        int taken = dir_ledger_take(fs->ledger, dir, key);
-        if (taken == -ENOSPC)
-            break;
-        if (taken == 0)
-            continue; /* prefetched already, not opened yet */
-        if (prefetch_object(fs->pf, key, version, me->size, me->mtime_ns) != 1)
-            dir_ledger_give_back(fs->ledger, dir, key);
-    }
-    free(key);
-out_clear_next:
-    meta_dir_clear(&next);
-out_free:
-    free(dir);
-    free(name);
-    inode_info_clear(&info);
-    count(&fs->n_dir_prefetch, 1); /* a pass done (tests wait for it) */
-}
-
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct pagefs_fs *fs = req_fs(req);
@@ -940,29 +742,25 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!h)
         goto out_clear_info;
     atomic_init(&h->refs, 1);
-    rc = page_cache_open(fs->pc, info.key, info.version ? info.version : "", info.size,
-                         info.mtime_ns, &h->f, &unchanged);
+    rc = reader_open(fs->reader, info.key, info.version, info.size, info.mtime_ns,
+                     READER_READAHEAD, &h->rf, &unchanged);
     if (rc < 0)
         goto out_free_handle;
-    h->key = info.key;
-    info.key = NULL;
     inode_info_clear(&info);
-    /* Read-ahead is an optimisation: without memory for a stream the handle just has none. */
-    prefetch_stream_create(fs->pf, h->f, &h->ps);
     fi->fh = (uintptr_t)h;
     fi->keep_cache = unchanged ? 1 : 0;
     fi->noflush = 1;
-    uint64_t size = pc_file_size(h->f);
+    /* The version, for directory prefetch after the reply (h may be released by then). */
+    struct pc_file *f = pc_file_ref(reader_file_pc(h->rf));
     handle_track(fs, &h->h);
     if (fuse_reply_open(req, fi) != 0) {
         handle_untrack(fs, &h->h);
         fh_free(h);
-        return;
+    } else {
+        /* After the reply, so the application does not wait for it. */
+        reader_opened(fs->reader, f);
     }
-    /* After the reply, so the application does not wait for it. h may be released already:
-     * only what was copied out of it is used. */
-    if (fs->dir_prefetch && size > 0 && size <= fs->small_object)
-        dir_prefetch(fs, ino);
+    pc_file_unref(f);
     return;
 
 out_free_handle:
@@ -1045,7 +843,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     struct pagefs_fh *h = fh_get(fi);
-    int random = prefetch_read(fs->pf, h->ps, (uint64_t)off, size);
     /* One extent per page the request touches. */
     size_t max_ext = size ? (size - 1) / fs->page_size + 2 : 1;
     if (max_ext > READ_STACK_EXTENTS) {
@@ -1058,20 +855,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     struct req_intr ri;
     intr_begin(fs, req, &ri);
-    int rc = page_cache_read_ext(fs->pc, h->f, (uint64_t)off, size,
-                                 random ? PC_READ_RANDOM : 0, ext, max_ext);
+    int rc = reader_read(h->rf, (uint64_t)off, size, ext, max_ext);
     intr_end(req, &ri);
     if (rc < 0) {
         count(&fs->n_read_errors, 1);
         if (rc == -ESTALE) {
-            count(&fs->n_estale, 1);
-            char *dir = parent_prefix(h->key);
-            if (dir)
-                meta_cache_invalidate(fs->mc, dir);
-            free(dir);
+            count(&fs->n_estale, 1); /* the reader forgot the parent listing */
         } else if (rc != -EINTR) {
-            fuse_log(FUSE_LOG_WARNING, "pagefs: read %s at %lld: %s\n", h->key, (long long)off,
-                     strerror(-rc));
+            fuse_log(FUSE_LOG_WARNING, "pagefs: read %s at %lld: %s\n",
+                     reader_file_key(h->rf), (long long)off, strerror(-rc));
         }
         fh_put(h);
         /* A store still unreachable after the retries is an I/O error to the reader. */

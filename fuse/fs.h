@@ -2,8 +2,8 @@
  * fs.h - the pagefs low-level FUSE file system: inode table + cache layers behind the
  * fuse_lowlevel_ops table.
  *
- * The file system borrows the backend and the two caches (they must outlive it) and owns its
- * inode table. It is read-only: every modifying request is answered EROFS. The root carries
+ * The file system borrows the backend, the two caches and the reader (they must outlive it)
+ * and owns its inode table. It is read-only: every modifying request is answered EROFS. The root carries
  * the extended attribute "user.pagefs.stats" (pagefs_fs_stats_text()).
  *
  * Ownership: pagefs_fs_create/destroy. Thread safety: the ops may run on many FUSE worker
@@ -21,8 +21,7 @@ struct page_cache;
 struct meta_cache;
 struct pagefs_fs;
 struct fuse_lowlevel_ops;
-struct prefetch_conf;
-struct prefetcher;
+struct reader;
 struct mem_budget;
 
 #define PAGEFS_STATS_XATTR "user.pagefs.stats"
@@ -35,10 +34,8 @@ struct pagefs_fs_conf {
     uid_t uid;             /* owner shown for every inode */
     gid_t gid;
     mode_t umask;          /* bits taken from 0444 (files) / 0555 (dirs); 0 keeps them */
-    const struct prefetch_conf *prefetch; /* read-ahead settings; NULL: no read-ahead */
-    unsigned dir_prefetch; /* after an open of a small object, prefetch the next N small
-                              objects of its directory listing (name order); 0: off; needs
-                              read-ahead */
+    struct reader *reader; /* the read side of the cache (borrowed; its read-ahead and
+                              directory prefetch settings are the file system's) */
     const char *control_socket; /* the daemon's control socket path, shown in the stats text
                                    (copied); NULL: none */
     struct mem_budget *mem_budget; /* the fetch memory budget, shown in the stats text
@@ -48,7 +45,8 @@ struct pagefs_fs_conf {
 /* The daemon's request counters (monotonic). */
 struct pagefs_fs_counters {
     uint64_t lookups, negative_lookups, getattrs, readdirs, opens, reads, read_bytes,
-        read_errors, estale;
+        read_errors, estale, zero_copy_reads;
+    uint64_t inodes; /* inodes the kernel knows now (a gauge) */
 };
 
 int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out);
@@ -57,16 +55,16 @@ void pagefs_fs_destroy(struct pagefs_fs *fs);
 /* The ops table; pass the pagefs_fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *pagefs_fs_ops(void);
 
-/* Writes the statistics as "key=value\n" lines into buf: "backend=<name>", then the fields of
- * struct backend_counters (stat_calls, list_calls, read_calls, check_calls, errors, bytes_read;
- * only when the stack keeps counters), page_size, the fields of struct page_cache_stats and of
- * struct meta_cache_stats under their own names (hits, misses, ..., evictions, corrupt, ...,
- * lookups, listings_fetched, stale_served), inodes, and the daemon's request counters
- * (fuse_lookups, fuse_reads, fuse_read_bytes, ...), and with read-ahead on, the fields of
- * struct prefetch_stats but `fetched` (the page cache's prefetch_fetched) prefixed "prefetch_"
- * (prefetch_queued, prefetch_used, ...), with a memory budget the fields of struct
- * mem_budget_stats prefixed "mem_budget_" (mem_budget_limit, mem_budget_held, ...), and with
- * a control socket, "control_socket=<path>".
+/* Writes the statistics (fuse/stats.h: the key=value rendering) into buf: "backend=<name>",
+ * then the backend stack's counters (stat_calls, list_calls, read_calls, check_calls, errors,
+ * bytes_read; only when the stack keeps counters), page_size, the page cache's and metadata
+ * cache's counters (hits, misses, ..., evictions, corrupt, ..., lookups, listings_fetched,
+ * stale_served), inodes, the daemon's request counters (fuse_lookups, fuse_reads,
+ * fuse_read_bytes, ...), with directory prefetch on dir_prefetch_opens/taken/used/denied,
+ * with read-ahead on the prefetcher's counters prefixed "prefetch_" (prefetch_queued,
+ * prefetch_used, ...), with a memory budget the budget's prefixed "mem_budget_"
+ * (mem_budget_limit, mem_budget_held, ...), and with a control socket,
+ * "control_socket=<path>". The table in fuse/stats.c names every key.
  * All values but backend and control_socket are integers.
  * buf is NUL-terminated if len > 0. Returns the length of the whole text, which may exceed
  * len - 1 (as with snprintf). */
@@ -74,8 +72,5 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len);
 
 /* The request counters, for the control plane. */
 void pagefs_fs_get_counters(struct pagefs_fs *fs, struct pagefs_fs_counters *out);
-/* The file system's prefetcher (owned by it; lives until pagefs_fs_destroy), NULL when
- * read-ahead is off. */
-struct prefetcher *pagefs_fs_prefetcher(struct pagefs_fs *fs);
 
 #endif

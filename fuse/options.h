@@ -88,7 +88,7 @@ struct pagefs_options {
     unsigned max_inflight;  /* concurrent read-ahead fetches */
     uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead and load fetches */
     unsigned dir_prefetch;  /* small files of a listing prefetched ahead of an open, within the
-                             * directory's budget (fuse/dir_ledger.h); 0 off */
+                             * directory's budget (cache/dir_ledger.h); 0 off */
     int compress_level;     /* zstd level of pages at rest; 0 = no compression */
     int verify;             /* enum page_cache_verify: full (default), once, none */
     char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */

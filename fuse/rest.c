@@ -1,7 +1,7 @@
 /*
  * rest.c - the control-plane HTTP server (see rest.h): libmicrohttpd on a TCP listener and on
- * the unix control socket, JSON through json-c, request parsing in rest_parse.c, Prometheus
- * text in metrics.c, load jobs in rest_load.c.
+ * the unix control socket, JSON through json-c, request parsing in rest_parse.c, the counters'
+ * JSON and Prometheus renderings in stats.c, load jobs in rest_load.c.
  *
  * Design:
  *  - Both sockets are created here (so the TCP one binds exactly the address given and a bind
@@ -54,11 +54,12 @@
 #include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
-#include "cache/prefetch.h"
+#include "cache/reader.h"
+#include "cache/tree.h"
 #include "fuse/fs.h"
-#include "fuse/metrics.h"
 #include "fuse/rest_load.h"
 #include "fuse/rest_parse.h"
+#include "fuse/stats.h"
 
 #if defined(__has_include)
 #if __has_include("fuse/dashboard.h")
@@ -103,7 +104,7 @@ struct rest_server {
     struct backend *be;
     struct page_cache *pc;
     struct meta_cache *mc;
-    struct prefetcher *pf;
+    struct reader *reader;
     struct pagefs_fs *fs;
     struct mem_budget *budget;
     uint64_t capacity;
@@ -354,57 +355,6 @@ static void add_u64(struct json_object *o, const char *k, uint64_t v)
     json_object_object_add(o, k, json_object_new_int64((int64_t)v));
 }
 
-/* ---- tree helpers ---------------------------------------------------------------------- */
-
-/* Splits a mount-relative path into its directory prefix and name. Caller frees *dir. */
-static int split_path(const char *path, char **dir, const char **name)
-{
-    const char *slash = strrchr(path, '/');
-    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
-    *dir = strndup(path, dl);
-    *name = path + dl;
-    return *dir ? 0 : -ENOMEM;
-}
-
-/* The status of a mount-relative path; the root is a directory. Caller clears *me. */
-static int lookup_path(struct rest_server *rs, const char *path, struct meta_entry *me)
-{
-    if (!*path) {
-        memset(me, 0, sizeof(*me));
-        me->name = strdup("");
-        me->is_dir = 1;
-        return me->name ? 0 : -ENOMEM;
-    }
-    char *dir;
-    const char *name;
-    int rc = split_path(path, &dir, &name);
-    if (rc < 0)
-        return rc;
-    rc = meta_cache_lookup(rs->mc, dir, name, me);
-    free(dir);
-    return rc;
-}
-
-/* The directory prefix of a mount-relative directory path: "" or "a/b/". Caller frees. */
-static char *dir_prefix(const char *path)
-{
-    char *p = NULL;
-    if (!*path)
-        return strdup("");
-    if (asprintf(&p, "%s/", path) < 0)
-        return NULL;
-    return p;
-}
-
-/* Joins a directory path and a child name. Caller frees. */
-static char *child_path(const char *dir, const char *name)
-{
-    char *p = NULL;
-    if (asprintf(&p, "%s%s%s", dir, *dir ? "/" : "", name) < 0)
-        return NULL;
-    return p;
-}
-
 /* "77.54KB" and the like, as Alluxio's mHumanReadableFileSize. */
 static void human_size(uint64_t n, char *buf, size_t len)
 {
@@ -477,7 +427,7 @@ static int request_entry(struct rest_server *rs, struct MHD_Connection *c, struc
         *ret = reply_status(c, ctx, st);
         return -1;
     }
-    int rc = lookup_path(rs, *path, me);
+    int rc = tree_lookup(rs->mc, *path, me);
     if (rc < 0) {
         *ret = reply_path_errno(c, ctx, rc, *path);
         free(*path);
@@ -497,7 +447,7 @@ static int add_children(struct rest_server *rs, const char *path, int files_only
                         struct json_object *arr)
 {
     struct meta_dir list = {0};
-    char *prefix = dir_prefix(path);
+    char *prefix = tree_dir_prefix(path);
     int rc = prefix ? meta_cache_list(rs->mc, prefix, &list) : -ENOMEM;
     free(prefix);
     if (rc < 0 && !(rc == -ENOENT && *path)) {
@@ -507,7 +457,7 @@ static int add_children(struct rest_server *rs, const char *path, int files_only
     for (size_t i = 0; i < list.count; i++) {
         if (files_only && list.entries[i].is_dir)
             continue;
-        char *cp = child_path(path, list.entries[i].name);
+        char *cp = tree_child(path, list.entries[i].name);
         if (cp)
             json_object_array_add(arr, fn(rs, cp, &list.entries[i]));
         free(cp);
@@ -601,39 +551,12 @@ static int resolve_id(struct rest_server *rs, const struct rest_request *req, ch
     return *key ? 0 : 404;
 }
 
-/* Opens the listed version of file `key`. Returns 0 with *f, or -errno. */
-static int open_file(struct rest_server *rs, const char *key, struct pc_file **f)
-{
-    struct meta_entry me;
-    int rc = lookup_path(rs, key, &me);
-    if (rc < 0)
-        return rc;
-    if (me.is_dir)
-        rc = -EISDIR;
-    else
-        rc = page_cache_open(rs->pc, key, me.version ? me.version : "", me.size, me.mtime_ns, f,
-                             NULL);
-    meta_entry_clear(&me);
-    return rc;
-}
-
-/* After -ESTALE: forget the parent listing so the next request sees the new version. */
-static void invalidate_parent(struct rest_server *rs, const char *key)
-{
-    char *dir;
-    const char *name;
-    if (split_path(key, &dir, &name) == 0) {
-        meta_cache_invalidate(rs->mc, dir);
-        free(dir);
-    }
-}
-
 /* Opens the listed version of the file a request names by id. Returns 0 with *key (caller
- * frees) and *f (caller unrefs); otherwise the error has been answered (unknown_id: the text
+ * frees) and *rf (caller closes); otherwise the error has been answered (unknown_id: the text
  * of the 404 for an id not known), *ret is the handler's result and nothing is left to
  * free. */
 static int open_request_file(struct rest_server *rs, struct MHD_Connection *c, struct req_ctx *ctx,
-                             const char *unknown_id, char **key, struct pc_file **f,
+                             const char *unknown_id, char **key, struct reader_file **rf,
                              enum MHD_Result *ret)
 {
     int st = resolve_id(rs, &ctx->req, key);
@@ -641,7 +564,7 @@ static int open_request_file(struct rest_server *rs, struct MHD_Connection *c, s
         *ret = reply_error(c, ctx, (unsigned)st, st == 404 ? unknown_id : status_text(st));
         return -1;
     }
-    int rc = open_file(rs, *key, f);
+    int rc = reader_open_listed(rs->reader, *key, 0, rf);
     if (rc < 0) {
         *ret = reply_errno(c, ctx, rc, *key);
         free(*key);
@@ -656,13 +579,13 @@ static enum MHD_Result h_v1_page(struct rest_server *rs, struct MHD_Connection *
 {
     const struct rest_request *req = &ctx->req;
     char *key = NULL;
-    struct pc_file *f = NULL;
+    struct reader_file *rf = NULL;
     enum MHD_Result ret;
     if (open_request_file(rs, c, ctx,
                           "unknown file id (list its directory first, or pass ufsFullPath)", &key,
-                          &f, &ret) < 0)
+                          &rf, &ret) < 0)
         return ret;
-    uint64_t psz = page_cache_page_size(rs->pc), size = pc_file_size(f);
+    uint64_t psz = page_cache_page_size(rs->pc), size = reader_file_size(rf);
     if (req->page > UINT64_MAX / psz - 1) {
         ret = reply_error(c, ctx, 404, "page past the end of the file");
         goto out_unref;
@@ -686,35 +609,24 @@ static enum MHD_Result h_v1_page(struct rest_server *rs, struct MHD_Connection *
         ret = reply_error(c, ctx, 500, "out of memory");
         goto out_unref;
     }
-    size_t got = 0;
-    ssize_t n = 0;
-    while (got < len) {
-        n = page_cache_read(rs->pc, f, start + off + got, len - got, buf + got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    if (n < 0 || got < len) {
+    ssize_t n = reader_read_buf(rf, start + off, len, buf);
+    if (n < 0 || (uint64_t)n < len) { /* short: the object ended before its listed size */
         free(buf);
-        if (n == -ESTALE)
-            invalidate_parent(rs, key);
         ret = reply_errno(c, ctx, n < 0 ? (int)n : -EIO, key);
         goto out_unref;
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(got, buf, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r)
         free(buf);
     ret = queue(c, ctx, 200, r, "application/octet-stream");
 out_unref:
-    pc_file_unref(f);
+    reader_close(rf);
     free(key);
     return ret;
 }
 
 struct chunk_stream {
-    struct rest_server *rs;
-    struct pc_file *f;
-    char *key;
+    struct reader_file *rf;
     uint64_t size;
 };
 
@@ -723,11 +635,10 @@ static ssize_t chunk_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct chunk_stream *cs = cls;
     if (pos >= cs->size)
         return MHD_CONTENT_READER_END_OF_STREAM;
-    ssize_t n = page_cache_read(cs->rs->pc, cs->f, pos, max, buf);
+    ssize_t n = reader_read_buf(cs->rf, pos, max, buf);
     if (n <= 0) {
-        if (n == -ESTALE)
-            invalidate_parent(cs->rs, cs->key);
-        fuse_log(FUSE_LOG_WARNING, "pagefs: rest: chunk of %s at %llu: %s\n", cs->key,
+        fuse_log(FUSE_LOG_WARNING, "pagefs: rest: chunk of %s at %llu: %s\n",
+                 reader_file_key(cs->rf),
                  (unsigned long long)pos, n < 0 ? strerror((int)-n) : "short object");
         return MHD_CONTENT_READER_END_WITH_ERROR;
     }
@@ -737,8 +648,7 @@ static ssize_t chunk_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void chunk_free(void *cls)
 {
     struct chunk_stream *cs = cls;
-    pc_file_unref(cs->f);
-    free(cs->key);
+    reader_close(cs->rf);
     free(cs);
 }
 
@@ -746,20 +656,18 @@ static enum MHD_Result h_v1_chunk(struct rest_server *rs, struct MHD_Connection 
                                   struct req_ctx *ctx)
 {
     char *key = NULL;
-    struct pc_file *f = NULL;
+    struct reader_file *rf = NULL;
     enum MHD_Result ret;
-    if (open_request_file(rs, c, ctx, "unknown file id", &key, &f, &ret) < 0)
+    if (open_request_file(rs, c, ctx, "unknown file id", &key, &rf, &ret) < 0)
         return ret;
+    free(key);
     struct chunk_stream *cs = calloc(1, sizeof(*cs));
     if (!cs) {
-        pc_file_unref(f);
-        free(key);
+        reader_close(rf);
         return reply_error(c, ctx, 500, "out of memory");
     }
-    cs->rs = rs;
-    cs->f = f;
-    cs->key = key;
-    cs->size = pc_file_size(f);
+    cs->rf = rf;
+    cs->size = reader_file_size(rf);
     struct MHD_Response *r =
         MHD_create_response_from_callback(cs->size, CHUNK_BLOCK, chunk_read, cs, chunk_free);
     if (!r)
@@ -795,7 +703,7 @@ static enum MHD_Result start_job(struct rest_server *rs, struct MHD_Connection *
     char id[LOAD_JOB_ID_LEN + 1];
     for (size_t i = 0; i < n; i++) {
         struct meta_entry me;
-        int rc = lookup_path(rs, paths[i], &me);
+        int rc = tree_lookup(rs->mc, paths[i], &me);
         if (rc < 0)
             return reply_path_errno(c, ctx, rc, paths[i]);
         meta_entry_clear(&me);
@@ -853,39 +761,28 @@ out_free_path:
 
 /* ---- handlers: pagefs API -------------------------------------------------------------- */
 
-static void fill_metrics_input(struct rest_server *rs, struct metrics_input *in)
+static void gather_stats(struct rest_server *rs, struct pagefs_stats *st)
 {
-    memset(in, 0, sizeof(*in));
-    in->uptime_s = (double)(mono_ms() - rs->start_ms) / 1000.0;
-    in->page_size = page_cache_page_size(rs->pc);
-    in->capacity_bytes = rs->capacity;
-    in->have_backend = rs->be->ops->counters && rs->be->ops->counters(rs->be, &in->be) == 0;
-    page_cache_get_stats(rs->pc, &in->pc);
-    meta_cache_get_stats(rs->mc, &in->mc);
-    struct prefetcher *pf = rs->pf ? rs->pf : rs->fs ? pagefs_fs_prefetcher(rs->fs) : NULL;
-    if (pf) {
-        in->have_prefetch = 1;
-        prefetcher_get_stats(pf, &in->pf);
-    }
+    struct stats_sources src = {
+        .be = rs->be, .pc = rs->pc, .mc = rs->mc, .reader = rs->reader, .budget = rs->budget};
+    pagefs_stats_gather(&src, st);
+    st->uptime_s = (double)(mono_ms() - rs->start_ms) / 1000.0;
+    st->capacity_bytes = rs->capacity;
     if (rs->fs) {
-        in->have_fs = 1;
-        pagefs_fs_get_counters(rs->fs, &in->fs);
+        st->have_fs = 1;
+        pagefs_fs_get_counters(rs->fs, &st->fs);
     }
-    in->load_jobs_running = load_engine_running(rs->loads);
-    if (rs->budget) {
-        in->have_budget = 1;
-        mem_budget_get_stats(rs->budget, &in->mb);
-    }
+    st->load_jobs_running = load_engine_running(rs->loads);
 }
 
 static enum MHD_Result h_metrics(struct rest_server *rs, struct MHD_Connection *c,
                                  struct req_ctx *ctx)
 {
-    struct metrics_input in;
+    struct pagefs_stats st;
     char *text;
     size_t len;
-    fill_metrics_input(rs, &in);
-    if (metrics_render(&in, &text, &len) < 0)
+    gather_stats(rs, &st);
+    if (stats_render_prometheus(&st, &text, &len) < 0)
         return reply_error(c, ctx, 500, "out of memory");
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!r)
@@ -896,71 +793,22 @@ static enum MHD_Result h_metrics(struct rest_server *rs, struct MHD_Connection *
 static enum MHD_Result h_stats(struct rest_server *rs, struct MHD_Connection *c,
                                struct req_ctx *ctx)
 {
-    struct metrics_input in;
+    struct pagefs_stats st;
     struct timespec now;
-    fill_metrics_input(rs, &in);
+    gather_stats(rs, &st);
     clock_gettime(CLOCK_REALTIME, &now);
     struct json_object *o = json_object_new_object();
-    struct json_object *cache = json_object_new_object();
-    struct json_object *remote = json_object_new_object();
-    struct json_object *pre = json_object_new_object();
-    struct json_object *fuse = json_object_new_object();
-    struct json_object *mem = json_object_new_object();
-    if (!o || !cache || !remote || !pre || !fuse || !mem) {
-        json_object_put(o);
-        json_object_put(cache);
-        json_object_put(remote);
-        json_object_put(pre);
-        json_object_put(fuse);
-        json_object_put(mem);
+    if (!o)
         return MHD_NO;
-    }
     json_object_object_add(o, "version", json_object_new_string(PAGEFS_VERSION));
     json_object_object_add(o, "source", json_object_new_string(rs->source));
     json_object_object_add(o, "mountpoint", json_object_new_string(rs->mountpoint));
-    json_object_object_add(o, "uptime_s", json_object_new_double(in.uptime_s));
-    add_u64(o, "page_size", in.page_size);
+    json_object_object_add(o, "uptime_s", json_object_new_double(st.uptime_s));
     add_u64(o, "time_ms", (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u);
-
-    add_u64(cache, "capacity_bytes", in.capacity_bytes);
-    add_u64(cache, "resident_bytes", in.pc.bytes_resident);
-    add_u64(cache, "resident_pages", in.pc.pages_resident);
-    add_u64(cache, "hit_pages", in.pc.hits);
-    add_u64(cache, "miss_pages", in.pc.misses);
-    add_u64(cache, "hit_bytes", in.pc.bytes_hit);
-    add_u64(cache, "fetched_bytes", in.pc.bytes_fetched);
-    add_u64(cache, "evicted_pages", in.pc.evictions);
-    add_u64(cache, "corrupt_pages", in.pc.corrupt);
-    add_u64(cache, "write_errors", in.pc.write_errors);
-    json_object_object_add(o, "cache", cache);
-
-    const struct backend_counters *b = &in.be; /* zeroed when the stack keeps none */
-    add_u64(remote, "requests", b->stat_calls + b->list_calls + b->read_calls + b->check_calls);
-    add_u64(remote, "stat", b->stat_calls);
-    add_u64(remote, "list", b->list_calls);
-    add_u64(remote, "read", b->read_calls);
-    add_u64(remote, "bytes", b->bytes_read);
-    add_u64(remote, "errors", b->errors);
-    add_u64(remote, "inflight", b->inflight);
-    json_object_object_add(o, "remote", remote);
-
-    add_u64(pre, "fetched_pages", in.pf.fetched);
-    add_u64(pre, "used_pages", in.pf.used);
-    add_u64(pre, "inflight", in.pf.inflight);
-    add_u64(pre, "pending", in.pf.pending);
-    json_object_object_add(o, "prefetch", pre);
-
-    add_u64(fuse, "reads", in.fs.reads);
-    add_u64(fuse, "read_bytes", in.fs.read_bytes);
-    add_u64(fuse, "opens", in.fs.opens);
-    add_u64(fuse, "lookups", in.fs.lookups);
-    json_object_object_add(o, "fuse", fuse);
-
-    add_u64(mem, "limit_bytes", in.mb.limit); /* zeroed without a budget */
-    add_u64(mem, "held_bytes", in.mb.held);
-    add_u64(mem, "peak_bytes", in.mb.peak);
-    add_u64(mem, "waits", in.mb.waits);
-    json_object_object_add(o, "fetch_memory", mem);
+    if (stats_render_json(&st, o) < 0) {
+        json_object_put(o);
+        return reply_error(c, ctx, 500, "out of memory");
+    }
     return reply_json(c, ctx, 200, o);
 }
 
@@ -1014,82 +862,43 @@ struct evict_sum {
     uint64_t files, pages, bytes;
 };
 
+struct evict_op {
+    struct rest_server *rs;
+    struct evict_sum *sum;
+};
+
+static int evict_file(void *ud, const char *key, const struct meta_entry *me)
+{
+    (void)me;
+    struct evict_op *op = ud;
+    uint64_t pages = 0, bytes = 0;
+    int rc = page_cache_evict_key(op->rs->pc, key, &pages, &bytes);
+    if (rc == 0) {
+        op->sum->files++;
+        op->sum->pages += pages;
+        op->sum->bytes += bytes;
+    }
+    return rc;
+}
+
 /* Evicts the pages of a file, or of every file below a directory. 0 or -errno. */
 static int evict_path(struct rest_server *rs, const char *path, struct evict_sum *sum)
 {
     struct meta_entry me;
-    int rc = lookup_path(rs, path, &me);
+    int rc = tree_lookup(rs->mc, path, &me);
     if (rc < 0)
         return rc;
     int is_dir = me.is_dir;
     meta_entry_clear(&me);
-    if (!is_dir) {
-        uint64_t pages = 0, bytes = 0;
-        rc = page_cache_evict_key(rs->pc, path, &pages, &bytes);
-        if (rc == 0) {
-            sum->files++;
-            sum->pages += pages;
-            sum->bytes += bytes;
-        }
-        return rc;
-    }
-    /* A directory: breadth-first over its tree, one listing at a time. */
-    size_t cap = 16, head = 0, count = 0;
-    char **q = malloc(cap * sizeof(*q));
-    if (!q)
+    struct evict_op op = {rs, sum};
+    if (!is_dir)
+        return evict_file(&op, path, NULL);
+    char *prefix = tree_dir_prefix(path);
+    if (!prefix)
         return -ENOMEM;
-    q[count] = strdup(path);
-    if (!q[count]) {
-        free(q);
-        return -ENOMEM;
-    }
-    count++;
-    while (head < count && rc == 0) {
-        char *d = q[head++];
-        struct meta_dir list = {0};
-        char *prefix = dir_prefix(d);
-        rc = prefix ? meta_cache_list(rs->mc, prefix, &list) : -ENOMEM;
-        free(prefix);
-        if (rc == -ENOENT && *d) {
-            rc = 0;
-            free(d);
-            continue;
-        }
-        for (size_t i = 0; rc == 0 && i < list.count; i++) {
-            char *cp = child_path(d, list.entries[i].name);
-            if (!cp) {
-                rc = -ENOMEM;
-                break;
-            }
-            if (list.entries[i].is_dir) {
-                if (count == cap) {
-                    char **nq = realloc(q, 2 * cap * sizeof(*q));
-                    if (!nq) {
-                        free(cp);
-                        rc = -ENOMEM;
-                        break;
-                    }
-                    q = nq;
-                    cap *= 2;
-                }
-                q[count++] = cp;
-                continue;
-            }
-            uint64_t pages = 0, bytes = 0;
-            rc = page_cache_evict_key(rs->pc, cp, &pages, &bytes);
-            if (rc == 0) {
-                sum->files++;
-                sum->pages += pages;
-                sum->bytes += bytes;
-            }
-            free(cp);
-        }
-        meta_dir_clear(&list);
-        free(d);
-    }
-    while (head < count)
-        free(q[head++]);
-    free(q);
+    static const struct tree_walk_ops ops = {.file = evict_file};
+    rc = tree_walk(rs->mc, prefix, &ops, &op, NULL);
+    free(prefix);
     return rc;
 }
 
@@ -1476,7 +1285,8 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
 {
     int rc = -EINVAL, tcp_fd = -1, ctl_fd = -1;
     snprintf(err, errlen, "invalid REST server configuration");
-    if (!conf->control_path || !conf->source || !conf->be || !conf->pc || !conf->mc)
+    if (!conf->control_path || !conf->source || !conf->be || !conf->pc || !conf->mc ||
+        !conf->reader)
         return rc;
     rc = -ENOMEM;
     snprintf(err, errlen, "out of memory");
@@ -1502,7 +1312,7 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
     rs->be = conf->be;
     rs->pc = conf->pc;
     rs->mc = conf->mc;
-    rs->pf = conf->pf;
+    rs->reader = conf->reader;
     rs->fs = conf->fs;
     rs->budget = conf->budget;
     rs->capacity = conf->cache_capacity;
@@ -1511,7 +1321,7 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
     if (rc < 0)
         goto out_free_server;
     struct load_engine_conf lconf = {
-        .pc = conf->pc, .mc = conf->mc, .budget = conf->budget, .on_file = on_load_file, .cls = rs};
+        .pc = conf->pc, .mc = conf->mc, .reader = conf->reader, .budget = conf->budget, .on_file = on_load_file, .cls = rs};
     rc = load_engine_create(&lconf, &rs->loads);
     if (rc < 0)
         goto out_destroy_lock;

@@ -22,7 +22,7 @@
 struct backend;
 struct page_cache;
 struct meta_cache;
-struct prefetcher;
+struct reader;
 struct mem_budget;
 struct pagefs_fs;
 struct rest_server;
@@ -35,7 +35,7 @@ struct rest_conf {
     struct backend *be;
     struct page_cache *pc;
     struct meta_cache *mc;
-    struct prefetcher *pf; /* may be NULL: then the file system's, if any */
+    struct reader *reader; /* the read side of the cache: page API, load jobs, prefetch stats */
     struct pagefs_fs *fs;  /* may be NULL (no FUSE counters) */
     struct mem_budget *budget; /* fetch memory, shared by load jobs and read-ahead; required */
     uint64_t cache_capacity;

@@ -3,10 +3,10 @@
  * of every file resident (see rest_load.h).
  *
  * Design: each job has one coordinator thread and `threads` worker threads. The coordinator
- * starts the workers, then walks the job's paths breadth-first (meta_cache_list; a directory
- * listing is cached, so a re-run costs no LIST within the TTL) and appends each file to the
+ * starts the workers, then walks the job's paths breadth-first (cache/tree.h: tree_walk; a
+ * directory listing is cached, so a re-run costs no LIST within the TTL) and appends each file to the
  * job's queue; workers take files off the queue as soon as they appear, so fetching overlaps
- * the walk. A worker pins the listed version of a file (page_cache_open) and asks for its
+ * the walk. A worker pins the listed version of a file (reader_open) and asks for its
  * pages with page_cache_prefetch() a run at a time: resident pages are skipped, each run of
  * missing pages is one ranged GET, and the run's bytes are counted as done when it returns.
  * Before each run a worker takes the buffers the run holds (page_cache_prefetch_mem) from the
@@ -42,6 +42,8 @@
 #include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
+#include "cache/reader.h"
+#include "cache/tree.h"
 
 #define RUN_BYTES (8u << 20) /* bytes of pages asked for per page_cache_prefetch() */
 
@@ -81,6 +83,7 @@ struct load_job {
 struct load_engine {
     struct page_cache *pc;
     struct meta_cache *mc;
+    struct reader *reader;
     struct mem_budget *budget;
     void (*on_file)(void *cls, const char *key);
     void *cls;
@@ -158,11 +161,11 @@ static void file_clear(struct load_file *f)
 static int load_one(struct load_job *j, const struct load_file *lf)
 {
     struct page_cache *pc = j->le->pc;
-    struct pc_file *f;
-    int rc = page_cache_open(pc, lf->key, lf->version ? lf->version : "", lf->size, lf->mtime_ns,
-                             &f, NULL);
+    struct reader_file *rf;
+    int rc = reader_open(j->le->reader, lf->key, lf->version, lf->size, lf->mtime_ns, 0, &rf, NULL);
     if (rc < 0)
         return rc;
+    struct pc_file *f = reader_file_pc(rf);
     uint64_t psz = page_cache_page_size(pc);
     uint64_t npages = (lf->size + psz - 1) / psz;
     uint64_t run = RUN_BYTES / psz ? RUN_BYTES / psz : 1;
@@ -183,7 +186,7 @@ static int load_one(struct load_job *j, const struct load_file *lf)
         uint64_t end = (idx + cnt) * psz;
         add(&j->bytes_done, (end < lf->size ? end : lf->size) - idx * psz);
     }
-    pc_file_unref(f);
+    reader_close(rf);
     return rc;
 }
 
@@ -262,122 +265,41 @@ static int queue_file(struct load_job *j, const char *key, const struct meta_ent
     return 0;
 }
 
-/* A growable list of directory prefixes still to walk. */
-struct dir_queue {
-    char **dirs;
-    size_t head, count, cap;
-};
-
-static int dirq_push(struct dir_queue *q, const char *prefix)
+static int walk_file(void *ud, const char *key, const struct meta_entry *me)
 {
-    if (q->count == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 64;
-        char **nd = realloc(q->dirs, cap * sizeof(*nd));
-        if (!nd)
-            return -ENOMEM;
-        q->dirs = nd;
-        q->cap = cap;
-    }
-    q->dirs[q->count] = strdup(prefix);
-    if (!q->dirs[q->count])
-        return -ENOMEM;
-    q->count++;
+    struct load_job *j = ud;
+    int rc = queue_file(j, key, me);
+    if (rc < 0)
+        job_error(j, key, -rc); /* counted in nerrors_total: the job cannot succeed */
     return 0;
 }
 
-static void dirq_clear(struct dir_queue *q)
+static int walk_error(void *ud, const char *dir, int rc)
 {
-    for (size_t i = q->head; i < q->count; i++)
-        free(q->dirs[i]);
-    free(q->dirs);
-    memset(q, 0, sizeof(*q));
+    job_error(ud, dir, -rc);
+    return 0; /* the rest of the tree is still worth loading */
 }
 
-/* Walks the tree below the directory prefix `dir` ("" or ending in '/'). */
-static void walk_dir(struct load_job *j, const char *dir)
-{
-    struct dir_queue q = {0};
-    char *key = NULL;
-    if (dirq_push(&q, dir) < 0) {
-        job_error(j, dir, ENOMEM);
-        goto out;
-    }
-    while (q.head < q.count && !atomic_load(&j->stop)) {
-        char *d = q.dirs[q.head++];
-        struct meta_dir list;
-        int rc = meta_cache_list(j->le->mc, d, &list);
-        if (rc == -ENOENT && *d) {
-            /* an empty directory */
-        } else if (rc < 0) {
-            job_error(j, d, -rc); /* counted in nerrors_total: the job cannot succeed */
-        } else {
-            size_t dl = strlen(d);
-            for (size_t i = 0; i < list.count && rc == 0; i++) {
-                const struct meta_entry *me = &list.entries[i];
-                size_t nl = strlen(me->name);
-                free(key);
-                key = malloc(dl + nl + 2);
-                if (!key) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                memcpy(key, d, dl);
-                memcpy(key + dl, me->name, nl + 1);
-                if (me->is_dir) {
-                    key[dl + nl] = '/';
-                    key[dl + nl + 1] = '\0';
-                    rc = dirq_push(&q, key);
-                } else {
-                    rc = queue_file(j, key, me);
-                }
-            }
-            if (rc < 0)
-                job_error(j, d, -rc);
-            meta_dir_clear(&list);
-        }
-        free(d);
-    }
-out:
-    free(key);
-    dirq_clear(&q);
-}
-
-/* Walks one mount-relative path: a file is queued, a directory walked. */
+/* Walks one mount-relative path: a file is queued, a directory's tree walked. */
 static void walk_path(struct load_job *j, const char *path)
 {
-    if (!*path) {
-        walk_dir(j, "");
-        return;
-    }
-    const char *slash = strrchr(path, '/');
-    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
-    char *dir = strndup(path, dl);
+    static const struct tree_walk_ops ops = {.file = walk_file, .error = walk_error};
     struct meta_entry me;
-    if (!dir) {
-        job_error(j, path, ENOMEM);
-        return;
-    }
-    int rc = meta_cache_lookup(j->le->mc, dir, path + dl, &me);
+    int rc = tree_lookup(j->le->mc, path, &me);
     if (rc < 0) {
         job_error(j, path, -rc);
-        goto out_free_dir;
+        return;
     }
     if (me.is_dir) {
-        char *prefix = NULL;
-        if (asprintf(&prefix, "%s/", path) < 0) {
-            job_error(j, path, ENOMEM);
-        } else {
-            walk_dir(j, prefix);
-            free(prefix);
-        }
-    } else {
-        rc = queue_file(j, path, &me);
+        char *prefix = tree_dir_prefix(path);
+        rc = prefix ? tree_walk(j->le->mc, prefix, &ops, j, &j->stop) : -ENOMEM;
         if (rc < 0)
             job_error(j, path, -rc);
+        free(prefix);
+    } else {
+        walk_file(j, path, &me);
     }
     meta_entry_clear(&me);
-out_free_dir:
-    free(dir);
 }
 
 static void *coordinator_main(void *arg)
@@ -437,7 +359,7 @@ static void job_free(struct load_job *j)
 
 int load_engine_create(const struct load_engine_conf *conf, struct load_engine **out)
 {
-    if (!conf->pc || !conf->mc || !conf->budget)
+    if (!conf->pc || !conf->mc || !conf->reader || !conf->budget)
         return -EINVAL;
     struct load_engine *le = calloc(1, sizeof(*le));
     if (!le)
@@ -449,6 +371,7 @@ int load_engine_create(const struct load_engine_conf *conf, struct load_engine *
     }
     le->pc = conf->pc;
     le->mc = conf->mc;
+    le->reader = conf->reader;
     le->budget = conf->budget;
     le->on_file = conf->on_file;
     le->cls = conf->cls;

@@ -11,7 +11,7 @@
  *
  * Ownership: load_engine_create/destroy; destroy stops every job and joins its threads. Jobs
  * live in the engine; finished jobs are kept (the most recent LOAD_KEEP_FINISHED) so their
- * status can still be read. The caches and the budget are borrowed and must outlive the engine.
+ * status can still be read. The caches, the reader and the budget are borrowed and must outlive the engine.
  * Thread safety: every function may be called from many threads at once.
  */
 #ifndef PAGEFS_REST_LOAD_H
@@ -22,6 +22,7 @@
 
 struct page_cache;
 struct meta_cache;
+struct reader;
 struct mem_budget;
 struct load_engine;
 
@@ -40,6 +41,7 @@ enum load_state {
 struct load_engine_conf {
     struct page_cache *pc;
     struct meta_cache *mc;
+    struct reader *reader; /* pins the versions the walk found */
     struct mem_budget *budget; /* page buffers of the jobs' fetches are taken from it */
     /* Called for every file a job finds (mount-relative key), e.g. to learn its file id.
      * May be NULL. Runs on a job thread. */

@@ -18,6 +18,7 @@
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache_env.h"
+#include "cache/reader.h"
 #include "fuse/rest_load.h"
 #include "testlib.h"
 
@@ -27,6 +28,7 @@ struct env {
     struct cache_env ce;
     struct meta_cache *mc;
     struct mem_budget *budget;
+    struct reader *reader;
     struct load_engine *le;
     int seen; /* on_file calls */
 };
@@ -57,8 +59,14 @@ static void env_init_budget(struct env *e, const char *tag, uint64_t budget, str
     struct meta_cache_conf mconf = {.dir = e->ce.cache, .ttl_ms = 600000};
     CHECK_EQ(meta_cache_create(&mconf, e->ce.be, &e->mc, err, sizeof(err)), 0);
     CHECK_EQ(mem_budget_create(budget ? budget : 256ull << 20, &e->budget), 0);
-    struct load_engine_conf lconf = {
-        .pc = e->ce.pc, .mc = e->mc, .budget = e->budget, .on_file = on_file, .cls = e};
+    struct reader_conf rconf = {.pc = e->ce.pc, .mc = e->mc};
+    CHECK_EQ(reader_create(&rconf, &e->reader), 0);
+    struct load_engine_conf lconf = {.pc = e->ce.pc,
+                                     .mc = e->mc,
+                                     .reader = e->reader,
+                                     .budget = e->budget,
+                                     .on_file = on_file,
+                                     .cls = e};
     CHECK_EQ(load_engine_create(&lconf, &e->le), 0);
 }
 
@@ -70,6 +78,7 @@ static void env_init(struct env *e, const char *tag)
 static void env_fini(struct env *e)
 {
     load_engine_destroy(e->le);
+    reader_destroy(e->reader);
     if (e->budget)
         CHECK_EQ(budget_stats(e).held, 0); /* every run gave its buffers back */
     mem_budget_destroy(e->budget);
@@ -259,7 +268,7 @@ static void test_arguments(void)
     struct load_engine *le;
     struct load_engine_conf bad = {0};
     CHECK_EQ(load_engine_create(&bad, &le), -EINVAL);
-    bad = (struct load_engine_conf){.pc = e.ce.pc, .mc = e.mc}; /* no budget */
+    bad = (struct load_engine_conf){.pc = e.ce.pc, .mc = e.mc, .reader = e.reader}; /* no budget */
     CHECK_EQ(load_engine_create(&bad, &le), -EINVAL);
     env_fini(&e);
 }

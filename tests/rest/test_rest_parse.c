@@ -1,12 +1,12 @@
 /*
  * test_rest_parse.c - unit tests of the control-plane request parser (fuse/rest_parse.c) and
- * of the Prometheus text rendering (fuse/metrics.c): routes, methods, argument decoding, path
+ * of the Prometheus text rendering (fuse/stats.c): routes, methods, argument decoding, path
  * confinement, every refusal status, JSON bodies, and the exposition format.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuse/metrics.h"
+#include "fuse/stats.h"
 #include "fuse/rest_parse.h"
 #include "testlib.h"
 
@@ -331,7 +331,7 @@ static double sample(const char *text, const char *prefix)
 
 static void test_metrics(void)
 {
-    struct metrics_input in;
+    struct pagefs_stats in;
     memset(&in, 0, sizeof(in));
     in.uptime_s = 12.5;
     in.page_size = 1 << 20;
@@ -348,9 +348,9 @@ static void test_metrics(void)
     in.pc.hits = 7;
     in.pc.misses = 9;
     in.pc.pages_resident = 11;
-    in.have_prefetch = 1;
-    in.pf.fetched = 8;
-    in.pf.used = 6;
+    in.rd.readahead = 1;
+    in.rd.prefetch.fetched = 8;
+    in.rd.prefetch.used = 6;
     in.have_fs = 1;
     in.fs.reads = 42;
     in.have_budget = 1;
@@ -360,7 +360,7 @@ static void test_metrics(void)
     in.mb.waits = 17;
     char *text = NULL;
     size_t len = 0;
-    CHECK_EQ(metrics_render(&in, &text, &len), 0);
+    CHECK_EQ(stats_render_prometheus(&in, &text, &len), 0);
     CHECK(text && strlen(text) == len);
     if (!text)
         return;
@@ -412,15 +412,15 @@ static void test_metrics(void)
     free(text);
 
     /* Without a prefetcher the ratio is absent; with nothing fetched it is 0. */
-    in.have_prefetch = 0;
+    in.rd.readahead = 0;
     in.have_budget = 0;
-    CHECK_EQ(metrics_render(&in, &text, &len), 0);
+    CHECK_EQ(stats_render_prometheus(&in, &text, &len), 0);
     CHECK(strstr(text, "pagefs_prefetch_efficiency_ratio") == NULL);
     CHECK(strstr(text, "pagefs_fetch_memory") == NULL);
     free(text);
-    in.have_prefetch = 1;
-    in.pf.fetched = in.pf.used = 0;
-    CHECK_EQ(metrics_render(&in, &text, &len), 0);
+    in.rd.readahead = 1;
+    in.rd.prefetch.fetched = in.rd.prefetch.used = 0;
+    CHECK_EQ(stats_render_prometheus(&in, &text, &len), 0);
     CHECK(sample(text, "pagefs_prefetch_efficiency_ratio") == 0);
     free(text);
 }

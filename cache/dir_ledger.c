@@ -14,7 +14,7 @@
  * Invariant (under dl->lock): for every directory, n <= min(opens, DIR_LEDGER_KEYS), and
  * `out` holds n distinct hashes.
  */
-#include "fuse/dir_ledger.h"
+#include "cache/dir_ledger.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -18,8 +18,8 @@
  * 16 bytes per file opened in its current sweep.
  * Thread-safe.
  */
-#ifndef PAGEFS_FUSE_DIR_LEDGER_H
-#define PAGEFS_FUSE_DIR_LEDGER_H
+#ifndef PAGEFS_CACHE_DIR_LEDGER_H
+#define PAGEFS_CACHE_DIR_LEDGER_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_dir_ledger.c - unit tests of the directory prefetch budget (fuse/dir_ledger.c):
+ * test_dir_ledger.c - unit tests of the directory prefetch budget (cache/dir_ledger.c):
  * the budget grows with opens and comes back when a prefetched file is opened, a reader that
  * never opens what was prefetched gets at most one extra file per file it opens, duplicates
  * and give-backs, the per-directory cap, directories recycled least recently used first, a
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fuse/dir_ledger.h"
+#include "cache/dir_ledger.h"
 #include "testlib.h"
 
 static void key_of(char *buf, size_t len, const char *dir, int i)
