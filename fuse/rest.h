@@ -7,8 +7,9 @@
  * that address) and the control socket, a unix socket at conf->control_path created 0600.
  * Everything is read-only except the control endpoints (POST /api/v1/evict), which answer 403
  * on TCP. Load jobs (rest_load.h) run in the server and are stopped at rest_server_destroy().
+ * The server is rest.c (listeners, plumbing), rest_v1.c (Alluxio API), rest_api.c (pagefs API).
  *
- * Ownership: rest_server_create/rest_server_destroy. The backend, caches, prefetcher, budget
+ * Ownership: rest_server_create/rest_server_destroy. The backend, caches, reader, budget
  * and file system are borrowed: create the server after they exist and destroy it before any of
  * them is destroyed.
  * Strings in conf are copied.

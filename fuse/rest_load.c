@@ -4,10 +4,10 @@
  *
  * Design: each job has one coordinator thread and `threads` worker threads. The coordinator
  * starts the workers, then walks the job's paths breadth-first (cache/tree.h: tree_walk; a
- * directory listing is cached, so a re-run costs no LIST within the TTL) and appends each file to the
- * job's queue; workers take files off the queue as soon as they appear, so fetching overlaps
- * the walk. A worker pins the listed version of a file (reader_open) and asks for its
- * pages with page_cache_prefetch() a run at a time: resident pages are skipped, each run of
+ * directory listing is cached, so a re-run costs no LIST within the TTL) and appends each
+ * file to the job's queue; workers take files off the queue as soon as they appear, so
+ * fetching overlaps the walk. A worker pins the listed version of a file (reader_open) and asks for
+ * its pages with page_cache_prefetch() a run at a time: resident pages are skipped, each run of
  * missing pages is one ranged GET, and the run's bytes are counted as done when it returns.
  * Before each run a worker takes the buffers the run holds (page_cache_prefetch_mem) from the
  * memory budget shared with read-ahead (cache/mem_budget.h, -o prefetch_mem), waiting for

@@ -42,9 +42,9 @@ struct row {
 };
 
 /* The offset of member m, which must be a uint64_t (a compile error otherwise). */
-#define AT(m)                                                                                 \
-    (offsetof(struct pagefs_stats, m) +                                                       \
-     0 * sizeof(_Generic(((struct pagefs_stats *)0)->m, uint64_t: 1)))
+#define AT(m)                                                                                      \
+    (offsetof(struct pagefs_stats, m) +                                                            \
+     0 * sizeof(_Generic(((struct pagefs_stats *)0)->m, uint64_t : 1)))
 
 static const struct row rows[] = {
     {BACKEND, AT(be.stat_calls), "stat_calls", "remote.stat", NULL, 0, NULL},
@@ -75,8 +75,8 @@ static const struct row rows[] = {
      "pagefs_cache_resident_bytes", 'g', "Bytes of page data held in the cache now."},
     {ALL, AT(pc.evictions), "evictions", "cache.evicted_pages", "pagefs_cache_evicted_pages_total",
      'c', "Pages evicted from the cache."},
-    {ALL, AT(pc.corrupt), "corrupt", "cache.corrupt_pages", "pagefs_cache_corrupt_pages_total",
-     'c', "Pages dropped because their checksum or size was wrong."},
+    {ALL, AT(pc.corrupt), "corrupt", "cache.corrupt_pages", "pagefs_cache_corrupt_pages_total", 'c',
+     "Pages dropped because their checksum or size was wrong."},
     {ALL, AT(pc.write_errors), "write_errors", "cache.write_errors",
      "pagefs_cache_write_errors_total", 'c', "Pages that could not be stored."},
     {ALL, AT(pc.prefetch_denied), "cache_prefetch_denied", NULL, NULL, 0, NULL},
@@ -197,8 +197,7 @@ void pagefs_stats_gather(const struct stats_sources *src, struct pagefs_stats *o
     memset(out, 0, sizeof(*out));
     out->backend = src->be->ops->name;
     out->page_size = page_cache_page_size(src->pc);
-    out->have_backend =
-        src->be->ops->counters && src->be->ops->counters(src->be, &out->be) == 0;
+    out->have_backend = src->be->ops->counters && src->be->ops->counters(src->be, &out->be) == 0;
     page_cache_get_stats(src->pc, &out->pc);
     meta_cache_get_stats(src->mc, &out->mc);
     reader_get_stats(src->reader, &out->rd);

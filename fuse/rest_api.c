@@ -1,0 +1,267 @@
+/*
+ * rest_api.c - the pagefs part of the control plane (see rest_int.h): GET /api/v1/stats (the
+ * counters as JSON), GET /metrics (Prometheus), load jobs by id (submit, status, stop),
+ * POST /api/v1/evict, GET /api/v1/cache (residency), and the dashboard page.
+ *
+ * Design: the counters are one snapshot (fuse/stats.h) gathered from the layers the server
+ * borrows and rendered by stats.c. Evict walks a directory's tree through the metadata cache
+ * (cache/tree.h). Residency counts only the pages of the listed version (pages of another
+ * version will not be served). Modifying routes are control-socket only (rest_parse.c).
+ *
+ * Invariants: none beyond rest.c's (one response per request). No locks of its own.
+ */
+#include "fuse/rest_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache/page_cache.h"
+#include "cache/tree.h"
+#include "fuse/stats.h"
+
+#if defined(__has_include)
+#if __has_include("fuse/dashboard.h")
+#include "fuse/dashboard.h"
+#define HAVE_DASHBOARD 1
+#endif
+#endif
+
+static void gather_stats(struct rest_server *rs, struct pagefs_stats *st)
+{
+    struct stats_sources src = {
+        .be = rs->be, .pc = rs->pc, .mc = rs->mc, .reader = rs->reader, .budget = rs->budget};
+    pagefs_stats_gather(&src, st);
+    st->uptime_s = (double)(rest_mono_ms() - rs->start_ms) / 1000.0;
+    st->capacity_bytes = rs->capacity;
+    if (rs->fs) {
+        st->have_fs = 1;
+        pagefs_fs_get_counters(rs->fs, &st->fs);
+    }
+    st->load_jobs_running = load_engine_running(rs->loads);
+}
+
+enum MHD_Result rest_api_metrics(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    struct pagefs_stats st;
+    char *text;
+    size_t len;
+    gather_stats(rs, &st);
+    if (stats_render_prometheus(&st, &text, &len) < 0)
+        return rest_reply_error(c, ctx, 500, "out of memory");
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r)
+        free(text);
+    return rest_queue(c, ctx, 200, r, METRICS_CONTENT_TYPE);
+}
+
+enum MHD_Result rest_api_stats(struct rest_server *rs, struct MHD_Connection *c,
+                               struct req_ctx *ctx)
+{
+    struct pagefs_stats st;
+    struct timespec now;
+    gather_stats(rs, &st);
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return MHD_NO;
+    json_object_object_add(o, "version", json_object_new_string(PAGEFS_VERSION));
+    json_object_object_add(o, "source", json_object_new_string(rs->source));
+    json_object_object_add(o, "mountpoint", json_object_new_string(rs->mountpoint));
+    json_object_object_add(o, "uptime_s", json_object_new_double(st.uptime_s));
+    rest_add_u64(o, "time_ms", (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u);
+    if (stats_render_json(&st, o) < 0) {
+        json_object_put(o);
+        return rest_reply_error(c, ctx, 500, "out of memory");
+    }
+    return rest_reply_json(c, ctx, 200, o);
+}
+
+/* The request's POST body parsed into *b, its URIs converted to mount paths. Returns 0 (caller
+ * clears *b) or an HTTP status (*b cleared). */
+static int body_paths(struct rest_server *rs, const struct req_ctx *ctx, struct rest_body *b)
+{
+    int st = rest_parse_body(ctx->body ? ctx->body : "", ctx->body_len, b);
+    for (size_t i = 0; st == 0 && i < b->count; i++) {
+        if (!b->is_uri[i])
+            continue;
+        char *p;
+        st = rest_path_from_uri(rs->source, b->paths[i], &p);
+        if (st)
+            break;
+        free(b->paths[i]);
+        b->paths[i] = p;
+        b->is_uri[i] = 0;
+    }
+    if (st)
+        rest_body_clear(b);
+    return st;
+}
+
+enum MHD_Result rest_api_load_submit(struct rest_server *rs, struct MHD_Connection *c,
+                                     struct req_ctx *ctx)
+{
+    struct rest_body b;
+    int st = body_paths(rs, ctx, &b);
+    if (st)
+        return rest_reply_error(c, ctx, (unsigned)st,
+                                st == 400 ? "expected {\"paths\": [...], \"threads\": N}"
+                                          : rest_status_text(st));
+    enum MHD_Result ret = rest_start_job(rs, c, ctx, b.paths, b.count, b.threads, NULL, 0);
+    rest_body_clear(&b);
+    return ret;
+}
+
+enum MHD_Result rest_api_load_status(struct rest_server *rs, struct MHD_Connection *c,
+                                     struct req_ctx *ctx, int stop)
+{
+    struct load_job_status js;
+    if (stop && load_job_stop(rs->loads, ctx->req.job_id) < 0)
+        return rest_reply_error(c, ctx, 404, "no such load job");
+    if (load_job_get_status(rs->loads, ctx->req.job_id, &js) < 0)
+        return rest_reply_error(c, ctx, 404, "no such load job");
+    return rest_reply_json(c, ctx, 200, rest_job_json(&js));
+}
+
+struct evict_sum {
+    uint64_t files, pages, bytes;
+};
+
+struct evict_op {
+    struct rest_server *rs;
+    struct evict_sum *sum;
+};
+
+static int evict_file(void *ud, const char *key, const struct meta_entry *me)
+{
+    (void)me;
+    struct evict_op *op = ud;
+    uint64_t pages = 0, bytes = 0;
+    int rc = page_cache_evict_key(op->rs->pc, key, &pages, &bytes);
+    if (rc == 0) {
+        op->sum->files++;
+        op->sum->pages += pages;
+        op->sum->bytes += bytes;
+    }
+    return rc;
+}
+
+/* Evicts the pages of a file, or of every file below a directory. 0 or -errno. */
+static int evict_path(struct rest_server *rs, const char *path, struct evict_sum *sum)
+{
+    struct meta_entry me;
+    int rc = tree_lookup(rs->mc, path, &me);
+    if (rc < 0)
+        return rc;
+    int is_dir = me.is_dir;
+    meta_entry_clear(&me);
+    struct evict_op op = {rs, sum};
+    if (!is_dir)
+        return evict_file(&op, path, NULL);
+    char *prefix = tree_dir_prefix(path);
+    if (!prefix)
+        return -ENOMEM;
+    static const struct tree_walk_ops ops = {.file = evict_file};
+    rc = tree_walk(rs->mc, prefix, &ops, &op, NULL);
+    free(prefix);
+    return rc;
+}
+
+enum MHD_Result rest_api_evict(struct rest_server *rs, struct MHD_Connection *c,
+                               struct req_ctx *ctx)
+{
+    struct rest_body b;
+    struct evict_sum sum = {0};
+    int st = body_paths(rs, ctx, &b);
+    if (st)
+        return rest_reply_error(c, ctx, (unsigned)st,
+                                st == 400 ? "expected {\"paths\": [...]}" : rest_status_text(st));
+    for (size_t i = 0; i < b.count; i++) {
+        int rc = evict_path(rs, b.paths[i], &sum);
+        if (rc < 0) {
+            enum MHD_Result ret = rest_reply_path_errno(c, ctx, rc, b.paths[i]);
+            rest_body_clear(&b);
+            return ret;
+        }
+    }
+    rest_body_clear(&b);
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return MHD_NO;
+    rest_add_u64(o, "files", sum.files);
+    rest_add_u64(o, "pages", sum.pages);
+    rest_add_u64(o, "bytes", sum.bytes);
+    return rest_reply_json(c, ctx, 200, o);
+}
+
+/* One file of GET /api/v1/cache. */
+static struct json_object *residency_json(struct rest_server *rs, const char *path,
+                                          const struct meta_entry *me)
+{
+    struct pc_residency res;
+    uint64_t psz = page_cache_page_size(rs->pc);
+    if (page_cache_residency(rs->pc, path, &res) < 0)
+        memset(&res, 0, sizeof(res));
+    /* Pages of another version than the listed one will not be served: not cached. */
+    if (!res.known || !me->version || strncmp(res.version, me->version, sizeof(res.version) - 1))
+        res.pages = res.bytes = 0;
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return NULL;
+    json_object_object_add(o, "path", json_object_new_string(path));
+    rest_add_u64(o, "size", me->size);
+    rest_add_u64(o, "pages_total", (me->size + psz - 1) / psz);
+    rest_add_u64(o, "pages_cached", res.pages);
+    rest_add_u64(o, "bytes_cached", res.bytes);
+    rest_learn_key(rs, path);
+    return o;
+}
+
+enum MHD_Result rest_api_cache(struct rest_server *rs, struct MHD_Connection *c,
+                               struct req_ctx *ctx)
+{
+    char *path = NULL;
+    struct meta_entry me;
+    enum MHD_Result ret = MHD_NO;
+    if (rest_request_entry(rs, c, ctx, &path, &me, &ret) < 0)
+        return ret;
+    struct json_object *o = json_object_new_object();
+    struct json_object *files = json_object_new_array();
+    if (!o || !files) {
+        json_object_put(o);
+        json_object_put(files);
+        goto out_clear_entry;
+    }
+    json_object_object_add(o, "path", json_object_new_string(path));
+    json_object_object_add(o, "files", files);
+    if (!me.is_dir) {
+        json_object_array_add(files, residency_json(rs, path, &me));
+    } else {
+        int rc = rest_add_children(rs, path, 1, residency_json, files);
+        if (rc < 0) {
+            json_object_put(o);
+            ret = rest_reply_path_errno(c, ctx, rc, path);
+            goto out_clear_entry;
+        }
+    }
+    ret = rest_reply_json(c, ctx, 200, o);
+out_clear_entry:
+    meta_entry_clear(&me);
+    free(path);
+    return ret;
+}
+
+enum MHD_Result rest_api_dashboard(struct rest_server *rs, struct MHD_Connection *c,
+                                   struct req_ctx *ctx)
+{
+#ifdef HAVE_DASHBOARD
+    return rest_reply_copy(c, ctx, 200, "text/html; charset=utf-8", pagefs_dashboard_html,
+                           (size_t)pagefs_dashboard_html_len);
+#else
+    static const char page[] = "pagefs: no dashboard in this build; see /metrics and "
+                               "/api/v1/stats\n";
+    return rest_reply_copy(c, ctx, 200, "text/plain; charset=utf-8", page, sizeof(page) - 1);
+#endif
+}
