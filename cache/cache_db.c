@@ -16,6 +16,10 @@
  *     statements re-prepare against the new schema).
  * Each reset logs one line to stderr.
  *
+ * Errors: cache_db_errno() is the one mapping of a sqlite result code to -errno (used here,
+ * in cache_fsck.c and in meta_cache.c), cache_db_is_damage() the one test of "the file is
+ * damaged".
+ *
  * Page size: the page cache passes its page size; it is recorded in the meta table the first
  * time and compared afterwards. The metadata cache passes 0 ("no page size"): nothing is
  * checked or recorded.
@@ -71,28 +75,38 @@ static const char schema_sql[] =
     "  version TEXT,"
     "  PRIMARY KEY(dir, name)) WITHOUT ROWID;";
 
-static int is_damage(int rc)
+int cache_db_is_damage(int sqlite_rc)
 {
-    rc &= 0xff;
+    int rc = sqlite_rc & 0xff;
     return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
 }
 
-static int sqlite_to_errno(int rc)
+/*
+ * SQLITE_READONLY is "attempt to write a readonly database": a write was refused because
+ * the database (or its -wal/-shm) could only be opened for reading - a read-only file
+ * system, or a file the process may not write. That is EROFS in the kernel's words for a
+ * read-only file system, and it is what tells the operator what to fix ("Read-only file
+ * system" names the cause; "Permission denied" would send them to the file modes first).
+ * SQLITE_CANTOPEN (the file could not be opened at all) stays -EACCES. The callers only
+ * return the value (with their own message): cache_db_open() to the caches' create
+ * functions, cache_fsck to the fsck tools, meta_cache to lookups and listings.
+ */
+int cache_db_errno(int sqlite_rc)
 {
-    switch (rc & 0xff) {
+    switch (sqlite_rc & 0xff) {
     case SQLITE_NOMEM:
         return -ENOMEM;
     case SQLITE_PERM:
     case SQLITE_AUTH:
-    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
         return -EACCES;
-    case SQLITE_FULL:
-        return -ENOSPC;
+    case SQLITE_READONLY:
+        return -EROFS;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
         return -EBUSY;
-    case SQLITE_CANTOPEN:
-        return -EACCES;
+    case SQLITE_FULL:
+        return -ENOSPC;
     default:
         return -EIO;
     }
@@ -406,7 +420,7 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
             sqlite3_close_v2(db);
             db = NULL;
         }
-        if (!is_damage(sql_rc) || attempt > 0)
+        if (!cache_db_is_damage(sql_rc) || attempt > 0)
             break;
         delete_db_files(path);
         remove_page_files(dir);
@@ -414,7 +428,7 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
                 sqlite3_errstr(sql_rc));
     }
     snprintf(err, errlen, "cannot open cache index %s: %s", path, sqlite3_errstr(sql_rc));
-    return sqlite_to_errno(sql_rc);
+    return cache_db_errno(sql_rc);
 }
 
 void cache_db_close(struct sqlite3 *db)
