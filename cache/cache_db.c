@@ -82,14 +82,15 @@ int cache_db_is_damage(int sqlite_rc)
 }
 
 /*
- * SQLITE_READONLY is "attempt to write a readonly database": a write was refused because
- * the database (or its -wal/-shm) could only be opened for reading - a read-only file
- * system, or a file the process may not write. That is EROFS in the kernel's words for a
- * read-only file system, and it is what tells the operator what to fix ("Read-only file
- * system" names the cause; "Permission denied" would send them to the file modes first).
- * SQLITE_CANTOPEN (the file could not be opened at all) stays -EACCES. The callers only
- * return the value (with their own message): cache_db_open() to the caches' create
- * functions, cache_fsck to the fsck tools, meta_cache to lookups and listings.
+ * SQLITE_READONLY is "attempt to write a readonly database": sqlite could open the database
+ * (or its -wal/-shm) for reading only - the file system is read-only, or the file may not be
+ * written - and then refused a write. -EROFS says exactly that, a write to something
+ * read-only, and is the kernel's own word for the commonest cause (a cache directory on a
+ * read-only mount); -EACCES stays for SQLITE_CANTOPEN/PERM/AUTH, where nothing could be
+ * opened or was allowed. No caller branches on the value: cache_db_open() returns it to the
+ * caches' create functions, cache_fsck to the fsck tools (which print the message), the
+ * metadata cache to lookups and listings (FUSE and the REST API pass it on). It is also what
+ * cache_fsck.c answered before its copy of this mapping was merged here.
  */
 int cache_db_errno(int sqlite_rc)
 {
