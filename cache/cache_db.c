@@ -16,6 +16,10 @@
  *     statements re-prepare against the new schema).
  * Each reset logs one line to stderr.
  *
+ * Errors: cache_db_errno() is the one mapping of a sqlite result code to -errno (used here,
+ * in cache_fsck.c and in meta_cache.c), cache_db_is_damage() the one test of "the file is
+ * damaged".
+ *
  * Page size: the page cache passes its page size; it is recorded in the meta table the first
  * time and compared afterwards. The metadata cache passes 0 ("no page size"): nothing is
  * checked or recorded.
@@ -71,28 +75,39 @@ static const char schema_sql[] =
     "  version TEXT,"
     "  PRIMARY KEY(dir, name)) WITHOUT ROWID;";
 
-static int is_damage(int rc)
+int cache_db_is_damage(int sqlite_rc)
 {
-    rc &= 0xff;
+    int rc = sqlite_rc & 0xff;
     return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
 }
 
-static int sqlite_to_errno(int rc)
+/*
+ * SQLITE_READONLY is "attempt to write a readonly database": sqlite could open the database
+ * (or its -wal/-shm) for reading only - the file system is read-only, or the file may not be
+ * written - and then refused a write. -EROFS says exactly that, a write to something
+ * read-only, and is the kernel's own word for the commonest cause (a cache directory on a
+ * read-only mount); -EACCES stays for SQLITE_CANTOPEN/PERM/AUTH, where nothing could be
+ * opened or was allowed. No caller branches on the value: cache_db_open() returns it to the
+ * caches' create functions, cache_fsck to the fsck tools (which print the message), the
+ * metadata cache to lookups and listings (FUSE and the REST API pass it on). It is also what
+ * cache_fsck.c answered before its copy of this mapping was merged here.
+ */
+int cache_db_errno(int sqlite_rc)
 {
-    switch (rc & 0xff) {
+    switch (sqlite_rc & 0xff) {
     case SQLITE_NOMEM:
         return -ENOMEM;
     case SQLITE_PERM:
     case SQLITE_AUTH:
-    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
         return -EACCES;
-    case SQLITE_FULL:
-        return -ENOSPC;
+    case SQLITE_READONLY:
+        return -EROFS;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
         return -EBUSY;
-    case SQLITE_CANTOPEN:
-        return -EACCES;
+    case SQLITE_FULL:
+        return -ENOSPC;
     default:
         return -EIO;
     }
@@ -406,7 +421,7 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
             sqlite3_close_v2(db);
             db = NULL;
         }
-        if (!is_damage(sql_rc) || attempt > 0)
+        if (!cache_db_is_damage(sql_rc) || attempt > 0)
             break;
         delete_db_files(path);
         remove_page_files(dir);
@@ -414,7 +429,7 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
                 sqlite3_errstr(sql_rc));
     }
     snprintf(err, errlen, "cannot open cache index %s: %s", path, sqlite3_errstr(sql_rc));
-    return sqlite_to_errno(sql_rc);
+    return cache_db_errno(sql_rc);
 }
 
 void cache_db_close(struct sqlite3 *db)

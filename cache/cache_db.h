@@ -63,4 +63,13 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
                   size_t errlen);
 void cache_db_close(struct sqlite3 *db);
 
+/* The one mapping of a sqlite result code (primary or extended) to -errno, for every module of
+ * cache/ that reports a sqlite failure: SQLITE_NOMEM -ENOMEM; SQLITE_PERM, SQLITE_AUTH and
+ * SQLITE_CANTOPEN -EACCES; SQLITE_READONLY -EROFS; SQLITE_BUSY and SQLITE_LOCKED -EBUSY;
+ * SQLITE_FULL -ENOSPC; anything else (damage, I/O errors, misuse) -EIO. Only for a failure:
+ * SQLITE_OK, SQLITE_ROW and SQLITE_DONE are not errors and give -EIO too. */
+int cache_db_errno(int sqlite_rc);
+/* 1 if the code says the database file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB), else 0. */
+int cache_db_is_damage(int sqlite_rc);
+
 #endif

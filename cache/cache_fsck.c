@@ -22,7 +22,8 @@
  *   3. tmp/. Every entry is the leftover of an interrupted page write.
  * A damaged index (sqlite quick_check fails, or sqlite says CORRUPT/NOTADB) stops the check;
  * repair resets it through cache_db_open(), which also deletes all page files, exactly as
- * the daemon would at its next start.
+ * the daemon would at its next start. Other sqlite failures become -errno through
+ * cache_db_errno(), the mapping cache_db_open() and the metadata cache use too.
  *
  * Page file names come from page_store_rel_name() (page_store.h), the rule the page cache
  * itself uses.
@@ -108,33 +109,6 @@ static int name_known(const struct fsck *fk, const char *rel)
 }
 
 /* ---- opening the index ---- */
-
-static int sqlite_errno(int rc)
-{
-    switch (rc & 0xff) {
-    case SQLITE_NOMEM:
-        return -ENOMEM;
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-    case SQLITE_CANTOPEN:
-        return -EACCES;
-    case SQLITE_READONLY:
-        return -EROFS;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return -EBUSY;
-    case SQLITE_FULL:
-        return -ENOSPC;
-    default:
-        return -EIO;
-    }
-}
-
-static int is_damage(int rc)
-{
-    rc &= 0xff;
-    return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
-}
 
 /* One text value of a one-row query into buf ("" if no row or NULL). Returns a sqlite code. */
 static int query_text(sqlite3 *db, const char *sql, char *buf, size_t buflen)
@@ -252,11 +226,11 @@ static int open_index(const char *dir, int writable, sqlite3 **db, int *schema, 
     return 0;
 
 out_sql_error:
-    if (is_damage(sql_rc)) {
+    if (cache_db_is_damage(sql_rc)) {
         sqlite3_close_v2(conn);
         return 1;
     }
-    rc = sqlite_errno(sql_rc);
+    rc = cache_db_errno(sql_rc);
     snprintf(err, errlen, "cannot read cache index %s: %s", path,
              conn ? sqlite3_errmsg(conn) : sqlite3_errstr(sql_rc));
 out_close:
@@ -333,7 +307,7 @@ static int load_rows(struct fsck *fk)
     return 0;
 
 out_sql_error:
-    rc = is_damage(sql_rc) ? -EBADMSG : sqlite_errno(sql_rc);
+    rc = cache_db_is_damage(sql_rc) ? -EBADMSG : cache_db_errno(sql_rc);
     snprintf(fk->err, fk->errlen, "cannot read cache index: %s", sqlite3_errmsg(fk->db));
 out_finalize:
     sqlite3_finalize(st);
@@ -505,13 +479,13 @@ static int repair_rows(struct fsck *fk)
     return 0;
 
 out_rollback:
-    rc = sqlite_errno(sql_rc);
+    rc = cache_db_errno(sql_rc);
     snprintf(fk->err, fk->errlen, "cannot repair cache index: %s", sqlite3_errmsg(fk->db));
     sqlite3_finalize(del);
     sqlite3_exec(fk->db, "ROLLBACK", NULL, NULL, NULL);
     return rc;
 out_sql_error:
-    rc = sqlite_errno(sql_rc);
+    rc = cache_db_errno(sql_rc);
     snprintf(fk->err, fk->errlen, "cannot repair cache index: %s", sqlite3_errmsg(fk->db));
     return rc;
 }
@@ -751,7 +725,7 @@ int cache_fsck_info(const char *dir, struct cache_fsck_info *out, char *err, siz
     if (sql_rc == SQLITE_OK)
         sql_rc = query_u64(db, "SELECT count(*) FROM entries", &out->entries);
     if (sql_rc != SQLITE_OK) {
-        rc = is_damage(sql_rc) ? -EBADMSG : sqlite_errno(sql_rc);
+        rc = cache_db_is_damage(sql_rc) ? -EBADMSG : cache_db_errno(sql_rc);
         snprintf(err, errlen, "cannot read cache index in %s: %s", dir, sqlite3_errmsg(db));
     }
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);

@@ -29,6 +29,11 @@
  * directory's copy in `mem` equals its listing in the index (entries, fetched_ms, found);
  * mem_entries is the sum of the copies' counts and at most MEM_ENTRIES.
  *
+ * Errors of the index are sqlite's result code through cache_db_errno(), the mapping the
+ * cache directory's other users share (e.g. -EBUSY when another connection holds the write
+ * lock past the busy timeout, -ENOSPC when the disk is full); reading a dirs row treats a
+ * failure as "no row" (the listing is fetched again).
+ *
  * Lock order: mc->lock is the only lock; it is never held across a backend call.
  */
 #include "cache/meta_cache.h"
@@ -404,11 +409,13 @@ static int store_listing(struct meta_cache *mc, const char *dir, const struct me
                          int found, int64_t fetched_ms)
 {
     sqlite3_stmt *s;
-    if (mexec(mstmt(mc, MS_BEGIN)) != SQLITE_DONE)
-        return -EIO;
+    int step = mexec(mstmt(mc, MS_BEGIN));
+    if (step != SQLITE_DONE)
+        return cache_db_errno(step);
     s = mstmt(mc, MS_ENTRIES_DEL);
     sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
-    if (mexec(s) != SQLITE_DONE)
+    step = mexec(s);
+    if (step != SQLITE_DONE)
         goto out_rollback;
     for (size_t i = 0; i < d->count; i++) {
         const struct meta_entry *e = &d->entries[i];
@@ -420,22 +427,25 @@ static int store_listing(struct meta_cache *mc, const char *dir, const struct me
         sqlite3_bind_int64(s, 5, e->mtime_ns);
         if (e->version)
             sqlite3_bind_text(s, 6, e->version, -1, SQLITE_STATIC);
-        if (mexec(s) != SQLITE_DONE)
+        step = mexec(s);
+        if (step != SQLITE_DONE)
             goto out_rollback;
     }
     s = mstmt(mc, MS_DIR_PUT);
     sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, fetched_ms);
     sqlite3_bind_int(s, 3, found);
-    if (mexec(s) != SQLITE_DONE)
+    step = mexec(s);
+    if (step != SQLITE_DONE)
         goto out_rollback;
-    if (mexec(mstmt(mc, MS_COMMIT)) != SQLITE_DONE)
+    step = mexec(mstmt(mc, MS_COMMIT));
+    if (step != SQLITE_DONE)
         goto out_rollback;
     return 0;
 
 out_rollback:
     mexec(mstmt(mc, MS_ROLLBACK));
-    return -EIO;
+    return cache_db_errno(step);
 }
 
 /* Reads the dirs row: 1 if present (with *fetched_ms, *found), 0 if absent. */
@@ -475,7 +485,7 @@ static int rows_to_dir(sqlite3_stmt *s, struct meta_dir *d, size_t *cap)
         d->count++;
     }
     if (rc == 0 && step != SQLITE_DONE)
-        rc = -EIO;
+        rc = cache_db_errno(step);
     sqlite3_reset(s);
     return rc;
 }
@@ -653,7 +663,7 @@ int meta_cache_lookup(struct meta_cache *mc, const char *dir, const char *name,
     if (step == SQLITE_ROW)
         rc = row_to_entry(s, out);
     else
-        rc = step == SQLITE_DONE ? -ENOENT : -EIO;
+        rc = step == SQLITE_DONE ? -ENOENT : cache_db_errno(step);
     sqlite3_reset(s);
 out_unlock:
     pthread_mutex_unlock(&mc->lock);
@@ -745,19 +755,24 @@ int meta_cache_invalidate(struct meta_cache *mc, const char *dir)
         return -EINVAL;
     int rc = 0;
     pthread_mutex_lock(&mc->lock);
-    if (mexec(mstmt(mc, MS_BEGIN)) != SQLITE_DONE) {
-        rc = -EIO;
+    int step = mexec(mstmt(mc, MS_BEGIN));
+    if (step != SQLITE_DONE) {
+        rc = cache_db_errno(step);
         goto out_unlock;
     }
     sqlite3_stmt *s = mstmt(mc, MS_ENTRIES_DEL);
     sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
-    int ok = mexec(s) == SQLITE_DONE;
-    s = mstmt(mc, MS_DIR_DEL);
-    sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
-    ok = ok && mexec(s) == SQLITE_DONE;
-    if (!ok || mexec(mstmt(mc, MS_COMMIT)) != SQLITE_DONE) {
+    step = mexec(s);
+    if (step == SQLITE_DONE) {
+        s = mstmt(mc, MS_DIR_DEL);
+        sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+        step = mexec(s);
+    }
+    if (step == SQLITE_DONE)
+        step = mexec(mstmt(mc, MS_COMMIT));
+    if (step != SQLITE_DONE) {
         mexec(mstmt(mc, MS_ROLLBACK));
-        rc = -EIO;
+        rc = cache_db_errno(step);
     } else {
         mem_forget(mc, dir);
     }
@@ -795,10 +810,11 @@ int meta_cache_create(const struct meta_cache_conf *conf, struct backend *be,
     if (rc < 0)
         goto out_free;
     for (int i = 0; i < MS_COUNT; i++) {
-        if (sqlite3_prepare_v3(mc->db, mstmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &mc->st[i],
-                               NULL) != SQLITE_OK) {
+        int sql_rc = sqlite3_prepare_v3(mc->db, mstmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                        &mc->st[i], NULL);
+        if (sql_rc != SQLITE_OK) {
             snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(mc->db));
-            rc = -EIO;
+            rc = cache_db_errno(sql_rc);
             goto out_stmts;
         }
     }

@@ -284,6 +284,30 @@ static void test_dir_is_a_file(void)
     free(base);
 }
 
+/* One mapping for every user of the index (the cache_db.c and cache_fsck.c copies used to
+ * disagree on SQLITE_READONLY); extended codes map as their primary code. */
+static void test_errno_mapping(void)
+{
+    CHECK_EQ(cache_db_errno(SQLITE_READONLY), -EROFS);
+    CHECK_EQ(cache_db_errno(SQLITE_READONLY_DBMOVED), -EROFS);
+    CHECK_EQ(cache_db_errno(SQLITE_CANTOPEN), -EACCES);
+    CHECK_EQ(cache_db_errno(SQLITE_PERM), -EACCES);
+    CHECK_EQ(cache_db_errno(SQLITE_AUTH), -EACCES);
+    CHECK_EQ(cache_db_errno(SQLITE_BUSY), -EBUSY);
+    CHECK_EQ(cache_db_errno(SQLITE_BUSY_SNAPSHOT), -EBUSY);
+    CHECK_EQ(cache_db_errno(SQLITE_LOCKED), -EBUSY);
+    CHECK_EQ(cache_db_errno(SQLITE_FULL), -ENOSPC);
+    CHECK_EQ(cache_db_errno(SQLITE_NOMEM), -ENOMEM);
+    CHECK_EQ(cache_db_errno(SQLITE_IOERR_WRITE), -EIO);
+    CHECK_EQ(cache_db_errno(SQLITE_CORRUPT), -EIO);
+    CHECK_EQ(cache_db_errno(SQLITE_ERROR), -EIO);
+    CHECK(cache_db_is_damage(SQLITE_CORRUPT));
+    CHECK(cache_db_is_damage(SQLITE_NOTADB));
+    CHECK(cache_db_is_damage(SQLITE_CORRUPT_INDEX));
+    CHECK(!cache_db_is_damage(SQLITE_IOERR));
+    CHECK(!cache_db_is_damage(SQLITE_BUSY));
+}
+
 int main(void)
 {
     RUN(test_create);
@@ -294,5 +318,6 @@ int main(void)
     RUN(test_garbage_file_resets);
     RUN(test_damaged_page_resets);
     RUN(test_dir_is_a_file);
+    RUN(test_errno_mapping);
     return test_finish();
 }

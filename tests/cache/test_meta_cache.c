@@ -3,7 +3,8 @@
  *
  * Stack: stats(fault(local(root))), the production stack of a file: source with its fault
  * layer (backend_stack_wrap()); list_calls of the stats layer count every listing request,
- * including the ones the fault layer fails.
+ * including the ones the fault layer fails. A second sqlite connection holding the index's
+ * write lock stands for a busy index.
  */
 #include "backends/backend.h"
 #include "backends/fault.h"
@@ -15,6 +16,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -427,6 +429,27 @@ static void test_next_entries(void)
     env_fini(&e);
 }
 
+/* A listing fetched but not stored because another connection holds the index's write lock
+ * past the busy timeout (10 s) fails with the index's errno (cache_db_errno: -EBUSY), not a
+ * generic -EIO; once the lock is gone the same listing is stored and served. */
+static void test_index_busy_is_ebusy(void)
+{
+    struct env e;
+    struct meta_dir d;
+    sqlite3 *other = NULL;
+    env_init(&e, 60000);
+    char *path = path_join(e.cache, "index.sqlite");
+    CHECK_EQ(sqlite3_open(path, &other), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    CHECK_EQ(meta_cache_list(e.mc, "sub/", &d), -EBUSY);
+    CHECK_EQ(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(other);
+    static const char *const sub[] = {"deeper/", "x", "y"};
+    check_list(&e, "sub/", sub, 3);
+    free(path);
+    env_fini(&e);
+}
+
 static void test_create_errors(void)
 {
     char *base = test_mkdtemp("mc-err");
@@ -457,6 +480,7 @@ int main(void)
     RUN(test_stale_listing_for_every_transient_error);
     RUN(test_listings_survive_restart);
     RUN(test_concurrent_refresh_single_flight);
+    RUN(test_index_busy_is_ebusy);
     RUN(test_create_errors);
     return test_finish();
 }
