@@ -100,8 +100,7 @@ int reader_open(struct reader *r, const char *key, const char *version, uint64_t
     if (!rf)
         return -ENOMEM;
     rf->r = r;
-    int rc = page_cache_open(r->pc, key, version ? version : "", size, mtime_ns, &rf->f,
-                             unchanged);
+    int rc = page_cache_open(r->pc, key, version ? version : "", size, mtime_ns, &rf->f, unchanged);
     if (rc < 0) {
         free(rf);
         return rc;
@@ -113,8 +112,7 @@ int reader_open(struct reader *r, const char *key, const char *version, uint64_t
     return 0;
 }
 
-int reader_open_listed(struct reader *r, const char *key, unsigned flags,
-                       struct reader_file **out)
+int reader_open_listed(struct reader *r, const char *key, unsigned flags, struct reader_file **out)
 {
     struct meta_entry me;
     *out = NULL;
