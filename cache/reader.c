@@ -204,7 +204,7 @@ ssize_t reader_read_buf(struct reader_file *rf, uint64_t off, size_t len, void *
     unsigned flags = report(rf, off, len);
     size_t got = 0;
     ssize_t n = 0;
-    /* page_cache_read_ex stops at a page boundary at most once per page: loop until full. */
+    /* page_cache_read_ex reads "up to len" bytes (its contract): loop until full. */
     while (got < len) {
         n = page_cache_read_ex(rf->r->pc, rf->f, off + got, len - got, (char *)buf + got, flags);
         if (n <= 0)
