@@ -9,6 +9,9 @@
  * cancelled (it looks every DELAY_SLICE_US). The settings change at any time through
  * fault_backend_set(); they are atomics, so a test thread may flip them while other threads
  * are inside calls.
+ *
+ * Invariants: a call that fails here never reaches the layer below; a delayed call ends within
+ * DELAY_SLICE_US of its scope's deadline or cancel. Lock order: no locks (atomics only).
  */
 #include "backends/fault.h"
 

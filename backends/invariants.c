@@ -1,6 +1,11 @@
 /*
  * invariants.c - the counter and the failure report of the invariant checks (see
  * invariants.h). Compiled in every build; empty unless PAGEFS_INVARIANTS is defined.
+ *
+ * Design: pagefs_invariant_ran() counts the checks that ran (tests read the count to prove the
+ * checks are on); a failed check prints its module and message on stderr and aborts, as an
+ * assertion does - only in PAGEFS_INVARIANTS builds, which the test suite uses.
+ * Invariants: the count only grows. Lock order: no locks (a relaxed atomic counter).
  */
 #include "backends/invariants.h"
 

@@ -9,6 +9,9 @@
  * ".." components are refused, so no key can name a path outside the root.
  *
  * The backend is stateless apart from the root path: every op may run on any thread.
+ *
+ * Invariants: a listing page is sorted by key and holds no key with "." or ".." components.
+ * Lock order: no locks.
  */
 #include "backends/local.h"
 

@@ -7,6 +7,9 @@
  * and a latency histogram per kind (stat, list, read; fixed buckets, BACKEND_LATENCY_BOUNDS_US)
  * for the Prometheus endpoint. Counters are relaxed atomics; a reader
  * may see one counter a call ahead of another, never a torn value.
+ *
+ * Invariants: counters only grow (inflight is a gauge: +1 before the call, -1 after); every
+ * call is counted once, failed ones in errors too. Lock order: no locks (relaxed atomics).
  */
 #include "backends/stats.h"
 

@@ -27,6 +27,9 @@
  * No state lives here: every call works on its own connection. Locking is the caller's (each
  * connection is used under its owner's mutex); cross-connection concurrency is sqlite's
  * (BEGIN IMMEDIATE + busy timeout).
+ *
+ * Invariants: a connection handed out is at the current schema, in WAL mode, and (page cache)
+ * records the caller's page size; nothing is handed out on a failed check.
  */
 #include "cache/cache_db.h"
 

@@ -7,6 +7,9 @@
  * meta_cache_list(), so at most one listing and the queue are in memory at once.
  *
  * No state, no locks.
+ *
+ * Invariants: every key a walk hands out is its directory prefix plus a listed name, so it
+ * names an entry of the listing it came from; a directory is listed at most once per walk.
  */
 #include "cache/tree.h"
 

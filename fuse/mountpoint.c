@@ -18,6 +18,8 @@
  * /proc/self/mountinfo, so finding them never calls into the mount.
  *
  * No state, no locks.
+ *
+ * Invariants: a live mount (pagefs or any other) is never detached.
  */
 #include "fuse/mountpoint.h"
 

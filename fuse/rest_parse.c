@@ -12,6 +12,8 @@
  * Invariants: on a non-zero return *out is cleared (no allocation survives); every string in
  * a filled request is NUL-free and NUL-terminated; a mount path never has a "." or ".."
  * component, an empty component, or a leading or trailing '/'.
+ *
+ * Lock order: no state, no locks.
  */
 #include "fuse/rest_parse.h"
 #include "backends/urlcode.h"
