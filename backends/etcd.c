@@ -326,6 +326,27 @@ static int failover(struct etcd_client *c, attempt_fn fn, void *arg)
     return ret;
 }
 
+/* One POST on one endpoint: the request and the buffers it points into. */
+struct post {
+    struct curl_req r;
+    char url[URL_MAX];
+    char errbody[ERRBODY_MAX];
+};
+
+/* Sets p up as a POST of JSON body to path on endpoint idx, its 2xx body growing up to
+ * REPLY_MAX. Clear p->r with curl_req_clear() after the transfer. */
+static void post_init(struct post *p, const struct etcd_client *c, size_t idx, const char *path,
+                      const char *body)
+{
+    snprintf(p->url, sizeof(p->url), "%s%s", c->endpoints[idx], path);
+    p->r = (struct curl_req){.url = p->url,
+                             .post_body = body,
+                             .post_len = strlen(body),
+                             .body = {.grow = 1, .max = REPLY_MAX},
+                             .errbody = p->errbody,
+                             .errcap = sizeof(p->errbody)};
+}
+
 struct unary {
     const char *path; /* /v3/... */
     const char *body; /* the request's JSON */
@@ -335,21 +356,15 @@ struct unary {
 static int unary_once(struct etcd_client *c, size_t idx, void *arg, int *next)
 {
     struct unary *u = arg;
-    char url[URL_MAX], errbody[ERRBODY_MAX];
-    struct curl_req r = {.url = url,
-                         .post_body = u->body,
-                         .post_len = strlen(u->body),
-                         .body = {.grow = 1, .max = REPLY_MAX},
-                         .errbody = errbody,
-                         .errcap = sizeof(errbody)};
+    struct post p;
 
-    snprintf(url, sizeof(url), "%s%s", c->endpoints[idx], u->path);
-    int ret = curl_req_perform(c->pool, &c->cconf, &r);
-    if (r.status >= 200 && r.status < 300)
-        ret = judge(ret, r.status, r.body.buf, r.body.len, &u->reply, next);
+    post_init(&p, c, idx, u->path, u->body);
+    int ret = curl_req_perform(c->pool, &c->cconf, &p.r);
+    if (p.r.status >= 200 && p.r.status < 300)
+        ret = judge(ret, p.r.status, p.r.body.buf, p.r.body.len, &u->reply, next);
     else
-        ret = judge(ret, r.status, errbody, r.errlen, NULL, next);
-    curl_req_clear(&r);
+        ret = judge(ret, p.r.status, p.errbody, p.r.errlen, NULL, next);
+    curl_req_clear(&p.r);
     return ret;
 }
 
@@ -823,15 +838,7 @@ static int watch_once(struct etcd_client *c, size_t idx, void *arg, int *next)
 {
     struct watch_args *a = arg;
     struct watch w = {0};
-    char url[URL_MAX], errbody[ERRBODY_MAX];
-    struct curl_req r = {.url = url,
-                         .post_body = a->body,
-                         .post_len = strlen(a->body),
-                         .body = {.grow = 1, .max = REPLY_MAX},
-                         .errbody = errbody,
-                         .errcap = sizeof(errbody),
-                         .on_data = watch_data,
-                         .on_data_arg = &w};
+    struct post p;
     struct curl_common_conf conf = c->cconf;
     uint64_t now = backend_now_ms();
 
@@ -842,8 +849,10 @@ static int watch_once(struct etcd_client *c, size_t idx, void *arg, int *next)
     conf.timeout_ms = (long)(a->deadline_ms - now);
     if (conf.connect_timeout_ms > conf.timeout_ms)
         conf.connect_timeout_ms = conf.timeout_ms;
-    snprintf(url, sizeof(url), "%s/v3/watch", c->endpoints[idx]);
-    int ret = curl_req_perform(c->pool, &conf, &r);
+    post_init(&p, c, idx, "/v3/watch", a->body);
+    p.r.on_data = watch_data;
+    p.r.on_data_arg = &w;
+    int ret = curl_req_perform(c->pool, &conf, &p.r);
 
     *next = 0;
     if (ret == 0 && w.done) {
@@ -852,13 +861,13 @@ static int watch_once(struct etcd_client *c, size_t idx, void *arg, int *next)
         a->revision = w.revision;
     } else if (ret == -ETIMEDOUT && w.created) {
         ret = -ETIMEDOUT; /* wait_ms (or the scope's deadline) passed with no change */
-    } else if (ret == 0 && r.status >= 200 && r.status < 300) {
+    } else if (ret == 0 && p.r.status >= 200 && p.r.status < 300) {
         *next = 1; /* the stream ended undecided (etcd going away?) */
         ret = -EIO;
     } else {
-        ret = judge(ret, r.status, errbody, r.errlen, NULL, next);
+        ret = judge(ret, p.r.status, p.errbody, p.r.errlen, NULL, next);
     }
-    curl_req_clear(&r);
+    curl_req_clear(&p.r);
     return ret;
 }
 
