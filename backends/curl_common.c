@@ -1,17 +1,21 @@
 /*
- * curl_common.c - the one HTTP request path of the S3 and HTTP backends (see curl_common.h).
+ * curl_common.c - the one HTTP request path of the S3 and HTTP backends and the etcd client
+ * (see curl_common.h).
  *
  * Design: the pool is a mutex-guarded stack of idle easy handles; take pops one (or makes a
  * new one), give pushes it back or cleans it up when max_idle are already idle, so a burst
  * of parallel requests never leaves more than max_idle connections open afterwards. A request
  * resets its handle and sets every option again (curl_req_setup()), so no option leaks from
- * one request to the next while the connection cache survives the reset. One body callback
- * and one header callback serve every request: the body goes to the caller's buffer or a
- * growing one (doubling from 64 KiB up to its max), an error body to the error buffer, and
- * the headers any backend reads (ETag, Content-Type, Content-Length, Last-Modified, Date,
- * Content-Range) are parsed into the request, reset at each status line. curl_req_finish()
- * turns the outcome into errno through curl_map_error(), the one mapping both backends use;
- * what is S3's own (the XML error code of a 400) stays in s3.c.
+ * one request to the next while the connection cache survives the reset: a handle that last
+ * sent a POST (post_body) goes back to GET or HEAD, since curl_easy_reset() forgets
+ * CURLOPT_POSTFIELDS with every other option. One body callback and one header callback serve
+ * every request: the body goes to the caller's buffer or a growing one (doubling from 64 KiB
+ * up to its max), where a streaming caller's on_data hook may consume it as it comes and end
+ * the transfer on purpose; an error body goes to the error buffer, and the headers any backend
+ * reads (ETag, Content-Type, Content-Length, Last-Modified, Date, Content-Range) are parsed
+ * into the request, reset at each status line. curl_req_finish() turns the outcome into errno
+ * through curl_map_error(), the one mapping every user shares; what is S3's own (the XML error
+ * code of a 400) stays in s3.c, what is etcd's (its JSON error bodies) in etcd.c.
  *
  * Requests honour the calling thread's call scope (backend.h): timeouts capped at its time
  * left, and an XFERINFOFUNCTION that aborts the transfer once it is cancelled (libcurl calls
@@ -211,7 +215,13 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
     }
     if (r->status == 200 && r->cut_whole)
         return body_cut_whole(r, data, n);
-    return body_append(&r->body, data, n);
+    if (body_append(&r->body, data, n) != n)
+        return 0; /* overflow: aborts the transfer */
+    if (r->on_data && r->on_data(r, r->on_data_arg)) {
+        r->cut = 1;
+        return 0; /* ends the transfer (CURLE_WRITE_ERROR, cut set) */
+    }
+    return n;
 }
 
 /* --- reply headers --------------------------------------------------------------------- */
@@ -407,12 +417,22 @@ void curl_req_setup(CURL *c, const struct curl_common_conf *conf, struct curl_re
     }
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, RECV_BUFFER);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, r->hdrs);
+    if (r->post_body) {
+        /* Chained in front of the caller's lines without copying (libcurl only reads the
+         * list, and r outlives the transfer), so setup can neither fail nor grow r->hdrs. */
+        r->post_hdr.data = "Content-Type: application/json";
+        r->post_hdr.next = r->hdrs;
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, &r->post_hdr);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->post_len);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->post_body);
+    } else {
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, r->hdrs);
+    }
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    if (r->head)
+    if (r->head && !r->post_body)
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     if (conf->sigv4) {
         curl_easy_setopt(c, CURLOPT_AWS_SIGV4, conf->sigv4);

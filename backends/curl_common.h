@@ -1,10 +1,11 @@
 /*
- * curl_common.h - the one HTTP request path of the backends that speak HTTP (s3.c, http.c): a
- * keep-alive pool of easy handles, one request struct (struct curl_req) with its reply body,
- * reply headers and error body, one perform (curl_req_perform()) within the calling thread's
- * call scope, and one mapping of curl codes and HTTP statuses to errno (curl_map_error()).
- * What a backend asks for (URL, header lines, signing, redirects) and how it judges the reply
- * (ranges, versions, S3 error codes) stays in the backend.
+ * curl_common.h - the one HTTP request path of the modules that speak HTTP (s3.c, http.c, the
+ * etcd client etcd.c): a keep-alive pool of easy handles, one request struct (struct curl_req)
+ * with its POST body, reply body, reply headers and error body, one perform
+ * (curl_req_perform()) within the calling thread's call scope, and one mapping of curl codes
+ * and HTTP statuses to errno (curl_map_error()). What a module asks for (URL, header lines,
+ * signing, redirects) and how it judges the reply (ranges, versions, S3 error codes, etcd's
+ * JSON) stays in the module.
  */
 #ifndef PAGEFS_CURL_COMMON_H
 #define PAGEFS_CURL_COMMON_H
@@ -81,6 +82,11 @@ struct curl_body {
 struct curl_req {
     /* The request. */
     const char *url;
+    /* Not NULL: a POST of these post_len bytes (borrowed until the transfer is over), sent
+     * with the header line "Content-Type: application/json", which the caller does not add
+     * (and no HEAD). NULL: a GET, or a HEAD with head set. */
+    const void *post_body;
+    size_t post_len;
     int head;                /* HEAD instead of GET */
     struct curl_slist *hdrs; /* header lines, in the order added; owned */
     struct curl_body body;   /* where a 2xx body goes */
@@ -91,6 +97,12 @@ struct curl_req {
      * body.cap bytes are in (a success, `cut` set). Without it a 200 body is like any other. */
     int cut_whole;
     uint64_t skip;
+    /* Not NULL: a 2xx body read as a stream. Called with on_data_arg after each piece of the
+     * body is added to body; it may drop the bytes it has used from the front of body.buf
+     * (lowering body.len), and returns 1 to end the transfer on purpose (a success, `cut`
+     * set), 0 to go on. */
+    int (*on_data)(struct curl_req *r, void *arg);
+    void *on_data_arg;
 
     /* The reply (reset by curl_req_setup() and at every status line: a redirect's target or
      * a reply after 100-continue forgets the one before). */
@@ -108,12 +120,13 @@ struct curl_req {
     size_t errlen;                                /* bytes in errbody */
     uint64_t skipped;                             /* of skip, dropped so far */
     int cut;                                      /* the transfer was ended on purpose */
+    struct curl_slist post_hdr; /* private: a POST's Content-Type line, chained before hdrs */
 };
 
 /* Appends the header line printf(fmt, ...) to r->hdrs. Returns 0 or -ENOMEM. */
 int curl_req_header(struct curl_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Resets c and sets every option of request r: url, r->hdrs, HEAD, the body and header
+/* Resets c and sets every option of request r: url, r->hdrs, HEAD or POST, the body and header
  * callbacks filling r, no signals, TCP_NODELAY and keep-alive probes, conf's timeouts,
  * verbosity, signing, redirects (else none are followed) and User-Agent, http and https only,
  * a 512 KiB receive buffer; and resets r's reply part. Within the calling thread's call scope

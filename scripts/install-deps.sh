@@ -31,6 +31,7 @@ test_pkgs=(
   prometheus                             # scrapes /metrics in the REST tests (format proof)
   nginx-light openssl                    # autoindex server (+ a self-signed TLS cert) for the http(s):// tests
   clang libclang-rt-14-dev               # libFuzzer targets (scripts/fuzz.sh, run by test.sh)
+  etcd-server                            # the cluster membership tests start a real etcd (3.4)
 )
 
 bench_pkgs=(

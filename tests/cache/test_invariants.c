@@ -7,6 +7,7 @@
  */
 #include "backends/backend.h"
 #include "backends/curl_common.h"
+#include "backends/etcd.h"
 #include "backends/invariants.h"
 #include "cache/buf_pool.h"
 #include "cache/mem_budget.h"
@@ -101,6 +102,12 @@ static void test_every_module_checks(void)
         curl_pool_give(cp, c);
     });
     curl_pool_destroy(cp);
+
+    struct etcd_conf econf = {.endpoints = "http://127.0.0.1:1", .timeout_ms = 500};
+    struct etcd_client *ec = NULL;
+    CHECK_EQ(etcd_client_create(&econf, &ec, err, sizeof(err)), 0);
+    RAN_CHECKS("etcd client", CHECK(etcd_delete(ec, "k") < 0)); /* nobody at port 1 */
+    etcd_client_destroy(ec);
 
     pc_file_unref(f);
     free(data);
