@@ -32,7 +32,14 @@ uint64_t backend_now_ms(void)
 
 void backend_call_begin(struct backend_call *call, uint64_t deadline_ms, const atomic_int *cancel)
 {
+    backend_call_begin_flags(call, deadline_ms, cancel, 0);
+}
+
+void backend_call_begin_flags(struct backend_call *call, uint64_t deadline_ms,
+                              const atomic_int *cancel, unsigned flags)
+{
     const struct backend_call *outer = current;
+    call->flags = flags | (outer ? outer->flags : 0);
     if (outer && outer->deadline_ms && (!deadline_ms || outer->deadline_ms < deadline_ms))
         deadline_ms = outer->deadline_ms;
     call->deadline_ms = deadline_ms;
@@ -45,6 +52,11 @@ void backend_call_end(struct backend_call *call)
 {
     if (current == call)
         current = call->outer;
+}
+
+unsigned backend_call_flags(void)
+{
+    return current ? current->flags : 0;
 }
 
 const struct backend_call *backend_call_current(void)

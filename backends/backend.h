@@ -199,7 +199,11 @@ struct backend_call {
     uint64_t deadline_ms;             /* monotonic ms; 0 = none (the earliest of the chain) */
     const atomic_int *cancel;         /* non-zero: cancelled; NULL = this scope cannot be */
     const struct backend_call *outer; /* the scope this one is nested in, or NULL */
+    unsigned flags;                   /* BACKEND_CALL_*: this scope's and every outer one's */
 };
+
+/* Flags of a call scope (backend_call_begin_flags()), inherited by the scopes nested in it. */
+#define BACKEND_CALL_NO_PEER 0x1u /* serving a cluster peer: never ask another peer (peer.h) */
 
 /* Milliseconds of CLOCK_MONOTONIC (the clock of every deadline). */
 uint64_t backend_now_ms(void);
@@ -207,6 +211,11 @@ uint64_t backend_now_ms(void);
 /* Opens a scope on the calling thread: deadline_ms (monotonic ms, 0 = none) and cancel (may be
  * NULL) add to those of the scopes already open. Close it with backend_call_end(). */
 void backend_call_begin(struct backend_call *call, uint64_t deadline_ms, const atomic_int *cancel);
+/* The same with flags (BACKEND_CALL_*) added to those of the enclosing scopes. */
+void backend_call_begin_flags(struct backend_call *call, uint64_t deadline_ms,
+                              const atomic_int *cancel, unsigned flags);
+/* The flags in force on the calling thread (0 when no scope is open). */
+unsigned backend_call_flags(void);
 /* Closes the innermost scope, which must be `call`. */
 void backend_call_end(struct backend_call *call);
 /* The innermost open scope of the calling thread, or NULL. */

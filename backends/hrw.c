@@ -26,25 +26,21 @@
 #include <string.h>
 #include <xxhash.h>
 
-void hrw_file_id(const char *source, const char *key, uint8_t out[32])
-{
-    /* SOURCE without trailing '/', but never shorter than its "scheme://" (as fuse/rest.c). */
-    size_t sl = strlen(source);
-    const char *sep = strstr(source, "://");
-    size_t min = sep ? (size_t)(sep - source) + 3 : 0;
-    while (sl > min && source[sl - 1] == '/')
-        sl--;
+#include "backends/source.h"
 
+int hrw_file_id(const char *source, const char *key, uint8_t out[32])
+{
+    size_t sl = backend_source_base_len(source); /* as the REST server's file ids */
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned int n = 0;
+    int rc = 0;
     if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
         EVP_DigestUpdate(ctx, source, sl) != 1 || EVP_DigestUpdate(ctx, "/", 1) != 1 ||
         EVP_DigestUpdate(ctx, key, strlen(key)) != 1 || EVP_DigestFinal_ex(ctx, out, &n) != 1 ||
-        n != 32) {
-        fprintf(stderr, "pagefs: hrw_file_id: SHA-256 failed (out of memory?)\n");
-        abort();
-    }
+        n != 32)
+        rc = -ENOMEM; /* libcrypto failed: only when out of memory */
     EVP_MD_CTX_free(ctx);
+    return rc;
 }
 
 void hrw_file_id_hex(const uint8_t id[32], char out[65])

@@ -34,9 +34,8 @@ struct hrw_node {
  * dropped here (never into the "scheme://"), the way the REST server does for its file ids,
  * so "s3://bucket/prefix/" names the same files. KEY is the key relative to the source (no
  * leading '/'), its bytes as they are (UTF-8). The id equals the file id of the /v1 REST API.
- * SHA-256 fails only when libcrypto runs out of memory; then the process aborts rather than
- * hand out an id that would place the file on the wrong node. */
-void hrw_file_id(const char *source, const char *key, uint8_t out[32]);
+ * Returns 0, or -ENOMEM when libcrypto fails (out of memory; out is then not an id). */
+int hrw_file_id(const char *source, const char *key, uint8_t out[32]);
 
 /* Hex of a file id: 64 lowercase hex digits and a NUL. */
 void hrw_file_id_hex(const uint8_t id[32], char out[65]);

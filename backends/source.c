@@ -162,3 +162,13 @@ int backend_source_parse(const char *uri, struct backend_source *out, char *err,
                 "%s: SOURCE must be s3://bucket[/prefix], http(s)://host/path or file:///dir",
                 uri);
 }
+
+size_t backend_source_base_len(const char *uri)
+{
+    size_t sl = strlen(uri);
+    const char *sep = strstr(uri, "://");
+    size_t min = sep ? (size_t)(sep - uri) + 3 : 0;
+    while (sl > min && uri[sl - 1] == '/')
+        sl--;
+    return sl;
+}

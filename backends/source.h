@@ -45,4 +45,8 @@ struct backend_source {
  * characters" or "ftp://h/: unsupported scheme 'ftp' (use s3://, http(s):// or file://)". */
 int backend_source_parse(const char *uri, struct backend_source *out, char *err, size_t errlen);
 
+/* The length of uri without its trailing '/'s, but never shorter than its "scheme://": the
+ * SOURCE that file ids hash (SOURCE "/" key; the REST page API and cluster placement). */
+size_t backend_source_base_len(const char *uri);
+
 #endif
