@@ -109,6 +109,8 @@ void pc_file_unref(struct pc_file *f);
 uint64_t pc_file_size(const struct pc_file *f);
 /* The key f was opened with (valid while the reference is held). */
 const char *pc_file_key(const struct pc_file *f);
+/* The version f was opened with (valid while the reference is held). */
+const char *pc_file_version(const struct pc_file *f);
 /* The identity of the object version f is open on: equal for every open of the same
  * (key, version) while the cache knows it. */
 int64_t pc_file_id(const struct pc_file *f);

@@ -328,6 +328,11 @@ const char *pc_file_key(const struct pc_file *f)
     return f->key;
 }
 
+const char *pc_file_version(const struct pc_file *f)
+{
+    return f->version;
+}
+
 int64_t pc_file_id(const struct pc_file *f)
 {
     return f->file_id;

@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/source.h"
 #include "cache/tree.h"
 
 #define MAX_CONNECTIONS 64
@@ -112,6 +113,8 @@ const char *rest_status_text(int status)
     switch (status) {
     case 400:
         return "bad request";
+    case 401:
+        return "a cluster peer's signature is required (missing, wrong or expired)";
     case 403:
         return "only on the control socket";
     case 404:
@@ -310,6 +313,8 @@ static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *c, st
     case REST_ROUTE_API_CACHE:
         return rest_api_cache(rs, c, ctx);
     case REST_ROUTE_V1_NODE:
+        if (ctx->req.path)
+            return rest_cluster_node(rs, c, ctx);
         return rest_v1_node(rs, c, ctx);
     case REST_ROUTE_V1_FILES:
         return rest_v1_files_info(rs, c, ctx, 1);
@@ -375,11 +380,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         char *q = strchr(ctx->uri, '?');
         if (q)
             *q++ = '\0';
+        ctx->query = q;
         int st = rest_parse_request(method, ctx->uri, q, &ctx->req);
         if (st)
             return rest_reply_status(c, ctx, st);
         if (ctx->req.control_only && !l->is_control)
             return rest_reply_status(c, ctx, 403);
+        st = rest_cluster_gate(l->rs, l, c, ctx);
+        if (st)
+            return rest_reply_status(c, ctx, st);
         if (!ctx->req.takes_body)
             return dispatch(l, c, ctx);
         const char *cl =
@@ -587,13 +596,7 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
     rs->ids.buckets = calloc(ID_MAP_BUCKETS, sizeof(*rs->ids.buckets));
     if (!rs->source || !rs->mountpoint || !rs->control_path || !rs->host || !rs->ids.buckets)
         goto out_free_server;
-    /* SOURCE without trailing '/', but never shorter than its "scheme://". */
-    size_t sl = strlen(conf->source);
-    const char *sep = strstr(conf->source, "://");
-    size_t min = sep ? (size_t)(sep - conf->source) + 3 : 0;
-    while (sl > min && conf->source[sl - 1] == '/')
-        sl--;
-    rs->source_base = strndup(conf->source, sl);
+    rs->source_base = strndup(conf->source, backend_source_base_len(conf->source));
     if (!rs->source_base)
         goto out_free_server;
     rs->be = conf->be;
@@ -603,6 +606,7 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
     rs->fs = conf->fs;
     rs->budget = conf->budget;
     rs->capacity = conf->cache_capacity;
+    rs->secret = conf->cluster_secret;
     rs->start_ms = rest_mono_ms();
     rc = -pthread_mutex_init(&rs->ids.lock, NULL);
     if (rc < 0)
@@ -678,4 +682,12 @@ void rest_server_destroy(struct rest_server *rs)
     pthread_mutex_unlock(&rs->ids.lock);
     pthread_mutex_destroy(&rs->ids.lock);
     server_free(rs);
+}
+
+void rest_server_cluster_counters(struct rest_server *rs, struct rest_cluster_counters *out)
+{
+    out->served_requests = atomic_load(&rs->peer_served);
+    out->served_bytes = atomic_load(&rs->peer_served_bytes);
+    out->refused_auth = atomic_load(&rs->peer_refused_auth);
+    out->refused_version = atomic_load(&rs->peer_refused_version);
 }

@@ -26,6 +26,7 @@ struct meta_cache;
 struct reader;
 struct mem_budget;
 struct pagefs_fs;
+struct peer_secret;
 struct rest_server;
 
 struct rest_conf {
@@ -40,7 +41,20 @@ struct rest_conf {
     struct pagefs_fs *fs;  /* may be NULL (no FUSE counters) */
     struct mem_budget *budget; /* fetch memory, shared by load jobs and read-ahead; required */
     uint64_t cache_capacity;
+    /* The cluster (NULL when the node is in none): peers' page requests are verified with
+     * this secret, and with it data routes on the TCP listener serve only signed peers and
+     * clients on this host (loopback). be is then the cluster layer (backends/peer.h). */
+    const struct peer_secret *cluster_secret;
 };
+
+/* Counters of the cluster's server side. */
+struct rest_cluster_counters {
+    uint64_t served_requests; /* peer page requests answered with bytes */
+    uint64_t served_bytes;
+    uint64_t refused_auth;    /* requests refused: missing, wrong or expired signature */
+    uint64_t refused_version; /* peer requests for a version this node does not list (412) */
+};
+void rest_server_cluster_counters(struct rest_server *rs, struct rest_cluster_counters *out);
 
 /* Binds both listeners and starts serving. On failure returns -errno with a one-line message
  * in err (e.g. "cannot listen on 127.0.0.1:28080: Address already in use"). */

@@ -21,6 +21,7 @@
 #include <json-c/json.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,11 +72,17 @@ struct rest_server {
     struct id_map ids;
     struct load_engine *loads;
     struct listener tcp, ctl;
+    const struct peer_secret *secret; /* the cluster's, or NULL */
+    atomic_uint_fast64_t peer_served, peer_served_bytes, peer_refused_auth, peer_refused_version;
 };
 
 /* Per-request state, created by the URI log callback, freed when the request completes. */
 struct req_ctx {
-    char *uri; /* raw request URI with its query */
+    char *uri;                /* raw request URI; its query is cut off at parse */
+    const char *query;        /* the raw query (in uri's buffer), NULL if none */
+    int peer;                 /* a cluster peer's request, its signature verified */
+    const char *peer_version; /* its X-Pagefs-Version (libmicrohttpd's, valid meanwhile) */
+    uint32_t peer_page_size;  /* its X-Pagefs-Page-Size */
     int parsed;
     int answered;
     struct rest_request req;
@@ -152,6 +159,18 @@ enum MHD_Result rest_v1_page(struct rest_server *rs, struct MHD_Connection *c, s
 enum MHD_Result rest_v1_chunk(struct rest_server *rs, struct MHD_Connection *c,
                               struct req_ctx *ctx);
 enum MHD_Result rest_v1_load(struct rest_server *rs, struct MHD_Connection *c, struct req_ctx *ctx);
+
+/* ---- rest_cluster.c: the cluster's side -------------------------------------------------- */
+
+/* Who may make this request (called once it is parsed): a request that names a peer must
+ * carry a valid signature; with a cluster secret, the data routes on TCP (page, chunk, load)
+ * serve only verified peers and clients on this host. 0 to go on (ctx->peer set for a peer),
+ * or the HTTP status to answer (401 refused, 400 a malformed peer header). */
+int rest_cluster_gate(struct rest_server *rs, const struct listener *l, struct MHD_Connection *c,
+                      struct req_ctx *ctx);
+/* /v1/node?path=: the owner of the path's first unit (the node itself without a cluster). */
+enum MHD_Result rest_cluster_node(struct rest_server *rs, struct MHD_Connection *c,
+                                  struct req_ctx *ctx);
 
 /* ---- rest_api.c: the pagefs API -------------------------------------------------------- */
 

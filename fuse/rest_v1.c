@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/peer.h"
 #include "cache/page_cache.h"
 #include "cache/reader.h"
 
@@ -288,12 +289,73 @@ static int open_request_file(struct rest_server *rs, struct MHD_Connection *c, s
     return 0;
 }
 
+/* A cluster peer's page request (its signature verified by rest_cluster_gate()): bytes
+ * [page * its page size + offset, + length) of the version it names, or 412 when this node
+ * lists another version. Read in a scope that never asks another peer (the requester chose
+ * this node as the owner; whatever this node thinks, it fetches from the store itself). */
+static enum MHD_Result peer_page(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    const struct rest_request *req = &ctx->req;
+    char *key = NULL, *buf = NULL;
+    struct reader_file *rf = NULL;
+    enum MHD_Result ret;
+    if (open_request_file(rs, c, ctx, "unknown file", &key, &rf, &ret) < 0)
+        return ret;
+    if (strcmp(pc_file_version(reader_file_pc(rf)), ctx->peer_version) != 0) {
+        atomic_fetch_add(&rs->peer_refused_version, 1);
+        ret = rest_reply_error(c, ctx, 412, "this node lists another version");
+        goto out_unref;
+    }
+    uint64_t psz = ctx->peer_page_size, size = reader_file_size(rf);
+    if (!req->has_length || req->length > PEER_MAX_REQUEST || req->page > UINT64_MAX / psz - 1 ||
+        (req->has_offset && req->offset >= psz)) {
+        ret = rest_reply_error(c, ctx, 400, "bad peer range");
+        goto out_unref;
+    }
+    uint64_t start = req->page * psz + (req->has_offset ? req->offset : 0);
+    uint64_t len = start >= size ? 0 : size - start; /* past the end: empty, the end */
+    if (req->length < len)
+        len = req->length;
+    buf = malloc(len ? len : 1);
+    if (!buf) {
+        ret = rest_reply_error(c, ctx, 500, "out of memory");
+        goto out_unref;
+    }
+    struct backend_call call;
+    backend_call_begin_flags(&call, 0, NULL, BACKEND_CALL_NO_PEER);
+    ssize_t n = len ? reader_read_buf(rf, start, len, buf) : 0;
+    backend_call_end(&call);
+    if (n == -ESTALE) { /* the store has another version now */
+        atomic_fetch_add(&rs->peer_refused_version, 1);
+        ret = rest_reply_error(c, ctx, 412, "the object changed");
+        goto out_unref;
+    }
+    if (n < 0 || (uint64_t)n < len) {
+        ret = rest_reply_errno(c, ctx, n < 0 ? (int)n : -EIO, key);
+        goto out_unref;
+    }
+    atomic_fetch_add(&rs->peer_served, 1);
+    atomic_fetch_add(&rs->peer_served_bytes, len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    if (r)
+        buf = NULL;
+    ret = rest_queue(c, ctx, 200, r, "application/octet-stream");
+out_unref:
+    free(buf);
+    reader_close(rf);
+    free(key);
+    return ret;
+}
+
 enum MHD_Result rest_v1_page(struct rest_server *rs, struct MHD_Connection *c, struct req_ctx *ctx)
 {
     const struct rest_request *req = &ctx->req;
     char *key = NULL;
     struct reader_file *rf = NULL;
     enum MHD_Result ret;
+    if (ctx->peer)
+        return peer_page(rs, c, ctx);
     if (open_request_file(rs, c, ctx,
                           "unknown file id (list its directory first, or pass ufsFullPath)", &key,
                           &rf, &ret) < 0)
