@@ -71,6 +71,7 @@
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
 #include "cache/reader.h"
+#include "fuse/cluster.h"
 #include "fuse/fs.h"
 #include "fuse/mountpoint.h"
 #include "fuse/options.h"
@@ -303,6 +304,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     char err[512] = "";
     int rc, exit_code = 1, notify_fd = -1;
     struct backend *be = NULL;
+    struct pagefs_cluster *cluster = NULL;
     struct buf_pool *fetch_bufs = NULL;
     struct cache_lock *lock = NULL;
     struct page_cache *pc = NULL;
@@ -374,6 +376,12 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_destroy_backend;
+    }
+
+    rc = pagefs_cluster_create(o, cache_dir, o->page_size, &be, &cluster, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
+        goto out_release_lock;
     }
 
     /* The page buffers of read-ahead and load fetches are bounded by the budget below; the
@@ -464,6 +472,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .fs = fs,
         .budget = budget,
         .cache_capacity = o->cache_size,
+        .cluster_secret = pagefs_cluster_secret(cluster),
     };
     rc = rest_server_create(&rconf, &rest, err, sizeof(err));
     if (rc < 0) {
@@ -567,6 +576,7 @@ out_release_lock:
     cache_lock_release(lock); /* every file of the cache is closed now */
 out_destroy_backend:
     backend_destroy(be);
+    pagefs_cluster_destroy(cluster); /* after the cluster layer, which borrows it */
 out_free_paths:
     if (notify_fd >= 0)
         close(notify_fd); /* the parent sees EOF and reports our exit status */

@@ -27,6 +27,7 @@
  */
 #include "fuse/options.h"
 
+#include "backends/members.h"
 #include "backends/source.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
@@ -50,6 +51,27 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
         va_end(ap);
     }
     return -EINVAL;
+}
+
+/* The cluster options go together: cluster= needs rest= (where peers reach this node), a
+ * secret and exactly one source of members; those without cluster= are a mistake. */
+static int check_cluster(const struct pagefs_options *o, char *err, size_t errlen)
+{
+    if (!o->cluster) {
+        if (o->peers || o->etcd || o->cluster_secret || o->zone)
+            return fail(err, errlen, "peers=, etcd=, cluster_secret= and zone= need cluster=NAME");
+        return 0;
+    }
+    if (!members_valid_cluster(o->cluster))
+        return fail(err, errlen, "cluster name must be 1 to 64 of A-Z a-z 0-9 . _ -");
+    if (!o->rest)
+        return fail(err, errlen, "cluster= needs rest=HOST:PORT: the address peers reach this "
+                                 "node at");
+    if (!o->peers == !o->etcd)
+        return fail(err, errlen, "cluster= needs exactly one of peers=FILE and etcd=URL");
+    if (!o->cluster_secret)
+        return fail(err, errlen, "cluster= needs cluster_secret=FILE (peers sign their requests)");
+    return 0;
 }
 
 static int parse_uint(const char *s, uint64_t max, uint64_t *out)
@@ -401,6 +423,30 @@ static const struct opt options[] = {
              "loopback address unless the network is trusted: the API is read-only and "
              "unauthenticated)"},
 
+    {.kind = OPT_SECTION, .help = "cluster cache (-o; every node: the same SOURCE, cluster and "
+                                  "secret, its own cache_dir and rest=):"},
+    {.name = "cluster", .kind = OPT_STRING, FIELD(cluster), .arg = "NAME",
+     .help = "share this cache with the other members of cluster NAME: each unit of a file "
+             "(a small file, or 4 MiB of a large one) is fetched from the store by its owner "
+             "only, the others read it from the owner's rest= address (default: off)"},
+    {.name = "peers", .kind = OPT_STRING, FIELD(peers), .arg = "FILE",
+     .help = "the members, one HOST:PORT (their rest= address) a line, [weight=W] [zone=Z]; "
+             "re-read when it changes"},
+    {.name = "etcd", .kind = OPT_STRING, FIELD(etcd), .arg = "URL[,URL...]",
+     .help = "or: membership from etcd at these endpoints (a key per node under "
+             "/pagefs/NAME/members/, bound to a lease)"},
+    {.name = "cluster_secret", .kind = OPT_STRING, FIELD(cluster_secret), .arg = "FILE",
+     .help = "the peers' shared secret (at least 16 bytes; mode 0600): requests between peers "
+             "are signed with it, and data reads on rest= are served only to signed peers and "
+             "to this host (required with cluster=)"},
+    {.name = "zone", .kind = OPT_STRING, FIELD(zone), .arg = "ZONE",
+     .help = "this node's zone, shown with the members (default: none)"},
+    {.name = "peer_timeout", .kind = OPT_UINT, FIELD(peer_timeout), .min = 1, .max = 60,
+     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_PEER_TIMEOUT, .hint = "seconds, ",
+     .arg = "SECONDS",
+     .help = "a peer that does not connect or goes quiet this long is marked down for a while "
+             "and its units are read elsewhere (default %D)"},
+
     {.kind = OPT_SECTION, .help = "ownership and access (-o):"},
     /* (uid_t)-1 means "no change" to chown() and cannot own a file. */
     {.name = "uid", .kind = OPT_UINT, FIELD(uid), .max = UINT32_MAX - 1,
@@ -744,6 +790,9 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
         return fail(err, errlen, "option 'cache_dir' needs a value");
     if (out->debug)
         out->log_level = PAGEFS_LOG_DEBUG;
+    rc = check_cluster(out, err, errlen);
+    if (rc < 0)
+        return rc;
 
     out->source = strdup(pos[0]);
     out->mountpoint = strdup(pos[1]);
@@ -763,6 +812,11 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
 
 void pagefs_options_clear(struct pagefs_options *o)
 {
+    free(o->cluster);
+    free(o->peers);
+    free(o->etcd);
+    free(o->cluster_secret);
+    free(o->zone);
     free(o->source);
     free(o->mountpoint);
     free(o->endpoint);

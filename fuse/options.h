@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#define PAGEFS_DEFAULT_PEER_TIMEOUT 5 /* seconds */
 #define PAGEFS_DEFAULT_PAGE_SIZE (1u << 20)
 #define PAGEFS_MIN_PAGE_SIZE (64u << 10)
 #define PAGEFS_MAX_PAGE_SIZE (64u << 20)
@@ -92,6 +93,13 @@ struct pagefs_options {
     int compress_level;     /* zstd level of pages at rest; 0 = no compression */
     int verify;             /* enum page_cache_verify: full (default), once, none */
     char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */
+    /* Cluster cache (backends/members.h, backends/peer.h); all NULL / 0 without cluster=. */
+    char *cluster;          /* cluster name */
+    char *peers;            /* static member list file */
+    char *etcd;             /* etcd endpoints "http://h:p[,...]" */
+    char *cluster_secret;   /* file holding the shared secret of the peers */
+    char *zone;             /* this node's zone (shown; "" none) */
+    unsigned peer_timeout;  /* seconds before a peer that does not answer is given up */
     int retries;
     int timeout;       /* seconds: one store request in all, its retries included */
     int stall_timeout; /* seconds without a byte before an attempt is given up */

@@ -30,9 +30,14 @@
 
 static void gather_stats(struct rest_server *rs, struct pagefs_stats *st)
 {
-    struct stats_sources src = {
-        .be = rs->be, .pc = rs->pc, .mc = rs->mc, .reader = rs->reader, .budget = rs->budget};
+    struct stats_sources src = {.be = rs->be,
+                                .pc = rs->pc,
+                                .mc = rs->mc,
+                                .reader = rs->reader,
+                                .budget = rs->budget,
+                                .want_peers = 1};
     pagefs_stats_gather(&src, st);
+    rest_server_cluster_counters(rs, &st->served);
     st->uptime_s = (double)(rest_mono_ms() - rs->start_ms) / 1000.0;
     st->capacity_bytes = rs->capacity;
     if (rs->fs) {
@@ -49,7 +54,9 @@ enum MHD_Result rest_api_metrics(struct rest_server *rs, struct MHD_Connection *
     char *text;
     size_t len;
     gather_stats(rs, &st);
-    if (stats_render_prometheus(&st, &text, &len) < 0)
+    int rc = stats_render_prometheus(&st, &text, &len);
+    pagefs_stats_clear(&st);
+    if (rc < 0)
         return rest_reply_error(c, ctx, 500, "out of memory");
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!r)
@@ -62,17 +69,19 @@ enum MHD_Result rest_api_stats(struct rest_server *rs, struct MHD_Connection *c,
 {
     struct pagefs_stats st;
     struct timespec now;
-    gather_stats(rs, &st);
-    clock_gettime(CLOCK_REALTIME, &now);
     struct json_object *o = json_object_new_object();
     if (!o)
         return MHD_NO;
+    gather_stats(rs, &st);
+    clock_gettime(CLOCK_REALTIME, &now);
     json_object_object_add(o, "version", json_object_new_string(PAGEFS_VERSION));
     json_object_object_add(o, "source", json_object_new_string(rs->source));
     json_object_object_add(o, "mountpoint", json_object_new_string(rs->mountpoint));
     json_object_object_add(o, "uptime_s", json_object_new_double(st.uptime_s));
     rest_add_u64(o, "time_ms", (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u);
-    if (stats_render_json(&st, o) < 0) {
+    int rc = stats_render_json(&st, o);
+    pagefs_stats_clear(&st);
+    if (rc < 0) {
         json_object_put(o);
         return rest_reply_error(c, ctx, 500, "out of memory");
     }

@@ -29,7 +29,7 @@
 #include <string.h>
 
 /* The part of the snapshot a row belongs to: left out of text and Prometheus without it. */
-enum part { ALL, BACKEND, FS, READAHEAD, DIR_PREFETCH, BUDGET };
+enum part { ALL, BACKEND, FS, READAHEAD, DIR_PREFETCH, BUDGET, CLUSTER };
 
 struct row {
     enum part part;
@@ -164,6 +164,33 @@ static const struct row rows[] = {
      "Read-ahead and load fetches that waited for buffer memory."},
     {BUDGET, AT(mb.waiting), "mem_budget_waiting", NULL, "pagefs_fetch_memory_waiting", 'g',
      "Fetches waiting for buffer memory now."},
+    {CLUSTER, AT(cluster_members), "cluster_members", "cluster.members", "pagefs_cluster_members",
+     'g', "Members in this node's view of the cluster."},
+    {CLUSTER, AT(peer.view_generation), NULL, "cluster.view_generation", NULL, 0, NULL},
+    {CLUSTER, AT(peer.local_reads), "cluster_local_reads", "cluster.local_reads",
+     "pagefs_cluster_local_reads_total", 'c',
+     "Store reads of units this node owns (or of reads made for a peer)."},
+    {CLUSTER, AT(peer.peer_reads), "cluster_peer_reads", "cluster.peer_reads",
+     "pagefs_cluster_peer_reads_total", 'c', "Units read from the peer that owns them."},
+    {CLUSTER, AT(peer.peer_bytes), "cluster_peer_bytes", "cluster.peer_bytes",
+     "pagefs_cluster_peer_bytes_total", 'c', "Bytes read from peers."},
+    {CLUSTER, AT(peer.fallbacks), "cluster_fallbacks", "cluster.fallbacks",
+     "pagefs_cluster_fallbacks_total", 'c',
+     "Units read from the store because their owner failed or refused."},
+    {CLUSTER, AT(peer.version_mismatch), "cluster_version_mismatch", "cluster.version_mismatch",
+     "pagefs_cluster_version_mismatch_total", 'c',
+     "Peer reads the owner refused because it lists another version."},
+    {CLUSTER, AT(peer.served_reads), NULL, "cluster.served_store_reads", NULL, 0, NULL},
+    {CLUSTER, AT(served.served_requests), "cluster_served_requests", "cluster.served_requests",
+     "pagefs_cluster_served_requests_total", 'c', "Peer page requests this node answered."},
+    {CLUSTER, AT(served.served_bytes), "cluster_served_bytes", "cluster.served_bytes",
+     "pagefs_cluster_served_bytes_total", 'c', "Bytes this node sent to peers."},
+    {CLUSTER, AT(served.refused_auth), "cluster_refused_auth", "cluster.refused_auth",
+     "pagefs_cluster_refused_auth_total", 'c',
+     "Requests refused for a missing, wrong or expired peer signature."},
+    {CLUSTER, AT(served.refused_version), "cluster_refused_version", "cluster.refused_version",
+     "pagefs_cluster_refused_version_total", 'c',
+     "Peer requests refused because this node lists another version."},
 };
 
 static uint64_t value(const struct pagefs_stats *s, const struct row *r)
@@ -186,6 +213,8 @@ static int has_part(const struct pagefs_stats *s, enum part p)
         return s->rd.dir_prefetch;
     case BUDGET:
         return s->have_budget;
+    case CLUSTER:
+        return s->have_cluster;
     case ALL:
         break;
     }
@@ -205,6 +234,25 @@ void pagefs_stats_gather(const struct stats_sources *src, struct pagefs_stats *o
         out->have_budget = 1;
         mem_budget_get_stats(src->budget, &out->mb);
     }
+    struct peer_node_stats *nodes = NULL;
+    size_t n = 0;
+    if (peer_backend_stats(src->be, &out->peer, &nodes, &n) == 0) {
+        out->have_cluster = 1;
+        out->cluster_members = out->peer.members;
+        if (src->want_peers) {
+            out->peers = nodes;
+            out->npeers = n;
+            nodes = NULL;
+        }
+    }
+    free(nodes);
+}
+
+void pagefs_stats_clear(struct pagefs_stats *s)
+{
+    free(s->peers);
+    s->peers = NULL;
+    s->npeers = 0;
 }
 
 /* Closes the memstream m opened on (*text, *tlen) - which sets them - and hands the text
@@ -272,6 +320,46 @@ static int json_put(struct json_object *o, const char *name, uint64_t v)
     return 0;
 }
 
+static const char *peer_state_name(enum peer_state st)
+{
+    return st == PEER_UP ? "up" : st == PEER_DOWN ? "down" : "probing";
+}
+
+/* cluster.peers: one object per member (and former member with counters). */
+static int json_peers(const struct pagefs_stats *s, struct json_object *o)
+{
+    struct json_object *cl = NULL, *arr = json_object_new_array();
+    if (!arr || !json_object_object_get_ex(o, "cluster", &cl) ||
+        json_object_object_add(cl, "peers", arr) != 0) {
+        json_object_put(arr);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->npeers; i++) {
+        const struct peer_node_stats *p = &s->peers[i];
+        struct json_object *e = json_object_new_object();
+        if (!e || json_object_array_add(arr, e) != 0) {
+            json_object_put(e);
+            return -ENOMEM;
+        }
+        json_object_object_add(e, "id", json_object_new_string(p->id));
+        json_object_object_add(e, "addr", json_object_new_string(p->addr));
+        json_object_object_add(e, "zone", json_object_new_string(p->zone));
+        json_object_object_add(e, "self", json_object_new_boolean(p->self));
+        json_object_object_add(e, "member", json_object_new_boolean(p->member));
+        json_object_object_add(e, "state", json_object_new_string(peer_state_name(p->state)));
+        json_object_object_add(e, "requests", json_object_new_int64((int64_t)p->requests));
+        json_object_object_add(e, "bytes", json_object_new_int64((int64_t)p->bytes));
+        json_object_object_add(e, "errors", json_object_new_int64((int64_t)p->errors));
+        json_object_object_add(e, "down_events", json_object_new_int64((int64_t)p->down_events));
+        json_object_object_add(
+            e, "latency_ms_avg",
+            json_object_new_double(p->latency.count
+                                       ? (double)p->latency.sum_us / 1e3 / (double)p->latency.count
+                                       : 0.0));
+    }
+    return 0;
+}
+
 int stats_render_json(const struct pagefs_stats *s, struct json_object *o)
 {
     const struct backend_counters *b = &s->be; /* zeroed when the stack keeps none */
@@ -280,6 +368,10 @@ int stats_render_json(const struct pagefs_stats *s, struct json_object *o)
     for (size_t i = 0; rc == 0 && i < sizeof(rows) / sizeof(rows[0]); i++)
         if (rows[i].json)
             rc = json_put(o, rows[i].json, value(s, &rows[i])); /* zeros for a missing part */
+    if (rc == 0 && s->have_cluster)
+        rc = json_put(o, "cluster.enabled", 1);
+    if (rc == 0 && s->have_cluster && s->peers)
+        rc = json_peers(s, o);
     return rc;
 }
 
@@ -296,7 +388,8 @@ static void gauge(FILE *m, const char *name, const char *help, double v)
     fprintf(m, "%s %.15g\n", name, v);
 }
 
-static void histogram_samples(FILE *m, const char *name, const char *kind,
+/* The samples of histogram `name` for label=value. */
+static void histogram_samples(FILE *m, const char *name, const char *label, const char *value,
                               const struct backend_latency *lat)
 {
     static const uint64_t bounds[] = BACKEND_LATENCY_BOUNDS_US;
@@ -304,14 +397,14 @@ static void histogram_samples(FILE *m, const char *name, const char *kind,
     for (unsigned i = 0; i < BACKEND_LATENCY_BUCKETS; i++) {
         cum += lat->buckets[i];
         if (i < BACKEND_LATENCY_BUCKETS - 1)
-            fprintf(m, "%s_bucket{kind=\"%s\",le=\"%g\"} %llu\n", name, kind,
+            fprintf(m, "%s_bucket{%s=\"%s\",le=\"%g\"} %llu\n", name, label, value,
                     (double)bounds[i] / 1e6, (unsigned long long)cum);
         else
-            fprintf(m, "%s_bucket{kind=\"%s\",le=\"+Inf\"} %llu\n", name, kind,
+            fprintf(m, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n", name, label, value,
                     (unsigned long long)cum);
     }
-    fprintf(m, "%s_sum{kind=\"%s\"} %.6f\n", name, kind, (double)lat->sum_us / 1e6);
-    fprintf(m, "%s_count{kind=\"%s\"} %llu\n", name, kind, (unsigned long long)cum);
+    fprintf(m, "%s_sum{%s=\"%s\"} %.6f\n", name, label, value, (double)lat->sum_us / 1e6);
+    fprintf(m, "%s_count{%s=\"%s\"} %llu\n", name, label, value, (unsigned long long)cum);
 }
 
 /* The backend's families that are not plain counters: requests and latency by kind. */
@@ -325,9 +418,45 @@ static void remote_by_kind(FILE *m, const struct backend_counters *b)
     fprintf(m, "%s{kind=\"read\"} %llu\n", req, (unsigned long long)b->read_calls);
     fprintf(m, "%s{kind=\"check\"} %llu\n", req, (unsigned long long)b->check_calls);
     family(m, lat, "histogram", "Latency of remote requests, by kind.");
-    histogram_samples(m, lat, "stat", &b->lat_stat);
-    histogram_samples(m, lat, "list", &b->lat_list);
-    histogram_samples(m, lat, "read", &b->lat_read);
+    histogram_samples(m, lat, "kind", "stat", &b->lat_stat);
+    histogram_samples(m, lat, "kind", "list", &b->lat_list);
+    histogram_samples(m, lat, "kind", "read", &b->lat_read);
+}
+
+/* One family over the peers (not this node): the value of field f of each, by peer id. */
+static void peer_family(FILE *m, const struct pagefs_stats *s, const char *name, const char *type,
+                        const char *help, size_t f)
+{
+    family(m, name, type, help);
+    for (size_t i = 0; i < s->npeers; i++) {
+        uint64_t v;
+        if (s->peers[i].self)
+            continue;
+        memcpy(&v, (const char *)&s->peers[i] + f, sizeof(v));
+        fprintf(m, "%s{peer=\"%s\"} %llu\n", name, s->peers[i].id, (unsigned long long)v);
+    }
+}
+
+/* The per-peer families of the cluster layer. */
+static void cluster_peers(FILE *m, const struct pagefs_stats *s)
+{
+    static const char lat[] = "pagefs_peer_request_duration_seconds";
+    peer_family(m, s, "pagefs_peer_requests_total", "counter", "Requests sent to each peer.",
+                offsetof(struct peer_node_stats, requests));
+    peer_family(m, s, "pagefs_peer_bytes_total", "counter", "Bytes read from each peer.",
+                offsetof(struct peer_node_stats, bytes));
+    peer_family(m, s, "pagefs_peer_errors_total", "counter",
+                "Requests to each peer that failed or were refused.",
+                offsetof(struct peer_node_stats, errors));
+    family(m, "pagefs_peer_up", "gauge", "1 when the peer is used, 0 while it is marked down.");
+    for (size_t i = 0; i < s->npeers; i++)
+        if (!s->peers[i].self)
+            fprintf(m, "pagefs_peer_up{peer=\"%s\"} %d\n", s->peers[i].id,
+                    s->peers[i].state == PEER_UP);
+    family(m, lat, "histogram", "Latency of the requests each peer answered.");
+    for (size_t i = 0; i < s->npeers; i++)
+        if (!s->peers[i].self)
+            histogram_samples(m, lat, "peer", s->peers[i].id, &s->peers[i].latency);
 }
 
 int stats_render_prometheus(const struct pagefs_stats *s, char **out, size_t *len)
@@ -352,6 +481,8 @@ int stats_render_prometheus(const struct pagefs_stats *s, char **out, size_t *le
     }
     if (s->have_backend)
         remote_by_kind(m, &s->be);
+    if (s->have_cluster && s->peers)
+        cluster_peers(m, s);
     if (s->rd.readahead) {
         const struct prefetch_stats *p = &s->rd.prefetch;
         gauge(m, "pagefs_prefetch_efficiency_ratio",

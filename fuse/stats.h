@@ -13,8 +13,9 @@
  *
  * Every rendering is a pure function of the snapshot (unit-testable without a server). No
  * rendering names a credential; the Prometheus one carries no label that could name an
- * endpoint, a bucket or a key: the only labels are the request kind (stat, list, read, check)
- * and histogram bounds (le).
+ * endpoint, a bucket or a key: the only labels are the request kind (stat, list, read, check),
+ * histogram bounds (le) and, for the cluster's per-peer families, the peer's node id (a random
+ * id, or the HOST:PORT of the peers file).
  */
 #ifndef PAGEFS_STATS_H
 #define PAGEFS_STATS_H
@@ -23,11 +24,13 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
+#include "backends/peer.h"
 #include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/reader.h"
 #include "fuse/fs.h"
+#include "fuse/rest.h"
 
 struct json_object;
 
@@ -51,6 +54,12 @@ struct pagefs_stats {
     uint64_t load_jobs_running; /* load jobs under way now */
     int have_budget;
     struct mem_budget_stats mb; /* page buffers of read-ahead and load fetches */
+    int have_cluster;           /* the stack has a cluster layer (backends/peer.h) */
+    struct peer_stats peer;
+    uint64_t cluster_members;   /* peer.members as a counter-table value */
+    struct rest_cluster_counters served; /* the REST server's side (filled by the server) */
+    struct peer_node_stats *peers; /* with want_peers: one per peer (owned) */
+    size_t npeers;
 };
 
 /* What pagefs_stats_gather() reads. The budget may be NULL. */
@@ -60,11 +69,14 @@ struct stats_sources {
     struct meta_cache *mc;
     struct reader *reader;
     struct mem_budget *budget;
+    int want_peers; /* also the per-peer counters (then pagefs_stats_clear() the snapshot) */
 };
 
 /* Zeroes *out and fills backend, page_size, the backend's, page cache's, metadata cache's,
- * reader's and budget's parts. */
+ * reader's, budget's and cluster layer's parts. */
 void pagefs_stats_gather(const struct stats_sources *src, struct pagefs_stats *out);
+/* Frees what a snapshot owns (the per-peer counters). */
+void pagefs_stats_clear(struct pagefs_stats *s);
 
 /* "key=value\n" lines (fs.h documents the keys); into *out (caller frees), its length into
  * *len. 0 or -ENOMEM. */

@@ -30,7 +30,7 @@ static const char usage_text[] =
     "\n"
     "Commands:\n"
     "  load PATH... [--threads N] [--json]   warm the cache with files or directory trees\n"
-    "  stats [PATH] [--json] [--watch [SECONDS]]  the daemon's counters\n"
+    "  stats [PATH] [--json|--cluster] [--watch [SECONDS]]  the daemon's counters\n"
     "  evict PATH... [--json]                drop the cached pages of files or trees\n"
     "  cache ls PATH [--json]                cached pages of a file or a directory's files\n"
     "  fsck CACHE_DIR [--repair] [--json]    check (and repair) a cache directory offline\n"

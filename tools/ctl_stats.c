@@ -26,7 +26,7 @@
 #include <time.h>
 
 static const char stats_usage[] =
-    "Usage: pagefs stats [PATH] [--json | --get KEY[,KEY...]] [--watch [SECONDS]]\n"
+    "Usage: pagefs stats [PATH] [--json | --get KEY[,KEY...] | --cluster] [--watch [SECONDS]]\n"
     "Shows the counters of the pagefs daemon serving PATH (default: the current directory,\n"
     "or the only pagefs mount): cache hits and misses, bytes served from the cache and\n"
     "fetched from the remote store, cache fill, remote requests, prefetching, FUSE requests.\n"
@@ -35,6 +35,8 @@ static const char stats_usage[] =
     "  --json               print the daemon's JSON object (with --watch: one per line)\n"
     "  --get KEY[,KEY...]   print the values of these members of the JSON object, one a\n"
     "                       line (dotted paths, e.g. cache.hit_bytes,remote.bytes)\n"
+    "  --cluster            the cluster's members, their state, requests, bytes and\n"
+    "                       latency, and where this node's bytes came from\n"
     "  --watch [SECONDS]    then print rates every SECONDS (default 1) until interrupted\n"
     "  --help               print this text\n"
     "\n"
@@ -87,6 +89,11 @@ static void print_table(struct json_object *s)
            ctl_fmt_bytes((double)U("fetch_memory.limit_bytes"), b2, sizeof(b2)),
            ctl_fmt_bytes((double)U("fetch_memory.peak_bytes"), d, sizeof(d)),
            U("fetch_memory.waits"));
+    if (U("cluster.enabled"))
+        printf("\ncluster: %" PRIu64 " members (pagefs stats --cluster for each), %s from peers, "
+               "%s to peers, %" PRIu64 " fallbacks to the store\n",
+               U("cluster.members"), ctl_fmt_bytes((double)U("cluster.peer_bytes"), b1, 32),
+               ctl_fmt_bytes((double)U("cluster.served_bytes"), b2, 32), U("cluster.fallbacks"));
     printf("\nfuse\n");
     printf("  %-16s %" PRIu64 " (%s)\n", "reads", U("fuse.reads"),
            ctl_fmt_bytes((double)U("fuse.read_bytes"), b1, sizeof(b1)));
@@ -123,6 +130,48 @@ static void print_rate_line(struct json_object *s, struct json_object *p, double
            delta(s, p, "cache.hit_bytes") / dt / 1e6, delta(s, p, "remote.bytes") / dt / 1e6,
            delta(s, p, "remote.requests") / dt,
            ctl_fmt_bytes((double)U("cache.resident_bytes"), b, sizeof(b)));
+}
+
+/* `--cluster`: the members and where this node's bytes came from. */
+static int print_cluster(struct json_object *s)
+{
+    char b1[32], b2[32], b3[32];
+    struct json_object *peers = ctl_json_get(s, "cluster.peers");
+    if (!U("cluster.enabled") || !peers || !json_object_is_type(peers, json_type_array)) {
+        ctl_errorf("stats: this mount is in no cluster (mount with -o cluster=NAME)");
+        return CTL_EXIT_FAILED;
+    }
+    uint64_t local = U("cache.hit_bytes"), peer = U("cluster.peer_bytes"),
+             store = U("remote.bytes");
+    printf("cluster: %" PRIu64 " members, view %" PRIu64 "\n", U("cluster.members"),
+           U("cluster.view_generation"));
+    printf("bytes from: local cache %s (%.1f %%), peers %s (%.1f %%), store %s (%.1f %%)\n",
+           ctl_fmt_bytes((double)local, b1, 32), pct(local, local + peer + store),
+           ctl_fmt_bytes((double)peer, b2, 32), pct(peer, local + peer + store),
+           ctl_fmt_bytes((double)store, b3, 32), pct(store, local + peer + store));
+    printf("served to peers: %" PRIu64 " requests, %s; refused: %" PRIu64 " unsigned, %" PRIu64
+           " other version\n",
+           U("cluster.served_requests"), ctl_fmt_bytes((double)U("cluster.served_bytes"), b1, 32),
+           U("cluster.refused_auth"), U("cluster.refused_version"));
+    printf("units: %" PRIu64 " own, %" PRIu64 " from peers, %" PRIu64 " fallbacks to the store "
+           "(%" PRIu64 " version mismatches)\n\n",
+           U("cluster.local_reads"), U("cluster.peer_reads"), U("cluster.fallbacks"),
+           U("cluster.version_mismatch"));
+    printf("%-34s %-24s %-8s %9s %10s %7s %9s\n", "NODE", "ADDRESS", "STATE", "REQUESTS", "BYTES",
+           "ERRORS", "AVG ms");
+    for (size_t i = 0; i < json_object_array_length(peers); i++) {
+        struct json_object *e = json_object_array_get_idx(peers, i);
+        char id[48];
+        snprintf(id, sizeof(id), "%s%s", ctl_json_str(e, "id"),
+                 json_object_get_boolean(ctl_json_get(e, "self")) ? " (this node)" : "");
+        printf(
+            "%-34s %-24s %-8s %9" PRIu64 " %10s %7" PRIu64 " %9.2f\n", id, ctl_json_str(e, "addr"),
+            json_object_get_boolean(ctl_json_get(e, "member")) ? ctl_json_str(e, "state") : "left",
+            ctl_json_u64(e, "requests"),
+            ctl_fmt_bytes((double)ctl_json_u64(e, "bytes"), b1, sizeof(b1)),
+            ctl_json_u64(e, "errors"), json_object_get_double(ctl_json_get(e, "latency_ms_avg")));
+    }
+    return CTL_EXIT_OK;
 }
 
 #undef U
@@ -170,7 +219,7 @@ static int parse_seconds(const char *s, double *out)
 int ctl_cmd_stats(int argc, char **argv)
 {
     const char *path = NULL, *keys = NULL;
-    int json = 0, watch = 0, only_operands = 0;
+    int json = 0, watch = 0, cluster = 0, only_operands = 0;
     double interval = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -181,6 +230,8 @@ int ctl_cmd_stats(int argc, char **argv)
             return CTL_EXIT_OK;
         } else if (!only_operands && strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (!only_operands && strcmp(a, "--cluster") == 0) {
+            cluster = 1;
         } else if (!only_operands && strcmp(a, "--get") == 0) {
             if (i + 1 >= argc || !argv[i + 1][0]) {
                 ctl_errorf("stats: --get needs KEY[,KEY...]");
@@ -208,8 +259,8 @@ int ctl_cmd_stats(int argc, char **argv)
         }
     }
 
-    if (keys && (json || watch)) {
-        ctl_errorf("stats: --get goes with neither --json nor --watch");
+    if ((keys || cluster) && (json || watch || (keys && cluster))) {
+        ctl_errorf("stats: --get and --cluster go with none of --json, --watch and each other");
         return CTL_EXIT_USAGE;
     }
     struct ctl_target t;
@@ -227,8 +278,8 @@ int ctl_cmd_stats(int argc, char **argv)
     code = ctl_call(h, "GET", "/api/v1/stats", NULL, &s);
     if (code != CTL_EXIT_OK)
         goto out_destroy;
-    if (keys) {
-        code = print_keys(s, keys);
+    if (keys || cluster) {
+        code = keys ? print_keys(s, keys) : print_cluster(s);
         goto out_put;
     }
     if (json)
