@@ -115,6 +115,9 @@ struct backend_ops {
     int (*check)(struct backend *be);
     /* Counters of this backend or the nearest stats layer below; NULL if not tracked. */
     int (*counters)(struct backend *be, struct backend_counters *out);
+    /* 1 when another node of a cluster owns the unit holding byte off of key (the cluster
+     * layer, peer.h), else 0. NULL: no cluster, every unit is this node's. */
+    int (*owned_elsewhere)(struct backend *be, const char *key, uint64_t off);
     void (*destroy)(struct backend *be);
 };
 
@@ -150,6 +153,12 @@ static inline void backend_destroy(struct backend *be)
 {
     if (be)
         be->ops->destroy(be);
+}
+
+/* be->ops->owned_elsewhere(), or 0 when the stack has no cluster layer on top. */
+static inline int backend_owned_elsewhere(struct backend *be, const char *key, uint64_t off)
+{
+    return be->ops->owned_elsewhere ? be->ops->owned_elsewhere(be, key, off) : 0;
 }
 
 void backend_stat_clear(struct backend_stat *st);

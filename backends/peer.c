@@ -290,7 +290,8 @@ static ssize_t read_unit(struct peer_priv *pp, const struct members_view *v, con
             return -EINTR;
         refused = o == PEER_REFUSED;
     }
-    if (tried)
+    /* Ours, or no owner's (a view hrw refuses); else the owner failed, refused or is down. */
+    if (k > 0 && (int)order[0] != v->self)
         count(&pp->fallbacks, 1);
     else
         count(&pp->local_reads, 1);
@@ -375,6 +376,8 @@ static void peer_destroy(struct backend *be)
     backend_layer_destroy(be);
 }
 
+static int peer_owned_elsewhere(struct backend *be, const char *key, uint64_t off);
+
 static const struct backend_ops peer_ops = {
     .name = "peer",
     .stat = peer_stat,
@@ -382,6 +385,7 @@ static const struct backend_ops peer_ops = {
     .read_range = peer_read_range,
     .check = peer_check,
     .counters = backend_layer_counters,
+    .owned_elsewhere = peer_owned_elsewhere,
     .destroy = peer_destroy,
 };
 
@@ -490,6 +494,19 @@ int peer_backend_stats(struct backend *be, struct peer_stats *out, struct peer_n
     *nodes = list;
     *n = count;
     return 0;
+}
+
+static int peer_owned_elsewhere(struct backend *be, const char *key, uint64_t off)
+{
+    struct peer_priv *pp = be->priv;
+    struct members_view *v = members_view_get(pp->members);
+    uint8_t id[32];
+    int owner = v->n && hrw_file_id(pp->source, key, id) == 0
+                    ? hrw_owner(v->nodes, v->n, id, hrw_group(UINT64_MAX, off))
+                    : -1;
+    int elsewhere = owner >= 0 && owner != v->self;
+    members_view_unref(v);
+    return elsewhere;
 }
 
 int peer_backend_owner(struct backend *be, const char *key, uint64_t off, struct member *out)

@@ -75,10 +75,10 @@ struct peer_node_stats {
 struct peer_stats {
     uint64_t view_generation;
     size_t members;
-    uint64_t local_reads;      /* units this node owns (or no cluster), read from inner */
-    uint64_t peer_reads;       /* units read from a peer */
-    uint64_t peer_bytes;       /* bytes read from peers */
-    uint64_t fallbacks;        /* units read from inner because their owner failed or refused */
+    uint64_t local_reads; /* units this node owns (or no cluster), read from inner */
+    uint64_t peer_reads;  /* units read from a peer */
+    uint64_t peer_bytes;  /* bytes read from peers */
+    uint64_t fallbacks;   /* units read from inner because their owner is down, failed or refused */
     uint64_t version_mismatch; /* of those, 412: the owner lists another version */
     uint64_t served_reads;     /* reads made while serving a peer (NO_PEER scope) */
 };

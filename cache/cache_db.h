@@ -14,7 +14,8 @@
  *                                     the page (8 bytes little-endian each, 0 for an absent
  *                                     block), always over the uncompressed bytes; flags:
  *                                     CACHE_PAGE_ZSTD = the file holds the whole page as one
- *                                     zstd frame; len = bytes the page occupies on disk (sum of
+ *                                     zstd frame, CACHE_PAGE_FOREIGN = another node of the
+ *                                     cluster owns its unit (evicted first); len = bytes the page occupies on disk (sum of
  *                                     the present blocks' lengths, or the compressed length):
  *                                     the unit of capacity accounting; seq = access order (LRU)
  *   dirs(dir PRIMARY KEY, fetched_ms, found)  cached listings; fetched_ms is wall-clock ms,
@@ -45,6 +46,7 @@ struct sqlite3;
 #define CACHE_BLOCK_MIN (64u << 10)
 #define CACHE_MAX_BLOCKS 16
 #define CACHE_PAGE_ZSTD 1u
+#define CACHE_PAGE_FOREIGN 2u /* a page of a unit another cluster node owns: evicted first */
 
 static inline uint32_t cache_block_size(uint32_t page_size)
 {

@@ -163,6 +163,8 @@ static void maybe_evict(struct page_cache *pc)
     page_index_flush(pc->index);
     uint64_t after = 0;
     int take_unread = 0;
+    /* First the pages of units other nodes own (a cluster without peer_copy), then all. */
+    uint32_t only = pc->peer_copy ? 0 : CACHE_PAGE_FOREIGN;
     for (;;) {
         int done = pc->stats.bytes_resident <= pc->low_bytes && fs_free_bytes(pc) >= pc->min_free;
         if (done)
@@ -171,7 +173,7 @@ static void maybe_evict(struct page_cache *pc)
         if (page_index_begin(pc->index) < 0)
             break;
         struct page_index_lru batch[EVICT_BATCH];
-        int n = page_index_lru(pc->index, after, batch, EVICT_BATCH);
+        int n = page_index_lru(pc->index, after, only, batch, EVICT_BATCH);
         if (n > 0)
             after = batch[n - 1].seq;
         for (int i = 0; i < n; i++) {
@@ -192,6 +194,11 @@ static void maybe_evict(struct page_cache *pc)
         if (page_index_commit(pc->index) < 0) {
             pc_recount(pc); /* rows whose files are gone are dropped when next read */
             break;
+        }
+        if (n == 0 && only) {
+            only = 0; /* no foreign page left to take: every page, oldest first */
+            after = 0;
+            continue;
         }
         if (n == 0) {
             if (take_unread || !pc->nunread)
@@ -355,6 +362,11 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
         uint64_t stored = 0;
         rc = page_store_write_new(&pc->store, pb->data, pb->off, plen, have, tmp, sizeof(tmp),
                                   &flags, &stored);
+        /* Asked of the stack, not of where the bytes came from: a unit another node owns is
+         * that node's to keep, also when its owner was down and the store answered. */
+        if (!pc->peer_copy &&
+            backend_owned_elsewhere(pc->be, f->key, pb->idx * (uint64_t)pc->store.page_size))
+            flags |= CACHE_PAGE_FOREIGN;
         pthread_mutex_lock(&pc->lock);
         if (rc < 0)
             write_failed(pc, rc);
@@ -902,6 +914,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->store.block_size = cache_block_size(ps);
     pc->store.zlevel = conf->compress_level;
     pc->verify = conf->verify;
+    pc->peer_copy = conf->peer_copy;
     pc->log = conf->log;
     pc->log_ud = conf->log_ud;
     pc->fetch_bufs = conf->fetch_bufs;

@@ -60,6 +60,11 @@ struct page_cache_conf {
     void *log_ud;
     struct buf_pool *fetch_bufs; /* page buffers of page_cache_prefetch() come from it (borrowed,
                                     outlives the cache; buf_pool.h); NULL: malloc */
+    /* In a cluster (the backend answers owned_elsewhere, backends/peer.h): 0 keeps the pages of
+     * units other nodes own only until room is needed - they are evicted before any page of
+     * this node's units, read recently or not, so the cluster's capacity is close to the sum
+     * of its caches; 1 keeps them like any page (reads stay local after the first). */
+    int peer_copy;
 };
 
 struct page_cache_stats {

@@ -118,6 +118,7 @@ struct page_cache {
     char *dir;               /* owned; store.dir points to it */
     struct page_store store; /* page files: directory, page and block size, zstd level */
     enum page_cache_verify verify;
+    int peer_copy; /* keep pages of units other nodes own like our own (conf->peer_copy) */
     page_cache_log_fn log; /* NULL: none */
     void *log_ud;
     struct buf_pool *fetch_bufs; /* borrowed; NULL: page_cache_prefetch buffers are malloc'd */

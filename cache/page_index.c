@@ -65,7 +65,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_PAGE_DEL] = "DELETE FROM pages WHERE file_id = ?1 AND idx = ?2",
     [ST_PAGE_TOUCH] = "UPDATE pages SET seq = ?1 WHERE file_id = ?2 AND idx = ?3",
     [ST_LRU] = "SELECT p.file_id, p.idx, p.len, f.fhash, p.seq FROM pages p "
-               "LEFT JOIN files f ON f.id = p.file_id WHERE p.seq > ?2 ORDER BY p.seq LIMIT ?1",
+               "LEFT JOIN files f ON f.id = p.file_id WHERE p.seq > ?2 AND (p.flags & ?3) = ?3 "
+               "ORDER BY p.seq LIMIT ?1",
     [ST_SUMS] = "SELECT count(*), coalesce(sum(len), 0), coalesce(max(seq), 0) FROM pages",
 };
 
@@ -311,11 +312,13 @@ size_t page_index_touches(const struct page_index *pi)
     return pi->ntouch;
 }
 
-int page_index_lru(struct page_index *pi, uint64_t after, struct page_index_lru *out, int max)
+int page_index_lru(struct page_index *pi, uint64_t after, uint32_t flags,
+                   struct page_index_lru *out, int max)
 {
     sqlite3_stmt *s = stmt(pi, ST_LRU);
     sqlite3_bind_int(s, 1, max);
     sqlite3_bind_int64(s, 2, (int64_t)after);
+    sqlite3_bind_int64(s, 3, (int64_t)flags);
     int n = 0;
     while (n < max && sqlite3_step(s) == SQLITE_ROW) {
         out[n].file_id = sqlite3_column_int64(s, 0);

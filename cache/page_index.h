@@ -86,8 +86,10 @@ struct page_index_lru {
     char fhash[33];
 };
 /* Up to max rows in access order, oldest first, after access sequence `after` (0: from the
- * start): the number filled (0 at the end). Flush the touches first for an exact order. */
-int page_index_lru(struct page_index *pi, uint64_t after, struct page_index_lru *out, int max);
+ * start), only rows with every bit of `flags` set (0: every row): the number filled (0 at the
+ * end). Flush the touches first for an exact order. */
+int page_index_lru(struct page_index *pi, uint64_t after, uint32_t flags,
+                   struct page_index_lru *out, int max);
 
 /* COUNT, SUM(len) and MAX(seq) of the page rows. */
 int page_index_sums(struct page_index *pi, uint64_t *pages, uint64_t *bytes, uint64_t *max_seq);

@@ -88,7 +88,7 @@ int page_row_decode(const struct page_store *ps, size_t plen, const void *blob, 
     unsigned nb = page_store_blocks(ps, plen);
     uint32_t full = page_store_full_mask(ps, plen);
     if (!b || blob_bytes != (int)(nb * 8) || blocks <= 0 ||
-        ((uint64_t)blocks & ~(uint64_t)full) != 0 || (flags & ~(int64_t)CACHE_PAGE_ZSTD) != 0 ||
+        ((uint64_t)blocks & ~(uint64_t)full) != 0 || (flags & ~(int64_t)(CACHE_PAGE_ZSTD | CACHE_PAGE_FOREIGN)) != 0 ||
         ((flags & CACHE_PAGE_ZSTD) && (uint32_t)blocks != full))
         return 0;
     r->blocks = (uint32_t)blocks;

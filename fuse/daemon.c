@@ -401,6 +401,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .verify = (enum page_cache_verify)o->verify,
         .log = cache_log,
         .fetch_bufs = fetch_bufs,
+        .peer_copy = o->peer_copy,
     };
     rc = page_cache_create(&pconf, be, &pc, err, sizeof(err));
     if (rc < 0) {

@@ -58,8 +58,9 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 static int check_cluster(const struct pagefs_options *o, char *err, size_t errlen)
 {
     if (!o->cluster) {
-        if (o->peers || o->etcd || o->cluster_secret || o->zone)
-            return fail(err, errlen, "peers=, etcd=, cluster_secret= and zone= need cluster=NAME");
+        if (o->peers || o->etcd || o->cluster_secret || o->zone || o->peer_copy)
+            return fail(err, errlen,
+                        "peers=, etcd=, cluster_secret=, zone= and peer_copy= need cluster=NAME");
         return 0;
     }
     if (!members_valid_cluster(o->cluster))
@@ -289,6 +290,7 @@ static const struct opt_word log_level_words[] = {
 static const struct opt_word verify_words[] = {
     {"full", PC_VERIFY_FULL}, {"once", PC_VERIFY_ONCE}, {"none", PC_VERIFY_NONE}, {NULL, 0},
 };
+static const struct opt_word on_off_words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
 
 static int parse_endpoint(struct pagefs_options *o, const struct opt *d, const char *val,
                           char *err, size_t errlen);
@@ -441,6 +443,11 @@ static const struct opt options[] = {
              "to this host (required with cluster=)"},
     {.name = "zone", .kind = OPT_STRING, FIELD(zone), .arg = "ZONE",
      .help = "this node's zone, shown with the members (default: none)"},
+    {.name = "peer_copy", .kind = OPT_WORD, FIELD(peer_copy), .words = on_off_words,
+     .flags = OPT_F_DEF, .def = 0, .arg = "on|off",
+     .help = "off: pages of units other nodes own are kept only until room is needed (evicted "
+             "before any page of this node's units), so the cluster holds about the sum of its "
+             "caches; on: kept like any page, reads of them stay local (default off)"},
     {.name = "peer_timeout", .kind = OPT_UINT, FIELD(peer_timeout), .min = 1, .max = 60,
      .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_PEER_TIMEOUT, .hint = "seconds, ",
      .arg = "SECONDS",

@@ -100,6 +100,7 @@ struct pagefs_options {
     char *cluster_secret;   /* file holding the shared secret of the peers */
     char *zone;             /* this node's zone (shown; "" none) */
     unsigned peer_timeout;  /* seconds before a peer that does not answer is given up */
+    int peer_copy;          /* keep pages of units other nodes own like our own (default 0) */
     int retries;
     int timeout;       /* seconds: one store request in all, its retries included */
     int stall_timeout; /* seconds without a byte before an attempt is given up */

@@ -263,6 +263,96 @@ static void test_lru_order_survives_restart(void)
     cache_env_fini(&e);
 }
 
+/* A layer saying that another cluster node owns every unit of the keys under "f/" (what the
+ * cluster layer, backends/peer.c, answers from its member view). */
+static struct backend *fl_inner(struct backend *be)
+{
+    return backend_layer_inner(be);
+}
+static int fl_stat(struct backend *be, const char *key, struct backend_stat *out)
+{
+    return fl_inner(be)->ops->stat(fl_inner(be), key, out);
+}
+static int fl_list(struct backend *be, const char *prefix, const char *delim, const char *token,
+                   struct backend_list_page *out)
+{
+    return fl_inner(be)->ops->list(fl_inner(be), prefix, delim, token, out);
+}
+static ssize_t fl_read(struct backend *be, const char *key, const char *version, uint64_t off,
+                       size_t len, void *buf)
+{
+    return fl_inner(be)->ops->read_range(fl_inner(be), key, version, off, len, buf);
+}
+static int fl_check(struct backend *be)
+{
+    return fl_inner(be)->ops->check(fl_inner(be));
+}
+static int fl_owned_elsewhere(struct backend *be, const char *key, uint64_t off)
+{
+    (void)be;
+    (void)off;
+    return strncmp(key, "f/", 2) == 0;
+}
+static const struct backend_ops foreign_ops = {
+    .name = "foreign",
+    .stat = fl_stat,
+    .list = fl_list,
+    .read_range = fl_read,
+    .check = fl_check,
+    .counters = backend_layer_counters,
+    .owned_elsewhere = fl_owned_elsewhere,
+    .destroy = backend_layer_destroy,
+};
+
+/* In a cluster without peer_copy, pages of units other nodes own are evicted before any page
+ * of this node's units, even read more recently; with peer_copy they are like any page. */
+static void test_foreign_pages_evicted_first(void)
+{
+    for (int copy = 0; copy <= 1; copy++) {
+        struct cache_env e;
+        cache_env_init(&e, "pc", PS, 8 * PS, 100, 75); /* evict above 8 pages, down to 6 */
+        page_cache_destroy(e.pc);
+        e.pc = NULL;
+        CHECK_EQ(backend_layer_create(e.be, &foreign_ops, sizeof(void *), &e.be), 0);
+        e.conf.peer_copy = copy;
+        CHECK_EQ(cache_env_open_cache(&e), 0);
+        size_t own_size = 6 * PS, f_size = 4 * PS;
+        unsigned char *own = cache_env_make_source(&e, "own.bin", own_size, 5);
+        unsigned char *foreign = cache_env_make_source(&e, "f/other.bin", f_size, 6);
+        struct pc_file *fo = cache_env_open_key(&e, "own.bin", NULL);
+        struct pc_file *ff = cache_env_open_key(&e, "f/other.bin", NULL);
+        for (int i = 0; i < 6; i++) /* own pages first: the oldest */
+            CHECK_EQ(read_page(&e, fo, own, own_size, i), PS);
+        for (int i = 0; i < 3; i++) /* 9 pages > 8: evict 3 */
+            CHECK_EQ(read_page(&e, ff, foreign, f_size, i), PS);
+        CHECK_EQ(cache_env_stats(&e).evictions, 3);
+        pc_file_unref(fo);
+        pc_file_unref(ff);
+        /* Which pages are left? Restart (empty memory) and fail every backend call. */
+        cache_env_restart(&e);
+        fo = cache_env_open_key(&e, "own.bin", NULL);
+        ff = cache_env_open_key(&e, "f/other.bin", NULL);
+        fault_backend_set(e.fault, 0, EIO, 0);
+        int own_left = 0, foreign_left = 0;
+        for (int i = 0; i < 6; i++)
+            own_left += read_page(&e, fo, own, own_size, i) == PS;
+        for (int i = 0; i < 3; i++)
+            foreign_left += read_page(&e, ff, foreign, f_size, i) == PS;
+        if (copy) { /* plain LRU: the three oldest (own 0..2) went */
+            CHECK_EQ(own_left, 3);
+            CHECK_EQ(foreign_left, 3);
+        } else { /* the foreign pages went first, although read last */
+            CHECK_EQ(own_left, 6);
+            CHECK_EQ(foreign_left, 0);
+        }
+        pc_file_unref(fo);
+        pc_file_unref(ff);
+        free(own);
+        free(foreign);
+        cache_env_fini(&e);
+    }
+}
+
 static void test_eviction_bounds_capacity(void)
 {
     struct cache_env e;
@@ -855,6 +945,7 @@ int main(void)
     RUN(test_warm_reads_make_no_calls);
     RUN(test_lru_order_survives_restart);
     RUN(test_eviction_bounds_capacity);
+    RUN(test_foreign_pages_evicted_first);
     RUN(test_prefetch_kept_until_read);
     RUN(test_min_free_evicts);
     RUN(test_damaged_pages_are_refetched);
