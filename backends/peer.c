@@ -64,11 +64,13 @@ struct peer_priv {
     struct curl_pool *pool;
     struct curl_common_conf cconf;
 
-    pthread_mutex_t lock; /* leaf: nodes and their fields */
+    pthread_mutex_t lock; /* leaf: nodes and their fields, the view change below */
     struct peer_node *nodes;
+    int view_seen;
+    uint64_t view_generation, view_changed_ms; /* the last view seen, and since when */
 
     atomic_uint_fast64_t local_reads, peer_reads, peer_bytes, fallbacks, version_mismatch,
-        served_reads;
+        served_reads, rebalance_reads;
 };
 
 static void count(atomic_uint_fast64_t *c, uint64_t n)
@@ -183,7 +185,8 @@ enum peer_outcome {
  * another outcome with *err the errno (-EINTR: the caller's scope was cancelled). */
 static enum peer_outcome peer_fetch(struct peer_priv *pp, const struct member *mb,
                                     const uint8_t id[32], const char *key, const char *version,
-                                    uint64_t off, size_t len, void *buf, size_t *got, int *err)
+                                    uint64_t off, size_t len, int cache_only, void *buf,
+                                    size_t *got, int *err)
 {
     char idhex[65], sig[PEER_AUTH_VALUE_MAX], *uri = NULL, *uri_enc = NULL, *target = NULL,
                                               *url = NULL;
@@ -225,7 +228,8 @@ static enum peer_outcome peer_fetch(struct peer_priv *pp, const struct member *m
     if (curl_req_header(&r, "%s: %s", PEER_HDR_NODE, pp->self_id) < 0 ||
         curl_req_header(&r, "%s: %s", PEER_HDR_VERSION, version) < 0 ||
         curl_req_header(&r, "%s: %" PRIu32, PEER_HDR_PAGE_SIZE, pp->page_size) < 0 ||
-        curl_req_header(&r, "%s: %s", PEER_AUTH_HEADER, sig) < 0) {
+        curl_req_header(&r, "%s: %s", PEER_AUTH_HEADER, sig) < 0 ||
+        (cache_only && curl_req_header(&r, "%s: 1", PEER_HDR_CACHE_ONLY) < 0)) {
         *err = -ENOMEM;
         goto out_clear;
     }
@@ -265,22 +269,59 @@ out_free:
 
 /* Reads one unit's range [off, off + len) (within one HRW unit): from a peer that owns it, or
  * from inner. Returns bytes read (short only at the end of the object) or -errno. */
+/* 1 while the view changed less than PEER_REBALANCE_MS ago (this node's first view counts as
+ * a change: a node that joins is in its window). */
+static int rebalancing(struct peer_priv *pp, const struct members_view *v)
+{
+    uint64_t now = backend_now_ms();
+    pthread_mutex_lock(&pp->lock);
+    if (!pp->view_seen || v->generation != pp->view_generation) {
+        pp->view_seen = 1;
+        pp->view_generation = v->generation;
+        pp->view_changed_ms = now;
+    }
+    int active = now - pp->view_changed_ms < PEER_REBALANCE_MS;
+    pthread_mutex_unlock(&pp->lock);
+    return active;
+}
+
+/* Reads one unit's range [off, off + len) (within one HRW unit): from a peer that owns it, or
+ * from inner. serving: a read made for a peer (NO_PEER scope), which only ever asks another
+ * node for what it holds (cache-only). Returns bytes read (short only at the end of the
+ * object) or -errno. */
 static ssize_t read_unit(struct peer_priv *pp, const struct members_view *v, const uint8_t id[32],
-                         const char *key, const char *version, uint64_t off, size_t len, void *buf)
+                         const char *key, const char *version, uint64_t off, size_t len, void *buf,
+                         int serving)
 {
     size_t order[PEER_MAX_TRIES + 1];
     int k = hrw_rank(v->nodes, v->n, id, hrw_group(UINT64_MAX, off), order, PEER_MAX_TRIES + 1);
     int tried = 0, refused = 0;
-    for (int i = 0; i < k && tried < PEER_MAX_TRIES && !refused; i++) {
+    size_t got = 0;
+    int err = 0;
+    if (k > 1 && (int)order[0] == v->self && rebalancing(pp, v)) {
+        /* Ours since a view change: the node next in hash order is the one that owned it
+         * before a node joined (HRW). Ask it for what it holds, before the store. */
+        const struct member *mb = &v->members[order[1]];
+        if (node_admit(pp, mb->id)) {
+            enum peer_outcome o =
+                peer_fetch(pp, mb, id, key, version, off, len, 1, buf, &got, &err);
+            if (o == PEER_OK) {
+                count(&pp->rebalance_reads, 1);
+                count(&pp->peer_bytes, got);
+                return (ssize_t)got;
+            }
+            if (err == -EINTR)
+                return -EINTR;
+        }
+    }
+    for (int i = 0; i < k && !serving && tried < PEER_MAX_TRIES && !refused; i++) {
         const struct member *mb = &v->members[order[i]];
         if ((int)order[i] == v->self)
             break; /* ours (or ours while the owner is down): inner */
         if (!node_admit(pp, mb->id))
             continue;
         tried++;
-        size_t got = 0;
-        int err = 0;
-        enum peer_outcome o = peer_fetch(pp, mb, id, key, version, off, len, buf, &got, &err);
+        enum peer_outcome o = peer_fetch(pp, mb, id, key, version, off, len, 0, buf, &got, &err);
         if (o == PEER_OK) {
             count(&pp->peer_reads, 1);
             count(&pp->peer_bytes, got);
@@ -290,8 +331,11 @@ static ssize_t read_unit(struct peer_priv *pp, const struct members_view *v, con
             return -EINTR;
         refused = o == PEER_REFUSED;
     }
-    /* Ours, or no owner's (a view hrw refuses); else the owner failed, refused or is down. */
-    if (k > 0 && (int)order[0] != v->self)
+    /* Ours, or no owner's (a view hrw refuses), or read for a peer; else the owner failed,
+     * refused or is down. */
+    if (serving)
+        count(&pp->served_reads, 1);
+    else if (k > 0 && (int)order[0] != v->self)
         count(&pp->fallbacks, 1);
     else
         count(&pp->local_reads, 1);
@@ -303,10 +347,9 @@ static ssize_t peer_read_range(struct backend *be, const char *key, const char *
 {
     struct peer_priv *pp = be->priv;
     struct backend *inner = pp->inner;
-    if (!version || !*version || (backend_call_flags() & BACKEND_CALL_NO_PEER)) {
-        count(version && (backend_call_flags() & BACKEND_CALL_NO_PEER) ? &pp->served_reads
-                                                                       : &pp->local_reads,
-              1);
+    int serving = (backend_call_flags() & BACKEND_CALL_NO_PEER) != 0;
+    if (!version || !*version) {
+        count(&pp->local_reads, 1);
         return inner->ops->read_range(inner, key, version, off, len, buf);
     }
     struct members_view *v = members_view_get(pp->members);
@@ -331,7 +374,7 @@ static ssize_t peer_read_range(struct backend *be, const char *key, const char *
             n = (size_t)(unit_end - pos);
         if (n > PEER_MAX_REQUEST)
             n = PEER_MAX_REQUEST;
-        rc = read_unit(pp, v, id, key, version, pos, n, (char *)buf + done);
+        rc = read_unit(pp, v, id, key, version, pos, n, (char *)buf + done, serving);
         if (rc < 0)
             break;
         done += (size_t)rc;
@@ -449,6 +492,7 @@ int peer_backend_stats(struct backend *be, struct peer_stats *out, struct peer_n
     out->fallbacks = atomic_load(&pp->fallbacks);
     out->version_mismatch = atomic_load(&pp->version_mismatch);
     out->served_reads = atomic_load(&pp->served_reads);
+    out->rebalance_reads = atomic_load(&pp->rebalance_reads);
     *nodes = NULL;
     *n = 0;
     pthread_mutex_lock(&pp->lock);

@@ -17,6 +17,13 @@
  * nodes missing the same unit make one store request), and refuses a version it does not list
  * (412). A 200 shorter than asked is the end of the object.
  *
+ * Rebalancing: for PEER_REBALANCE_MS after a view change (a node's first view included), a
+ * miss of a unit this node owns first asks the node next in hash order - with HRW, the unit's
+ * owner before a node joined - with X-Pagefs-Cache-Only: it answers from its cache or 404,
+ * never from the store. So the units a joining node takes over cost no store request. A read
+ * made for a peer (NO_PEER) asks no other node, except these cache-only requests (which can
+ * not chain: their reader holds the bytes, or answers 404).
+ *
  * Failures never fail a read the store can answer: a peer that cannot be reached, stalls past
  * the timeout or answers 5xx (but 502/504: the owner's store failed, not the owner) is marked
  * down for down_ms (doubling while it keeps failing, up to 60 s; then one read probes it) and
@@ -45,6 +52,11 @@
 #define PEER_HDR_NODE "X-Pagefs-Peer"
 #define PEER_HDR_VERSION "X-Pagefs-Version"
 #define PEER_HDR_PAGE_SIZE "X-Pagefs-Page-Size"
+#define PEER_HDR_CACHE_ONLY "X-Pagefs-Cache-Only" /* 1: answer 404 rather than fetch */
+
+/* After a view change, a miss of a unit this node owns first asks the node next in hash
+ * order (its owner before a join) for what it holds, for this long. */
+#define PEER_REBALANCE_MS (10 * 60 * 1000)
 
 struct peer_conf {
     struct members *members;          /* borrowed */
@@ -80,7 +92,8 @@ struct peer_stats {
     uint64_t peer_bytes;  /* bytes read from peers */
     uint64_t fallbacks;   /* units read from inner because their owner is down, failed or refused */
     uint64_t version_mismatch; /* of those, 412: the owner lists another version */
-    uint64_t served_reads;     /* reads made while serving a peer (NO_PEER scope) */
+    uint64_t served_reads;     /* store reads made while serving a peer (NO_PEER scope) */
+    uint64_t rebalance_reads;  /* units of ours read from their previous owner's cache */
 };
 
 int peer_backend_create(const struct peer_conf *conf, struct backend *inner, struct backend **out,

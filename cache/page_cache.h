@@ -196,6 +196,10 @@ int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t
 /* 1 if every page of f is resident whole (a read of f would fetch nothing), 0 if not, or
  * -EINVAL. */
 int page_cache_resident(struct page_cache *pc, struct pc_file *f);
+/* 1 if the pages holding bytes [off, off + len) of f (clipped to the object) are resident
+ * whole, 0 if not, or -EINVAL. */
+int page_cache_range_resident(struct page_cache *pc, struct pc_file *f, uint64_t off,
+                              uint64_t len);
 /* The same for (key, version, size) without opening it: 1 only if the cache knows that
  * version from an open in this run (no index write, no new row) and holds all of it. */
 int page_cache_key_resident(struct page_cache *pc, const char *key, const char *version,

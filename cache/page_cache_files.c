@@ -30,10 +30,11 @@
 #include <xxhash.h>
 
 /* Under the lock: 1 if every page of f is resident whole (in the hot set, or by its row). */
-static int resident_whole(struct page_cache *pc, const struct pc_file *f)
+/* Under the lock: 1 if pages [first, end) of f are resident whole (or in the hot set). */
+static int resident_pages(struct page_cache *pc, const struct pc_file *f, uint64_t first,
+                          uint64_t end)
 {
-    uint64_t npages = (f->size + pc->store.page_size - 1) / pc->store.page_size;
-    for (uint64_t i = 0; i < npages; i++) {
+    for (uint64_t i = first; i < end; i++) {
         int hot = 0;
         for (size_t k = 0; k < pc->nhot && !hot; k++)
             hot = pc->hot[k]->file_id == f->file_id && pc->hot[k]->idx == i;
@@ -43,6 +44,25 @@ static int resident_whole(struct page_cache *pc, const struct pc_file *f)
             return 0;
     }
     return 1;
+}
+
+static int resident_whole(struct page_cache *pc, const struct pc_file *f)
+{
+    return resident_pages(pc, f, 0, (f->size + pc->store.page_size - 1) / pc->store.page_size);
+}
+
+int page_cache_range_resident(struct page_cache *pc, struct pc_file *f, uint64_t off, uint64_t len)
+{
+    if (!pc || !f)
+        return -EINVAL;
+    uint64_t end = off + len < off || off + len > f->size ? f->size : off + len;
+    if (off >= end)
+        return 1;
+    pthread_mutex_lock(&pc->lock);
+    int rc = resident_pages(pc, f, off / pc->store.page_size,
+                            (end + pc->store.page_size - 1) / pc->store.page_size);
+    pthread_mutex_unlock(&pc->lock);
+    return rc;
 }
 
 int page_cache_resident(struct page_cache *pc, struct pc_file *f)

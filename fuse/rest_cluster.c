@@ -107,8 +107,10 @@ int rest_cluster_gate(struct rest_server *rs, const struct listener *l, struct M
     }
     if (!version || !*version || parse_page_size(psz, &ctx->peer_page_size) < 0)
         return 400;
+    const char *co = MHD_lookup_connection_value(c, MHD_HEADER_KIND, PEER_HDR_CACHE_ONLY);
     ctx->peer = 1;
     ctx->peer_version = version;
+    ctx->peer_cache_only = co && strcmp(co, "1") == 0;
     return 0;
 }
 

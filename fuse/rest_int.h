@@ -83,6 +83,7 @@ struct req_ctx {
     int peer;                 /* a cluster peer's request, its signature verified */
     const char *peer_version; /* its X-Pagefs-Version (libmicrohttpd's, valid meanwhile) */
     uint32_t peer_page_size;  /* its X-Pagefs-Page-Size */
+    int peer_cache_only;      /* its X-Pagefs-Cache-Only is 1: only what is resident here */
     int parsed;
     int answered;
     struct rest_request req;

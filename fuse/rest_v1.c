@@ -291,7 +291,8 @@ static int open_request_file(struct rest_server *rs, struct MHD_Connection *c, s
 
 /* A cluster peer's page request (its signature verified by rest_cluster_gate()): bytes
  * [page * its page size + offset, + length) of the version it names, or 412 when this node
- * lists another version. Read in a scope that never asks another peer (the requester chose
+ * lists another version; a cache-only request (from a node that took the unit over) gets 404
+ * for what is not resident here. Read in a scope that never asks another peer (the requester chose
  * this node as the owner; whatever this node thinks, it fetches from the store itself). */
 static enum MHD_Result peer_page(struct rest_server *rs, struct MHD_Connection *c,
                                  struct req_ctx *ctx)
@@ -317,6 +318,11 @@ static enum MHD_Result peer_page(struct rest_server *rs, struct MHD_Connection *
     uint64_t len = start >= size ? 0 : size - start; /* past the end: empty, the end */
     if (req->length < len)
         len = req->length;
+    if (ctx->peer_cache_only &&
+        page_cache_range_resident(rs->pc, reader_file_pc(rf), start, len) != 1) {
+        ret = rest_reply_error(c, ctx, 404, "not cached here");
+        goto out_unref;
+    }
     buf = malloc(len ? len : 1);
     if (!buf) {
         ret = rest_reply_error(c, ctx, 500, "out of memory");

@@ -38,7 +38,8 @@ struct owner {
     unsigned port;
     char addr[32];
     atomic_int mode;
-    atomic_int requests, bad_auth, bad_headers;
+    atomic_int holds; /* answers cache-only requests with the bytes (else 404: not held) */
+    atomic_int requests, cache_only, bad_auth, bad_headers;
 };
 
 static unsigned char *data;
@@ -95,6 +96,10 @@ static enum MHD_Result owner_handler(void *cls, struct MHD_Connection *c, const 
         status = 401;
     } else if (strcmp(v, version) != 0) {
         status = 412;
+    } else if (atomic_load(&o->mode) != OWNER_HANG &&
+               MHD_lookup_connection_value(c, MHD_HEADER_KIND, PEER_HDR_CACHE_ONLY) &&
+               (atomic_fetch_add(&o->cache_only, 1), !atomic_load(&o->holds))) {
+        status = 404;
     } else {
         int mode = atomic_load(&o->mode);
         if (mode == OWNER_HANG) {
@@ -194,7 +199,7 @@ static int fixture_start(struct fixture *fx, int dead_b)
                            .self_id = fx->self_addr,
                            .page_size = PAGE_SIZE,
                            .timeout_ms = 1000,
-                           .down_ms = 1500};
+                           .down_ms = 2500};
     if (peer_backend_create(&pc, st, &fx->stack, err, sizeof(err)) < 0) {
         fprintf(stderr, "peer: %s\n", err);
         return -1;
@@ -271,15 +276,21 @@ static void test_routing(void)
     int ra = atomic_load(&fx.a.requests), rb = atomic_load(&fx.b.requests);
     CHECK_EQ(atomic_load(&fx.a.bad_auth) + atomic_load(&fx.b.bad_auth), 0);
     CHECK_EQ(atomic_load(&fx.a.bad_headers) + atomic_load(&fx.b.bad_headers), 0);
-    CHECK(ra >= per[1] && rb >= per[2]);
-    CHECK(ra <= 2 * per[1] && rb <= 2 * per[2]); /* at most two pieces per unit */
+    int ca = atomic_load(&fx.a.cache_only), cb = atomic_load(&fx.b.cache_only);
+    CHECK(ra - ca >= per[1] && rb - cb >= per[2]);
+    CHECK(ra - ca <= 2 * per[1] && rb - cb <= 2 * per[2]); /* at most two pieces per unit */
     struct peer_stats ps;
     struct peer_node_stats *nodes = NULL;
     size_t n = 0;
     CHECK_EQ(peer_backend_stats(fx.stack, &ps, &nodes, &n), 0);
     CHECK_EQ(ps.members, 3);
     CHECK_EQ(ps.fallbacks, 0);
-    CHECK_EQ(ps.peer_reads, (uint64_t)(ra + rb));
+    /* Every unit of ours was first asked of the next node (a fresh view: rebalancing), which
+     * did not hold it (404); the others were read from their owners. */
+    int asked = atomic_load(&fx.a.cache_only) + atomic_load(&fx.b.cache_only);
+    CHECK(asked >= per[0]);
+    CHECK_EQ(ps.rebalance_reads, 0);
+    CHECK_EQ(ps.peer_reads + (uint64_t)asked, (uint64_t)(ra + rb));
     CHECK_EQ(n, 3);
     free(nodes);
     /* Units of self went to inner, nothing else did. */
@@ -290,8 +301,19 @@ static void test_routing(void)
     CHECK_EQ(read_all(&fx, 8 * MiB, version), 0);
     backend_call_end(&call);
     CHECK_EQ(read_all(&fx, 8 * MiB, NULL), 0);
-    CHECK_EQ(atomic_load(&fx.a.requests), ra);
-    CHECK_EQ(atomic_load(&fx.b.requests), rb);
+    /* ... but for the cache-only asks about our own units. */
+    int asked2 = atomic_load(&fx.a.cache_only) + atomic_load(&fx.b.cache_only) - asked;
+    CHECK(asked2 >= per[0]);
+    CHECK_EQ(atomic_load(&fx.a.requests) + atomic_load(&fx.b.requests), ra + rb + asked2);
+    /* A node that held our units (their owner before we joined) serves them: no store read. */
+    atomic_store(&fx.a.holds, 1);
+    atomic_store(&fx.b.holds, 1);
+    uint64_t inner_before = inner_reads(&fx);
+    CHECK_EQ(read_all(&fx, 4 * MiB, version), 0);
+    CHECK_EQ(inner_reads(&fx), inner_before);
+    CHECK_EQ(peer_backend_stats(fx.stack, &ps, &nodes, &n), 0);
+    CHECK(ps.rebalance_reads >= (uint64_t)per[0]);
+    free(nodes);
     /* The owner of a key answers for /v1/node. */
     struct member m;
     CHECK_EQ(peer_backend_owner(fx.stack, KEY, 0, &m), 0);
@@ -314,7 +336,7 @@ static void test_refusals(void)
     struct peer_node_stats *nodes = NULL;
     size_t n = 0;
     CHECK_EQ(peer_backend_stats(fx.stack, &ps, &nodes, &n), 0);
-    CHECK(ps.version_mismatch >= (uint64_t)ra);
+    CHECK(ps.version_mismatch >= (uint64_t)(ra - atomic_load(&fx.a.cache_only)));
     CHECK(ps.fallbacks > 0);
     for (size_t i = 0; i < n; i++)
         CHECK_EQ(nodes[i].state, PEER_UP);
@@ -334,9 +356,9 @@ static void test_refusals(void)
     }
     /* A 500 marks the owner down: its next units go to inner without asking it. */
     atomic_store(&fx.a.mode, OWNER_500);
-    int before = atomic_load(&fx.a.requests);
+    int before = atomic_load(&fx.a.requests) - atomic_load(&fx.a.cache_only);
     CHECK_EQ(read_all(&fx, 4 * MiB, version), 0);
-    CHECK_EQ(atomic_load(&fx.a.requests), before + 1);
+    CHECK_EQ(atomic_load(&fx.a.requests) - atomic_load(&fx.a.cache_only), before + 1);
     fixture_stop(&fx);
 }
 
@@ -375,7 +397,7 @@ static void test_dead_and_hung(void)
     CHECK_EQ(atomic_load(&fx.a.requests), asked + 1);
     /* After the down period a read probes it; healthy again, it is used again. */
     atomic_store(&fx.a.mode, OWNER_OK);
-    usleep(3200 * 1000); /* past its first down period (down_ms, 1.5 s) */
+    usleep(3200 * 1000); /* past its first down period (down_ms, 2.5 s) */
     int before = atomic_load(&fx.a.requests);
     CHECK_EQ(read_all(&fx, 4 * MiB, version), 0);
     CHECK(atomic_load(&fx.a.requests) > before + 1);
