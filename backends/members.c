@@ -146,7 +146,8 @@ static int member_cmp(const void *a, const void *b)
 /* Sorts list by id; -EEXIST names the first duplicate in err. */
 static int sort_unique(struct member *list, size_t n, char *err, size_t errlen)
 {
-    qsort(list, n, sizeof(*list), member_cmp);
+    if (n > 1)
+        qsort(list, n, sizeof(*list), member_cmp);
     for (size_t i = 1; i < n; i++) {
         if (strcmp(list[i - 1].id, list[i].id) == 0) {
             snprintf(err, errlen, "member %s is listed twice", list[i].id);

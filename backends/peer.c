@@ -63,6 +63,8 @@ struct peer_priv {
     int timeout_ms, down_ms;
     struct curl_pool *pool;
     struct curl_common_conf cconf;
+    struct curl_common_conf probe_conf;      /* peer_alive(): PEER_PROBE_MS in all */
+    struct curl_common_conf cache_only_conf; /* a cache-only request: the stall is PEER_PROBE_MS */
 
     pthread_mutex_t lock; /* leaf: nodes and their fields, the view change below */
     struct peer_node *nodes;
@@ -174,6 +176,23 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* 1 if the peer answers GET /v1/node (no cache work behind it) within PEER_PROBE_MS. */
+static int peer_alive(struct peer_priv *pp, const struct member *mb)
+{
+    char url[MEMBERS_ADDR_MAX + 32];
+    struct curl_req r = {0};
+    char body[512];
+    snprintf(url, sizeof(url), "http://%s/v1/node", mb->addr);
+    r.url = url;
+    r.body.buf = body;
+    r.body.cap = sizeof(body);
+    int rc = curl_req_perform(pp->pool, &pp->probe_conf, &r);
+    int alive = rc == 0 && r.status == 200;
+    r.body.buf = NULL;
+    curl_req_clear(&r);
+    return alive;
+}
+
 /* What one peer request came to. */
 enum peer_outcome {
     PEER_OK,      /* bytes in the buffer */
@@ -234,7 +253,7 @@ static enum peer_outcome peer_fetch(struct peer_priv *pp, const struct member *m
         goto out_clear;
     }
     uint64_t t0 = now_us();
-    rc = curl_req_perform(pp->pool, &pp->cconf, &r);
+    rc = curl_req_perform(pp->pool, cache_only ? &pp->cache_only_conf : &pp->cconf, &r);
     uint64_t us = now_us() - t0;
     if (rc == 0 && r.status == 200) {
         *got = r.body.len;
@@ -250,6 +269,11 @@ static enum peer_outcome peer_fetch(struct peer_priv *pp, const struct member *m
          * 504), or it sent more than asked (overflow). */
         int status_down = r.status >= 500 && r.status != 502 && r.status != 504;
         int down = r.status == 0 || status_down;
+        /* A peer that went quiet may be hung (stopped, swapping) or busy fetching the unit
+         * from the store: only the first is down. A quick request it answers without touching
+         * its cache tells them apart; the busy one keeps its place (this read goes elsewhere). */
+        if (r.status == 0 && rc == -ETIMEDOUT && !cache_only && peer_alive(pp, mb))
+            down = 0;
         if (r.status == 412)
             count(&pp->version_mismatch, 1);
         node_report(pp, mb->id, 0, down, 0, us);
@@ -468,6 +492,12 @@ int peer_backend_create(const struct peer_conf *conf, struct backend *inner, str
     curl_common_conf_init(&pp->cconf, 120000, 120000, pp->timeout_ms, "PAGEFS_DEBUG_PEER");
     pp->cconf.connect_timeout_ms = pp->timeout_ms < 1000 ? pp->timeout_ms : 1000;
     pp->cconf.user_agent = "pagefs-peer";
+    curl_common_conf_init(&pp->probe_conf, PEER_PROBE_MS, PEER_PROBE_MS, 0, "PAGEFS_DEBUG_PEER");
+    /* A cache-only request is answered from the peer's disk or refused: a peer that is quiet
+     * for PEER_PROBE_MS on one is hung, not busy fetching. */
+    pp->cache_only_conf = pp->cconf;
+    pp->cache_only_conf.stall_s = (PEER_PROBE_MS + 999) / 1000;
+    pp->probe_conf.user_agent = "pagefs-peer";
     *out = be;
     return 0;
 out_destroy:

@@ -20,15 +20,18 @@
  * Rebalancing: for PEER_REBALANCE_MS after a view change (a node's first view included), a
  * miss of a unit this node owns first asks the node next in hash order - with HRW, the unit's
  * owner before a node joined - with X-Pagefs-Cache-Only: it answers from its cache or 404,
- * never from the store. So the units a joining node takes over cost no store request. A read
+ * never from the store, so it is given up after PEER_PROBE_MS of silence (and the node marked
+ * down). So the units a joining node takes over cost no store request. A read
  * made for a peer (NO_PEER) asks no other node, except these cache-only requests (which can
  * not chain: their reader holds the bytes, or answers 404).
  *
  * Failures never fail a read the store can answer: a peer that cannot be reached, stalls past
- * the timeout or answers 5xx (but 502/504: the owner's store failed, not the owner) is marked
- * down for down_ms (doubling while it keeps failing, up to 60 s; then one read probes it) and
- * the next candidate in HRW order is asked, or the inner backend. A 404, 412 or 401/403 falls
- * back to the inner backend for that read only. Every fallback is counted.
+ * the timeout and does not answer a probe (GET /v1/node) within PEER_PROBE_MS - a peer that
+ * answers it is busy, not hung, and only this read goes elsewhere - or answers 5xx (but
+ * 502/504: the owner's store failed, not the owner) is marked down for down_ms (doubling while it
+ * keeps failing, up to 60 s; then one read probes it) and the next candidate in HRW order is asked,
+ * or the inner backend. A 404, 412 or 401/403 falls back to the inner backend for that read only.
+ * Every fallback is counted.
  *
  * stat and list go to the inner backend. Ownership: the layer owns inner (also when create
  * fails); members and secret are borrowed and must outlive it.
@@ -45,6 +48,7 @@
 
 #define PEER_DEFAULT_TIMEOUT_MS 5000
 #define PEER_DEFAULT_DOWN_MS 10000
+#define PEER_PROBE_MS 1000 /* a quiet peer is down unless it answers GET /v1/node this fast */
 #define PEER_MAX_DOWN_MS 60000
 #define PEER_MAX_REQUEST (64u << 20) /* bytes one peer request may ask for */
 

@@ -154,8 +154,7 @@ class Cluster:
 
     def options(self, i):
         opts = ["endpoint=" + self.shaper.endpoint, "rest=" + self.addrs[i],
-                "cluster=t", "cluster_secret=" + self.secret_files[i],
-                "peer_timeout=%d" % PEER_TIMEOUT_S, "meta_ttl=300"]
+                "cluster=t", "cluster_secret=" + self.secret_files[i], "meta_ttl=300"]
         if self.members == "static":
             opts.append("peers=" + self.peers_file)
         else:
@@ -293,7 +292,7 @@ class ClusterTest(unittest.TestCase):
 
     def test_sigstop(self):
         bucket, objs = self.new_bucket("stop", 4, small=30, large=1)
-        cl = Cluster(bucket, 3)
+        cl = Cluster(bucket, 3, extra=["peer_timeout=%d" % PEER_TIMEOUT_S])
         try:
             victim = cl.mounts[2]
             victim.kill(signal.SIGSTOP)
@@ -304,7 +303,7 @@ class ClusterTest(unittest.TestCase):
             node3 = [p for p in st["peers"] if p["addr"] == cl.addrs[2]][0]
             print("node 3 stopped: pass took %.1f s, node 3 requests %d, down %d, fallbacks %d"
                   % (took, node3["requests"], node3["down_events"], st["fallbacks"]))
-            # One timeout (connect or stall) marks it down; the rest go elsewhere at once. Reads
+            # One timeout (connect or stall) and a probe mark it down; the rest go elsewhere. Reads
             # that were already waiting on it (the kernel's and read-ahead's, in parallel) end
             # with that same timeout: one down event, and the pass pays about one timeout.
             self.assertEqual(node3["down_events"], 1)
