@@ -43,8 +43,11 @@ SECRET = b"pagefs-bench-cluster-secret-0123456789"
 SHARD_STREAMS = 4
 STAT_KEYS = ("cache.hit_bytes", "cache.fetched_bytes", "remote.bytes", "remote.read",
              "fuse.read_bytes", "cluster.peer_bytes", "cluster.peer_reads",
-             "cluster.served_bytes", "cluster.local_reads", "cluster.fallbacks",
-             "cluster.members")
+             "cluster.served_bytes", "cluster.served_requests", "cluster.served_store_reads",
+             "cluster.local_reads", "cluster.fallbacks", "cluster.version_mismatch",
+             "cluster.refused_version", "remote.errors", "cluster.members",
+             # sums over the peers[] of /api/v1/stats
+             "peers.requests", "peers.bytes", "peers.errors", "peers.down_events")
 
 
 class PassTimeout(Exception):
@@ -129,6 +132,9 @@ def stop_nodes(nodes):
 
 def _pick(stats):
     flat = infra.flatten(stats)
+    peers = (stats.get("cluster") or {}).get("peers") or []
+    for k in ("requests", "bytes", "errors", "down_events"):
+        flat["peers." + k] = sum(p.get(k, 0) for p in peers if isinstance(p.get(k), int))
     return {k: flat.get(k, 0) for k in STAT_KEYS}
 
 
