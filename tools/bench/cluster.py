@@ -77,6 +77,21 @@ class Node:
         with urllib.request.urlopen("http://%s/api/v1/stats" % self.addr, timeout=10) as r:
             return json.loads(r.read())
 
+    def peer_latency(self):
+        """The latency histogram of this node's requests to peers since it started, all peers
+        summed, from /metrics: {upper bound in s (or '+Inf'): cumulative count}."""
+        out = {}
+        try:
+            with urllib.request.urlopen("http://%s/metrics" % self.addr, timeout=10) as r:
+                text = r.read().decode(errors="replace")
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("pagefs_peer_request_duration_seconds_bucket{"):
+                le = line.split('le="', 1)[1].split('"', 1)[0]
+                out[le] = out.get(le, 0) + int(float(line.rsplit(" ", 1)[1]))
+        return out
+
 
 def start_nodes(args, ds, store, workdir, cleanup, tag, clustered):
     """Three mounted nodes (started; stopped by the caller or by cleanup)."""
@@ -195,7 +210,9 @@ def run_pass(nodes, ds, epoch, shaper, wdir, timeout, others=()):
         out["nodes"].append({"node": n.idx + 1, "small": sm, "shards": sh,
                              "files_per_s": sm["files_per_s"], "shard_MBps": sh["MBps"],
                              "stats": _delta(s0, _pick(n.stats())),
-                             "peak_rss": n.mount.peak_rss()})
+                             "peak_rss": n.mount.peak_rss(),
+                             "peers": (n.stats().get("cluster") or {}).get("peers"),
+                             "peer_latency_since_start": n.peer_latency()})
     out["others"] = [{"node": n.idx + 1, "stats": _delta(s0, _pick(n.stats()))}
                      for n, s0 in zip(others, ot0)]
     if remote:
