@@ -312,6 +312,7 @@ NODE_FIGURES = (("files_per_s", lambda r: r["files_per_s"]),
                 ("hit_bytes", lambda r: r["stats"]["cache.hit_bytes"]),
                 ("served_bytes", lambda r: r["stats"]["cluster.served_bytes"]),
                 ("fallbacks", lambda r: r["stats"]["cluster.fallbacks"]),
+                ("peer_down_events", lambda r: r["stats"].get("peers.down_events")),
                 ("peak_rss", lambda r: r["peak_rss"]))
 
 
@@ -399,7 +400,7 @@ def cluster_table(summary, ds_bytes, runs):
              "run%s]" % (runs, "" if runs == 1 else "s")]
     rows = [("pass", "files/s n1/n2/n3", "shards MB/s n1/n2/n3", "egress (x data)",
              "requests (by kind)", "MB from bucket/peers/own cache per node",
-             "MB served; fallbacks")]
+             "MB served; fallbacks; peers marked down")]
     for scen, ps in CLUSTER_PASSES:
         s = (summary.get(scen) or {}).get(ps)
         label = CLUSTER_LABELS[(scen, ps)]
@@ -419,7 +420,9 @@ def cluster_table(summary, ds_bytes, runs):
         if s.get("others_served_bytes"):
             served += " (+%s by the others)" % _mb(_med(s, "others_served_bytes"))
         fb = "/".join("%d" % (_med(n, "fallbacks") or 0) for n in nodes)
-        rows.append((label, fps, mbs, egs, _fmt_requests(s), src, "%s; %s" % (served, fb)))
+        down = "/".join("%d" % (_med(n, "peer_down_events") or 0) for n in nodes)
+        rows.append((label, fps, mbs, egs, _fmt_requests(s), src,
+                     "%s; %s; %s" % (served, fb, down)))
     widths = [max(len(r[i]) for r in rows if len(r) > i) for i in range(len(rows[0]))]
     for j, r in enumerate(rows):
         lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
@@ -457,9 +460,10 @@ def cluster_table(summary, ds_bytes, runs):
         "cluster.peer_bytes and cache.hit_bytes in",
         "   /api/v1/stats; hits include pages that read-ahead or directory prefetch fetched "
         "just before the reader came, so in",
-        "   a cold pass they overlap the other two. MB served = cluster.served_bytes. All "
-        "daemons, radosgw and the shaper share",
-        "   this machine's CPUs.)"]
+        "   a cold pass they overlap the other two. MB served = cluster.served_bytes; "
+        "fallbacks = cluster.fallbacks; peers marked",
+        "   down = the sum of peers[].down_events. All daemons, radosgw and the shaper share "
+        "this machine's CPUs.)"]
     return "\n".join(lines)
 
 
