@@ -4,6 +4,7 @@
     /usr/bin/python3 tools/bench/bench.py --build BUILD [--size tiny|quick|full]
         [--profile cloud|loopback] [--fs pagefs,s3fs,rclone] [--runs 3] [--out DIR]
         [--workloads a,b,...] [--no-shaper] [--workdir DIR] [--keep-workdir]
+    /usr/bin/python3 tools/bench/bench.py --build BUILD --cluster [--size ...] [--runs N] ...
     /usr/bin/python3 tools/bench/bench.py --validate DIR/results.json [--fs pagefs]
 
 One run: generates the datasets from a fixed seed into a local directory, starts a throwaway
@@ -22,6 +23,11 @@ Output in --out (default docs/benchmarks/<date>-<size>-<profile>/): results.json
 medians with min/max, machine and versions), tables.txt (the tables printed to stdout) and
 chart.png. Whatever happens (error, Ctrl-C, SIGTERM), every mount is unmounted and every
 process the harness started is stopped by its pid (see infra.py).
+
+--cluster runs the cluster workload instead (cluster.py; pagefs only, no ceilings): three
+daemons on one host, independent and then in one cluster, reading the small files and the
+shards at once, and a cluster read node by node; output in docs/benchmarks/<date>-<size>-
+<profile>-cluster/ (results.json with a "cluster" object, tables.txt; no chart).
 """
 
 import argparse
@@ -129,14 +135,18 @@ def machine_info(build, fs_list):
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    import torch  # noqa: F401  (version only; the workload runs it in a child)
+    try:
+        import torch  # (version only; the workload runs it in a child)
+        torch_version = torch.__version__
+    except ImportError:  # not needed by --cluster
+        torch_version = None
     versions = {fs: infra.fs_version(fs, build) for fs in ("pagefs", "s3fs", "rclone")}
     versions.update({
         "fio": run(["fio", "--version"]),
         "radosgw": run(["radosgw", "--version"]),
         "curl": run(["curl", "--version"]),
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": torch_version,
         "pagefs_git": run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
     })
     return {"machine": {"nproc": os.cpu_count(), "mem_total_bytes": mem, "cpu": cpu,
@@ -273,8 +283,9 @@ def _brief(wl, res):
 
 
 def default_out(args):
-    return os.path.join(ROOT, "docs", "benchmarks", "%s-%s-%s" % (
-        datetime.date.today().isoformat(), args.size, args.profile))
+    return os.path.join(ROOT, "docs", "benchmarks", "%s-%s-%s%s" % (
+        datetime.date.today().isoformat(), args.size, args.profile,
+        "-cluster" if args.cluster else ""))
 
 
 def parse_args(argv):
@@ -305,6 +316,9 @@ def parse_args(argv):
     ap.add_argument("--pagefs-opts", default="",
                     help="more -o options for pagefs, comma-separated (experiments, e.g."
                     " verify=once); recorded in the results")
+    ap.add_argument("--cluster", action="store_true",
+                    help="run the cluster workload (3 pagefs nodes, independent and in one"
+                    " cluster; see cluster.py) instead of the per-filesystem workloads")
     ap.add_argument("--validate", metavar="JSON", help="check a results.json and exit")
     args = ap.parse_args(argv)
     args.fs = [f for f in args.fs.split(",") if f]
@@ -318,6 +332,10 @@ def parse_args(argv):
             ap.error("unknown workload %s" % w)
     if args.validate:
         return args
+    if args.cluster:
+        args.fs = ["pagefs"]
+        args.workloads = []
+        args.no_ceilings = True
     if not args.build:
         ap.error("--build is required")
     args.build = os.path.abspath(args.build)
@@ -337,6 +355,7 @@ def main(argv):
                           "%d problems" % len(problems)))
         return 0 if not problems else 1
 
+    import cluster
     import datasets
     import workloads
 
@@ -348,7 +367,8 @@ def main(argv):
         return 2
     for tool, pkg in (("fio", "fio"), ("curl", "curl"), ("fusermount3", "fuse3"),
                       ("s3fs", "s3fs"), ("rclone", "rclone")):
-        if (tool in ("s3fs", "rclone") and tool not in args.fs):
+        if (tool in ("s3fs", "rclone") and tool not in args.fs) or (tool == "fio"
+                                                                      and args.cluster):
             continue
         if shutil.which(tool) is None:
             print("bench.py: %s not found (apt-get install %s)" % (tool, pkg), file=sys.stderr)
@@ -376,14 +396,19 @@ def main(argv):
                  "args": {"size": args.size, "profile": args.profile, "fs": args.fs,
                           "runs": args.runs, "seed": args.seed, "workloads": args.workloads,
                           "shaped": not args.no_shaper,
-                          "restart": args.restart, "pagefs_opts": args.pagefs_opts},
+                          "restart": args.restart, "pagefs_opts": args.pagefs_opts,
+                          "cluster": args.cluster},
                  "workload_params": {"readers": workloads.READERS,
                                      "net_parallel": workloads.NET_PARALLEL,
                                      "loader_workers": workloads.LOADER_WORKERS,
                                      "loader_compute_ms": workloads.LOADER_COMPUTE_MS,
-                                     "fio_jobs": workloads.FIO_JOBS},
+                                     "fio_jobs": workloads.FIO_JOBS,
+                                     "cluster_nodes": cluster.NODES,
+                                     "cluster_shard_streams": cluster.SHARD_STREAMS},
                  "workdir": workdir})
     results = {"meta": meta, "shaper_selftest": {}, "workloads": {}, "failures": []}
+    if args.cluster:
+        results["cluster"] = {"runs": []}
     for wl in wls:
         results["workloads"][wl.name] = {
             "name": wl.name, "title": wl.title, "metric": wl.metric, "unit": wl.unit,
@@ -417,7 +442,11 @@ def main(argv):
         wdir = os.path.join(workdir, "wl")
         os.makedirs(wdir, exist_ok=True)
 
-        for run_idx in range(args.runs):
+        for run_idx in range(args.runs if args.cluster else 0):
+            r, failed = cluster.run(run_idx, args, ds, store, shaper, workdir, cleanup, timeout)
+            results["cluster"]["runs"].append(r)
+            results["failures"] += failed
+        for run_idx in range(0 if args.cluster else args.runs):
             for fs in args.fs:
                 for wl in wls:
                     entry = results["workloads"][wl.name]["fs"][fs]
@@ -476,6 +505,8 @@ def main(argv):
         for r in wl["ceiling"].values():
             if r["runs"]:
                 r["summary"] = report.summarize_passes(r["runs"], wl["metric"])
+    if args.cluster:
+        results["cluster"]["summary"] = report.summarize_cluster(results["cluster"]["runs"])
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
@@ -499,6 +530,9 @@ def main(argv):
             "L list, O other"]
     text = "\n".join(head) + "\n" + "\n".join(
         report.table(wl, wl, args.fs, args.restart) for wl in results["workloads"].values())
+    if args.cluster:
+        text += report.cluster_table(results["cluster"]["summary"], ds.total_bytes,
+                                     len(results["cluster"]["runs"]))
     if results["failures"]:
         text += "\n\nFAILURES:\n" + "\n".join("  " + f for f in results["failures"])
     text += "\n\ntotal time: %.0f s%s\n" % (results["meta"]["seconds"],
@@ -507,11 +541,12 @@ def main(argv):
     with open(os.path.join(args.out, "tables.txt"), "w") as f:
         f.write(text)
     try:
-        report.chart(results, args.fs, os.path.join(args.out, "chart.png"),
-                     "%s, profile %s, %s" % (args.size, args.profile, started[:10]))
+        if not args.cluster:
+            report.chart(results, args.fs, os.path.join(args.out, "chart.png"),
+                         "%s, profile %s, %s" % (args.size, args.profile, started[:10]))
     except Exception as e:
         log("chart failed: %s" % e)
-    log("wrote %s/{results.json,tables.txt,chart.png}" % args.out)
+    log("wrote %s/{results.json,tables.txt%s}" % (args.out, "" if args.cluster else ",chart.png"))
     if interrupted:
         return 130
     return 0 if not results["failures"] else 1

@@ -326,10 +326,11 @@ def _base_env():
     return env
 
 
-def make_mount(kind, build, store, workdir, tag, cache_bytes, cleanup, extra_opts=()):
+def make_mount(kind, build, store, workdir, tag, cache_bytes, cleanup, extra_opts=(),
+               mountpoint=None):
     """A FuseMount (not started) of the bucket by kind in {pagefs, s3fs, rclone}; extra_opts:
-    more pagefs -o options (experiments)."""
-    mp = os.path.join(workdir, "mnt-" + kind)
+    more pagefs -o options (experiments); mountpoint: default WORKDIR/mnt-KIND."""
+    mp = mountpoint or os.path.join(workdir, "mnt-" + kind)
     cache = os.path.join(workdir, "cache-%s-%s" % (kind, tag))
     log_path = os.path.join(workdir, "%s-%s.log" % (kind, tag))
     env = _base_env()

@@ -1,5 +1,9 @@
 """report - summaries, the stdout tables, the PNG chart and the JSON check of a benchmark run.
 
+The cluster workload (bench.py --cluster) has its own summary, table and check
+(summarize_cluster, cluster_table, validate_cluster): one row per pass, per-node figures side
+by side, and the ratios cluster/independent and from-peers/from-bucket.
+
 Summaries: every figure of every run is kept; the summary of a (workload, filesystem, pass)
 is the median over runs with min and max beside it. Tables print one block per workload with
 rows pagefs, s3fs, rclone, ceiling and the ratio pagefs/peer of the primary figure. The
@@ -260,7 +264,9 @@ def validate(path, fs_expected=None):
         if key not in meta:
             problems.append("meta lacks %s" % key)
     fs_list = fs_expected or meta.get("args", {}).get("fs", [])
-    if not data.get("workloads"):
+    if "cluster" in data:
+        problems += validate_cluster(data)
+    elif not data.get("workloads"):
         problems.append("no workloads")
     for name, wl in data.get("workloads", {}).items():
         for fs in fs_list:
@@ -278,10 +284,204 @@ def validate(path, fs_expected=None):
                 if len(r.get("runs", [])) < 1:
                     problems.append("%s/%s: no runs" % (name, fs))
     base = os.path.dirname(os.path.abspath(path))
-    for sibling in ("tables.txt", "chart.png"):
+    for sibling in ("tables.txt",) if "cluster" in data else ("tables.txt", "chart.png"):
         p = os.path.join(base, sibling)
         if not os.path.isfile(p) or os.path.getsize(p) == 0:
             problems.append("%s missing or empty next to the JSON" % sibling)
     for problem in data.get("failures", []):
         problems.append("recorded failure: %s" % problem)
+    return problems
+
+
+# -- the cluster workload (bench.py --cluster) ------------------------------------------------
+
+CLUSTER_PASSES = (("independent", "cold"), ("independent", "warm"), ("cluster", "cold"),
+                  ("cluster", "warm"), ("from_peers", "pass1"), ("from_peers", "pass2"),
+                  ("from_peers", "pass3"))
+CLUSTER_LABELS = {("independent", "cold"): "independent, cold (3 at once)",
+                  ("independent", "warm"): "independent, warm (3 at once)",
+                  ("cluster", "cold"): "cluster, cold (3 at once)",
+                  ("cluster", "warm"): "cluster, warm (3 at once)",
+                  ("from_peers", "pass1"): "cluster, node 1 alone, cold",
+                  ("from_peers", "pass2"): "cluster, then node 2 alone",
+                  ("from_peers", "pass3"): "cluster, then node 3 alone"}
+NODE_FIGURES = (("files_per_s", lambda r: r["files_per_s"]),
+                ("shard_MBps", lambda r: r["shard_MBps"]),
+                ("remote_bytes", lambda r: r["stats"]["remote.bytes"]),
+                ("peer_bytes", lambda r: r["stats"]["cluster.peer_bytes"]),
+                ("hit_bytes", lambda r: r["stats"]["cache.hit_bytes"]),
+                ("served_bytes", lambda r: r["stats"]["cluster.served_bytes"]),
+                ("fallbacks", lambda r: r["stats"]["cluster.fallbacks"]),
+                ("peer_down_events", lambda r: r["stats"].get("peers.down_events")),
+                ("peak_rss", lambda r: r["peak_rss"]))
+
+
+def _cluster_ratios(run):
+    """Ratios of one run (None where a part is missing)."""
+    def get(scen, ps):
+        return (run.get(scen) or {}).get(ps)
+
+    def node_ratio(a, b, key):
+        if not a or not b:
+            return [None] * max(len((a or b or {}).get("nodes", [])), 1)
+        return [x[key] / y[key] if y[key] else None for x, y in zip(a["nodes"], b["nodes"])]
+
+    ic, iw, cc, cw = (get("independent", "cold"), get("independent", "warm"),
+                      get("cluster", "cold"), get("cluster", "warm"))
+    out = {}
+    if ic and cc and ic.get("remote") and cc.get("remote") and ic["remote"]["bytes_down"]:
+        out["egress_cluster_over_independent"] = (cc["remote"]["bytes_down"]
+                                                  / ic["remote"]["bytes_down"])
+    out["files_per_s_cluster_cold_over_independent_cold"] = node_ratio(cc, ic, "files_per_s")
+    out["shard_MBps_cluster_cold_over_independent_cold"] = node_ratio(cc, ic, "shard_MBps")
+    out["files_per_s_cluster_warm_over_independent_warm"] = node_ratio(cw, iw, "files_per_s")
+    p1 = get("from_peers", "pass1")
+    for k in ("pass2", "pass3"):
+        pk = get("from_peers", k)
+        if p1 and pk:
+            out["files_per_s_%s_over_pass1" % k] = (pk["nodes"][0]["files_per_s"]
+                                                    / p1["nodes"][0]["files_per_s"])
+            out["shard_MBps_%s_over_pass1" % k] = (pk["nodes"][0]["shard_MBps"]
+                                                   / p1["nodes"][0]["shard_MBps"])
+    return out
+
+
+def summarize_cluster(runs):
+    """runs: [{scenario: {pass: result}}] -> medians (min, max) per scenario, pass and node,
+    and the ratios (each computed within a run, then the median over runs)."""
+    out = {}
+    for scen, ps in CLUSTER_PASSES:
+        ps_runs = [r[scen][ps] for r in runs if (r.get(scen) or {}).get(ps)]
+        if not ps_runs:
+            continue
+        s = {"seconds": stat_of([p["seconds"] for p in ps_runs]),
+             "egress_x": stat_of([p.get("egress_x") for p in ps_runs])}
+        rem = [p["remote"] for p in ps_runs if p.get("remote")]
+        if rem:
+            s["bytes_down"] = stat_of([r["bytes_down"] for r in rem])
+            s["requests"] = {k: stat_of([r["requests"].get(k) for r in rem])
+                             for k in rem[0]["requests"]}
+            for ph in ("small", "shards"):
+                s["bytes_down_" + ph] = stat_of([(p["phases"][ph]["remote"] or {}).get(
+                    "bytes_down") for p in ps_runs])
+        s["nodes"] = []
+        for i in range(len(ps_runs[0]["nodes"])):
+            s["nodes"].append({"node": ps_runs[0]["nodes"][i]["node"]})
+            for name, fn in NODE_FIGURES:
+                s["nodes"][i][name] = stat_of([fn(p["nodes"][i]) for p in ps_runs
+                                               if len(p["nodes"]) > i])
+        if any(p.get("others") for p in ps_runs):
+            s["others_served_bytes"] = stat_of([sum(o["stats"]["cluster.served_bytes"]
+                                                    for o in p.get("others", []))
+                                                for p in ps_runs])
+        out.setdefault(scen, {})[ps] = s
+    ratios = [_cluster_ratios(r) for r in runs]
+    rs = {}
+    for k in sorted(set(k for r in ratios for k in r)):
+        vals = [r.get(k) for r in ratios]
+        if any(isinstance(v, list) for v in vals):
+            n = max(len(v) for v in vals if isinstance(v, list))
+            rs[k] = [stat_of([v[i] for v in vals if isinstance(v, list) and len(v) > i])
+                     for i in range(n)]
+        else:
+            rs[k] = stat_of(vals)
+    out["ratios"] = rs
+    return out
+
+
+def _mb(v):
+    return "-" if v is None else "%.0f" % (v / 1e6)
+
+
+def cluster_table(summary, ds_bytes, runs):
+    """The cluster workload's block of text."""
+    lines = ["", "== cluster: 3 pagefs nodes on one host over one bucket; each node reads the "
+             "small files (8 readers, shuffled) then the shards (4 streams)  [medians of %d "
+             "run%s]" % (runs, "" if runs == 1 else "s")]
+    rows = [("pass", "files/s n1/n2/n3", "shards MB/s n1/n2/n3", "egress (x data)",
+             "requests (by kind)", "MB from bucket/peers/own cache per node",
+             "MB served; fallbacks; peers marked down")]
+    for scen, ps in CLUSTER_PASSES:
+        s = (summary.get(scen) or {}).get(ps)
+        label = CLUSTER_LABELS[(scen, ps)]
+        if not s:
+            rows.append((label, "not run / failed"))
+            continue
+        nodes = s["nodes"]
+        if len(nodes) == 1:
+            label += " [n%d]" % nodes[0]["node"]
+        fps = " / ".join(_fmt_value(_med(n, "files_per_s"), "files/s") for n in nodes)
+        mbs = " / ".join(_fmt_value(_med(n, "shard_MBps"), "MB/s") for n in nodes)
+        eg = _med(s, "bytes_down")
+        egs = "-" if eg is None else "%s (%.2fx)" % (_fmt_bytes(eg), eg / ds_bytes)
+        src = "  ".join("%s/%s/%s" % (_mb(_med(n, "remote_bytes")), _mb(_med(n, "peer_bytes")),
+                                      _mb(_med(n, "hit_bytes"))) for n in nodes)
+        served = "/".join(_mb(_med(n, "served_bytes")) for n in nodes)
+        if s.get("others_served_bytes"):
+            served += " (+%s by the others)" % _mb(_med(s, "others_served_bytes"))
+        fb = "/".join("%d" % (_med(n, "fallbacks") or 0) for n in nodes)
+        down = "/".join("%d" % (_med(n, "peer_down_events") or 0) for n in nodes)
+        rows.append((label, fps, mbs, egs, _fmt_requests(s), src,
+                     "%s; %s; %s" % (served, fb, down)))
+    widths = [max(len(r[i]) for r in rows if len(r) > i) for i in range(len(rows[0]))]
+    for j, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+        if j == 0:
+            lines.append("-" * len(lines[-1]))
+    r = summary.get("ratios", {})
+
+    def one(k):
+        v = _med(r, k)
+        return "n/a" if v is None else "%.2f" % v
+
+    def per_node(k):
+        v = r.get(k)
+        if not v:
+            return "n/a"
+        return " / ".join("n/a" if x is None else "%.2f" % x["median"] for x in v)
+
+    lines += [
+        "  ratios: egress cluster/independent (cold) %s;" % one("egress_cluster_over_independent"),
+        "          files/s cluster-cold/independent-cold per node %s; shards MB/s %s;"
+        % (per_node("files_per_s_cluster_cold_over_independent_cold"),
+           per_node("shard_MBps_cluster_cold_over_independent_cold")),
+        "          files/s cluster-warm/independent-warm per node %s;"
+        % per_node("files_per_s_cluster_warm_over_independent_warm"),
+        "          from peers: files/s pass2/pass1 %s, pass3/pass1 %s; shards MB/s pass2/pass1"
+        " %s, pass3/pass1 %s" % (one("files_per_s_pass2_over_pass1"),
+                                 one("files_per_s_pass3_over_pass1"),
+                                 one("shard_MBps_pass2_over_pass1"),
+                                 one("shard_MBps_pass3_over_pass1")),
+        "  (egress = the shaper's bytes down over the pass, x the dataset's bytes; only the bucket"
+        " is behind the shaped link:",
+        "   the nodes talk to each other over loopback, unshaped - the cluster's LAN. MB from"
+        " bucket/peers/own cache per node =",
+        "   the deltas of remote.bytes (includes what a node fetched to serve a peer), "
+        "cluster.peer_bytes and cache.hit_bytes in",
+        "   /api/v1/stats; hits include pages that read-ahead or directory prefetch fetched "
+        "just before the reader came, so in",
+        "   a cold pass they overlap the other two. MB served = cluster.served_bytes; "
+        "fallbacks = cluster.fallbacks; peers marked",
+        "   down = the sum of peers[].down_events. All daemons, radosgw and the shaper share "
+        "this machine's CPUs.)"]
+    return "\n".join(lines)
+
+
+def validate_cluster(data):
+    problems = []
+    c = data.get("cluster") or {}
+    if not c.get("runs"):
+        problems.append("cluster: no runs")
+    s = c.get("summary") or {}
+    for scen, ps in CLUSTER_PASSES:
+        p = (s.get(scen) or {}).get(ps)
+        if not p:
+            problems.append("cluster: no summary of %s/%s" % (scen, ps))
+            continue
+        for n in p["nodes"]:
+            for k in ("files_per_s", "shard_MBps"):
+                v = _med(n, k)
+                if not _num(v) or v <= 0:
+                    problems.append("cluster %s/%s node %d: no valid %s" % (scen, ps,
+                                                                            n["node"], k))
     return problems
