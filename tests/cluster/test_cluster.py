@@ -141,8 +141,12 @@ class Cluster:
             self.secret_files.append(p)
         self.extra = list(extra)
         self.mounts = [None] * 4
-        for i in range(n):
-            self.start(i)
+        try:
+            for i in range(n):
+                self.start(i)
+        except BaseException:
+            self.stop()  # no shaper or daemon left behind by a cluster that did not start
+            raise
 
     def write_peers(self, n):
         tmp = self.peers_file + ".tmp"
