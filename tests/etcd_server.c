@@ -1,6 +1,7 @@
 /*
  * etcd_server.c - a real etcd for the C tests (see etcd_server.h). The process is forked and
- * exec'd with its output in DIR/etcd.log; readiness is a GET /health answering "true".
+ * exec'd with its output in DIR/etcd.log, dies with the test (PR_SET_PDEATHSIG); readiness is
+ * a GET /health answering "true".
  */
 #include "etcd_server.h"
 
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -85,10 +87,14 @@ static int spawn(struct etcd_server *s)
     snprintf(client, sizeof(client), "http://127.0.0.1:%u", s->client_port);
     snprintf(peer, sizeof(peer), "http://127.0.0.1:%u", s->peer_port);
     snprintf(cluster, sizeof(cluster), "t=%s", peer);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+        if (getppid() != parent)
+            _exit(127);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -97,7 +103,7 @@ static int spawn(struct etcd_server *s)
         execl(exe, exe, "--name", "t", "--data-dir", data, "--listen-client-urls", client,
               "--advertise-client-urls", client, "--listen-peer-urls", peer,
               "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
-              "--initial-cluster-state", "new", (char *)NULL);
+              "--initial-cluster-state", "new", "--log-level", "warn", (char *)NULL);
         _exit(127);
     }
     s->pid = pid;

@@ -3,10 +3,10 @@
  *
  * A real etcd (/usr/bin/etcd, Debian's etcd-server; scripts/install-deps.sh --test installs
  * it, so a missing binary fails the test) is started on loopback ports of its own with its
- * data under a fresh test directory, and killed at the end: by etcd_stop() on every way out
- * of main(), and by the kernel (PR_SET_PDEATHSIG) should this process die first. Against it:
- * leases (grant, keepalive, expiry, revoke), keys with binary bytes, etcd's prefix rule,
- * watches (timeout, a change from another thread, history, compaction, the call scope's
+ * data under a fresh test directory (tests/etcd_server.c), and killed at the end: by etcd_stop() on
+ * every way out of main(), and by the kernel (PR_SET_PDEATHSIG) should this process die first.
+ * Against it: leases (grant, keepalive, expiry, revoke), keys with binary bytes, etcd's prefix
+ * rule, watches (timeout, a change from another thread, history, compaction, the call scope's
  * cancel and deadline), failover past a dead endpoint or a 5xx, and concurrent callers.
  *
  * A fake server (a thread answering each connection with the canned reply the test set) feeds
@@ -18,6 +18,7 @@
 #include "backends/backend.h"
 #include "backends/curl_common.h"
 #include "backends/etcd.h"
+#include "etcd_server.h"
 #include "testlib.h"
 
 #include <arpa/inet.h>
@@ -38,7 +39,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define ETCD_BIN "/usr/bin/etcd"
 #define ETCD_START_MS 30000
 
 /* --- helpers --------------------------------------------------------------------------- */
@@ -230,74 +230,20 @@ static void fake_stop(void)
 
 /* --- the real etcd --------------------------------------------------------------------- */
 
-static pid_t etcd_pid;
-static char *etcd_dir;
-static char etcd_url[64];
+static struct etcd_server srv; /* tests/etcd_server.h */
+#define etcd_url (srv.url)
 static struct etcd_client *ec; /* a client of the real etcd */
 
 static void etcd_stop(void)
 {
-    if (etcd_pid > 0) {
-        kill(etcd_pid, SIGTERM);
-        for (int i = 0; i < 100 && waitpid(etcd_pid, NULL, WNOHANG) == 0; i++)
-            sleep_ms(50);
-        if (kill(etcd_pid, SIGKILL) == 0)
-            waitpid(etcd_pid, NULL, 0);
-        etcd_pid = 0;
-    }
-    if (etcd_dir) {
-        test_rm_rf(etcd_dir);
-        free(etcd_dir);
-        etcd_dir = NULL;
-    }
+    etcd_server_clear(&srv);
 }
 
-static void etcd_exec(const char *client_url, const char *peer_url, pid_t parent)
-{
-    char data[4096], log[4096], cluster[128];
-    snprintf(data, sizeof(data), "%s/data", etcd_dir);
-    snprintf(log, sizeof(log), "%s/etcd.log", etcd_dir);
-    snprintf(cluster, sizeof(cluster), "test=%s", peer_url);
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
-    if (getppid() != parent)
-        _exit(127);
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-    }
-    execl(ETCD_BIN, ETCD_BIN, "--name", "test", "--data-dir", data, "--listen-client-urls",
-          client_url, "--advertise-client-urls", client_url, "--listen-peer-urls", peer_url,
-          "--initial-advertise-peer-urls", peer_url, "--initial-cluster", cluster,
-          "--initial-cluster-state", "new", "--logger", "zap", "--log-level", "warn", (char *)NULL);
-    _exit(127);
-}
-
-/* Starts etcd and waits until it answers; 0, or -1 with the reason on stderr. */
+/* Starts etcd and waits until the client answers; 0, or -1 with the reason on stderr. */
 static int etcd_start(void)
 {
-    char peer_url[64];
-
-    if (access(ETCD_BIN, X_OK) != 0) {
-        fprintf(stderr,
-                "test_etcd: %s not found: install Debian's etcd-server "
-                "(scripts/install-deps.sh --test does)\n",
-                ETCD_BIN);
+    if (etcd_server_start(&srv, "etcd") < 0)
         return -1;
-    }
-    etcd_dir = test_mkdtemp("etcd");
-    if (!etcd_dir)
-        return -1;
-    snprintf(etcd_url, sizeof(etcd_url), "http://127.0.0.1:%d", free_port());
-    snprintf(peer_url, sizeof(peer_url), "http://127.0.0.1:%d", free_port());
-    pid_t parent = getpid();
-    etcd_pid = fork();
-    if (etcd_pid < 0)
-        return -1;
-    if (etcd_pid == 0)
-        etcd_exec(etcd_url, peer_url, parent);
-
     ec = client_for(etcd_url, 2000);
     uint64_t until = backend_now_ms() + ETCD_START_MS;
     while (ec && backend_now_ms() < until) {
@@ -305,11 +251,6 @@ static int etcd_start(void)
         size_t n = 0;
         if (etcd_range_prefix(ec, "ready", &kvs, &n, NULL) == 0)
             return 0;
-        if (waitpid(etcd_pid, NULL, WNOHANG) == etcd_pid) {
-            etcd_pid = 0;
-            fprintf(stderr, "test_etcd: etcd exited at start; see %s/etcd.log\n", etcd_dir);
-            return -1;
-        }
         sleep_ms(100);
     }
     fprintf(stderr, "test_etcd: etcd at %s did not answer within %d ms\n", etcd_url, ETCD_START_MS);
