@@ -2,9 +2,10 @@
  * test_etcd.c - the etcd client (backends/etcd.c) against a real etcd and a fake one.
  *
  * A real etcd (/usr/bin/etcd, Debian's etcd-server; scripts/install-deps.sh --test installs
- * it, so a missing binary fails the test) is started on loopback ports of its own with its
- * data under a fresh test directory (tests/etcd_server.c), and killed at the end: by etcd_stop() on
- * every way out of main(), and by the kernel (PR_SET_PDEATHSIG) should this process die first.
+ * it, so a missing binary fails the test) is started by tests/etcd_server.c on loopback ports
+ * of its own with its data under a fresh test directory, and killed at the end: by etcd_stop()
+ * on every way out of main(), and by the kernel (PR_SET_PDEATHSIG) should this process die
+ * first.
  * Against it: leases (grant, keepalive, expiry, revoke), keys with binary bytes, etcd's prefix
  * rule, watches (timeout, a change from another thread, history, compaction, the call scope's
  * cancel and deadline), failover past a dead endpoint or a 5xx, and concurrent callers.
