@@ -68,6 +68,9 @@ static int check_cluster(const struct pagefs_options *o, char *err, size_t errle
     if (!o->rest)
         return fail(err, errlen, "cluster= needs rest=HOST:PORT: the address peers reach this "
                                  "node at");
+    if (strncmp(o->rest, "0.0.0.0:", 8) == 0 || strncmp(o->rest, "[::]:", 5) == 0)
+        return fail(err, errlen, "with cluster=, rest= is the address peers reach this node at "
+                                 "(e.g. its pod IP), not a wildcard like %s", o->rest);
     if (!o->peers == !o->etcd)
         return fail(err, errlen, "cluster= needs exactly one of peers=FILE and etcd=URL");
     if (!o->cluster_secret)

@@ -489,6 +489,53 @@ static void test_control_and_compress(void)
     EXPECT_EINVAL("invalid dir_prefetch '1025'", "s3://b", "/m", "-o", "dir_prefetch=1025");
 }
 
+static void test_cluster_options(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m"), 0);
+    CHECK(o.cluster == NULL && o.peers == NULL && o.etcd == NULL);
+    CHECK_EQ(o.peer_timeout, PAGEFS_DEFAULT_PEER_TIMEOUT);
+    CHECK_EQ(o.peer_copy, 0);
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o",
+                   "rest=10.0.0.5:28080,cluster=train,etcd=http://10.0.0.2:2379,"
+                   "cluster_secret=/s,zone=a,peer_copy=on,peer_timeout=2"),
+             0);
+    CHECK_STR(o.cluster, "train");
+    CHECK_STR(o.etcd, "http://10.0.0.2:2379");
+    CHECK_STR(o.cluster_secret, "/s");
+    CHECK_STR(o.zone, "a");
+    CHECK_EQ(o.peer_copy, 1);
+    CHECK_EQ(o.peer_timeout, 2u);
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o",
+                   "rest=10.0.0.5:28080,cluster=train,peers=/p,cluster_secret=/s"),
+             0);
+    CHECK_STR(o.peers, "/p");
+    pagefs_options_clear(&o);
+
+    EXPECT_EINVAL("need cluster=NAME", "s3://bkt", "/m", "-o", "peers=/p");
+    EXPECT_EINVAL("need cluster=NAME", "s3://bkt", "/m", "-o", "cluster_secret=/s");
+    EXPECT_EINVAL("needs rest=HOST:PORT", "s3://bkt", "/m", "-o",
+                  "cluster=t,peers=/p,cluster_secret=/s");
+    EXPECT_EINVAL("exactly one of peers=FILE and etcd=URL", "s3://bkt", "/m", "-o",
+                  "rest=10.0.0.5:1,cluster=t,cluster_secret=/s");
+    EXPECT_EINVAL("exactly one of peers=FILE and etcd=URL", "s3://bkt", "/m", "-o",
+                  "rest=10.0.0.5:1,cluster=t,peers=/p,etcd=http://e:1,cluster_secret=/s");
+    EXPECT_EINVAL("needs cluster_secret=FILE", "s3://bkt", "/m", "-o",
+                  "rest=10.0.0.5:1,cluster=t,peers=/p");
+    EXPECT_EINVAL("not a wildcard", "s3://bkt", "/m", "-o",
+                  "rest=0.0.0.0:28080,cluster=t,peers=/p,cluster_secret=/s");
+    EXPECT_EINVAL("cluster name", "s3://bkt", "/m", "-o",
+                  "rest=10.0.0.5:1,cluster=a/b,peers=/p,cluster_secret=/s");
+    EXPECT_EINVAL("peer_copy", "s3://bkt", "/m", "-o",
+                  "rest=10.0.0.5:1,cluster=t,peers=/p,cluster_secret=/s,peer_copy=maybe");
+    EXPECT_EINVAL("peer_timeout", "s3://bkt", "/m", "-o",
+                  "rest=10.0.0.5:1,cluster=t,peers=/p,cluster_secret=/s,peer_timeout=0");
+}
+
 static void test_verify_levels(void)
 {
     struct pagefs_options o;
@@ -559,6 +606,7 @@ int main(void)
     RUN(test_einval_options);
     RUN(test_control_and_compress);
     RUN(test_verify_levels);
+    RUN(test_cluster_options);
     RUN(test_error_is_one_line_without_secrets);
     return test_finish();
 }
