@@ -313,6 +313,9 @@ def parse_args(argv):
     ap.add_argument("--restart", action="store_true",
                     help="add a third pass per workload: unmount, mount again on the same cache"
                     " directory, drop caches, run (persistence across daemon restarts)")
+    ap.add_argument("--cluster-opts", default="",
+                    help="with --cluster: -o options of the clustered nodes only, comma-separated "
+                         "(e.g. peer_copy=on)")
     ap.add_argument("--pagefs-opts", default="",
                     help="more -o options for pagefs, comma-separated (experiments, e.g."
                     " verify=once); recorded in the results")
@@ -327,6 +330,7 @@ def parse_args(argv):
             ap.error("unknown filesystem %s" % f)
     args.workloads = [w for w in args.workloads.split(",") if w]
     args.pagefs_opts = [o for o in args.pagefs_opts.split(",") if o]
+    args.cluster_opts = [o for o in args.cluster_opts.split(",") if o]
     for w in args.workloads:
         if w not in workloads.WORKLOAD_BY_NAME:
             ap.error("unknown workload %s" % w)
@@ -397,7 +401,7 @@ def main(argv):
                           "runs": args.runs, "seed": args.seed, "workloads": args.workloads,
                           "shaped": not args.no_shaper,
                           "restart": args.restart, "pagefs_opts": args.pagefs_opts,
-                          "cluster": args.cluster},
+                          "cluster": args.cluster, "cluster_opts": args.cluster_opts},
                  "workload_params": {"readers": workloads.READERS,
                                      "net_parallel": workloads.NET_PARALLEL,
                                      "loader_workers": workloads.LOADER_WORKERS,

@@ -107,6 +107,7 @@ def start_nodes(args, ds, store, workdir, cleanup, tag, clustered):
         os.write(fd, SECRET + b"\n")
         os.close(fd)
         extra = ["cluster=" + CLUSTER_NAME, "peers=" + peers, "cluster_secret=" + secret]
+        extra += list(getattr(args, "cluster_opts", ()))
     nodes = []
     try:
         for i in range(NODES):
