@@ -259,8 +259,12 @@ int ctl_cmd_stats(int argc, char **argv)
         }
     }
 
-    if ((keys || cluster) && (json || watch || (keys && cluster))) {
-        ctl_errorf("stats: --get and --cluster go with none of --json, --watch and each other");
+    if (keys && (json || watch)) {
+        ctl_errorf("stats: --get goes with neither --json nor --watch");
+        return CTL_EXIT_USAGE;
+    }
+    if (cluster && (json || watch || keys)) {
+        ctl_errorf("stats: --cluster goes with neither --json, --watch nor --get");
         return CTL_EXIT_USAGE;
     }
     struct ctl_target t;

@@ -241,6 +241,16 @@ class ClusterTest(unittest.TestCase):
             print("three passes: bucket bytes %d = %.3f x data (%d)" % (egress, egress / total,
                                                                           total))
             self.assertLessEqual(egress, 1.05 * total)
+            # pagefs stats --cluster: the members, this node marked, bytes by source.
+            r = subprocess.run([mountlib.pagefs_binary(), "stats", "--cluster",
+                                cl.mounts[1].mountpoint], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("cluster: 3 members", r.stdout)
+            self.assertIn("(this node)", r.stdout)
+            for a in cl.addrs[:3]:
+                self.assertIn(a, r.stdout)
+            self.assertIn("bytes from: local cache", r.stdout)
             st = [cl.stats(i)["cluster"] for i in range(3)]
             for i in range(3):
                 self.assertEqual(st[i]["members"], 3)
