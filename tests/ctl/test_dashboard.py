@@ -7,7 +7,8 @@ no other request leaving the host (the page is self-contained), show numbers in 
 (hit ratio, MB/s from cache and from remote, cache fill, remote requests/s), and its remote
 throughput must move while a reader runs through the mount, then its cache throughput while
 the same file is read again from the cache. The chart must have been drawn. A screenshot is
-kept as $PAGEFS_TEST_ARTIFACTS/dashboard.png (the build dir's test-artifacts/).
+kept as $PAGEFS_TEST_ARTIFACTS/dashboard.png (the build dir's test-artifacts/). The Cluster
+panel stays hidden on that mount and lists the members on a one-node cluster's.
 
 Skips (unittest skip, with the reason) only when chromium, chromedriver or selenium is
 missing. Run by ctest with PAGEFS_BIN, PAGEFS_TEST_TMP and PAGEFS_TEST_ARTIFACTS set."""
@@ -118,6 +119,40 @@ class DashboardTest(unittest.TestCase):
         finally:
             stop.set()
             t.join(60)
+
+    def test_cluster_panel(self):
+        d = self.driver
+        # a mount in no cluster: the Cluster panel stays hidden
+        d.get(self.url)
+        self.assertTrue(self.wait_values(lambda: self.text("status").startswith("live")))
+        self.assertFalse(d.find_element("id", "cluster-panel").is_displayed())
+        # a one-node cluster (a static peers file naming this node): the panel lists it
+        addr = "127.0.0.1:%d" % mountlib.free_port()
+        wd = os.path.join(self.tmp.path, "cluster")
+        os.makedirs(wd)
+        peers, secret = os.path.join(wd, "peers"), os.path.join(wd, "secret")
+        with open(peers, "w") as f:
+            f.write(addr + "\n")
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b"dashboard-test-secret-0123456789\n")
+        os.close(fd)
+        m = mountlib.Mount(self.pagefs, "file://" + self.src, wd,
+                           options=["rest=" + addr, "cluster=dash", "peers=" + peers,
+                                    "cluster_secret=" + secret]).start()
+        try:
+            d.get("http://%s/" % addr)
+            self.assertTrue(self.wait_values(
+                lambda: d.find_element("id", "cluster-panel").is_displayed()))
+            rows = d.find_elements("css selector", "#cluster-rows tr")
+            self.assertEqual(len(rows), 1)
+            self.assertIn("(this node)", rows[0].text)
+            self.assertIn(addr, rows[0].text)
+            self.assertIn("1 members", self.text("cluster-sources"))
+            self.assertIn("Bytes from: local cache", self.text("cluster-sources"))
+            errors = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+            self.assertEqual(errors, [])
+        finally:
+            m.stop()
 
     def test_dashboard(self):
         # the page is what the daemon serves, byte for byte a self-contained HTML document
