@@ -484,7 +484,7 @@ int peer_backend_create(const struct peer_conf *conf, struct backend *inner, str
         rc = -ENOMEM;
         goto out_destroy;
     }
-    rc = curl_pool_create(64, &pp->pool);
+    rc = curl_pool_create(PEER_MAX_IDLE, &pp->pool);
     if (rc < 0)
         goto out_destroy;
     /* The whole transfer may take a while (the owner may fetch from the store first), but a

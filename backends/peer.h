@@ -51,6 +51,7 @@
 #define PEER_PROBE_MS 1000 /* a quiet peer is down unless it answers GET /v1/node this fast */
 #define PEER_MAX_DOWN_MS 60000
 #define PEER_MAX_REQUEST (64u << 20) /* bytes one peer request may ask for */
+#define PEER_MAX_IDLE 32             /* keep-alive connections kept idle, to all peers */
 
 /* The request headers. */
 #define PEER_HDR_NODE "X-Pagefs-Peer"

@@ -50,6 +50,9 @@
 #include "cache/tree.h"
 
 #define MAX_CONNECTIONS 64
+/* The TCP listener of a cluster node: every peer keeps a few keep-alive connections to it (one
+ * thread each), so the bound is the cluster's, not one client's. */
+#define CLUSTER_MAX_CONNECTIONS 1024
 #define CONNECTION_TIMEOUT_S 120
 
 uint64_t rest_mono_ms(void)
@@ -559,7 +562,8 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int fd)
         NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_URI_LOG_CALLBACK, on_uri, l,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+        (unsigned)(!l->is_control && l->rs->secret ? CLUSTER_MAX_CONNECTIONS : MAX_CONNECTIONS),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(REST_MAX_URL * 4), MHD_OPTION_END);
 }
 
