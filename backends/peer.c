@@ -211,7 +211,7 @@ static enum peer_outcome peer_fetch(struct peer_priv *pp, const struct member *m
                                               *url = NULL;
     struct curl_req r = {0};
     enum peer_outcome out = PEER_REFUSED;
-    int rc;
+    int rc, reported = 0;
 
     *got = 0;
     *err = 0;
@@ -255,6 +255,7 @@ static enum peer_outcome peer_fetch(struct peer_priv *pp, const struct member *m
     uint64_t t0 = now_us();
     rc = curl_req_perform(pp->pool, cache_only ? &pp->cache_only_conf : &pp->cconf, &r);
     uint64_t us = now_us() - t0;
+    reported = 1;
     if (rc == 0 && r.status == 200) {
         *got = r.body.len;
         node_report(pp, mb->id, 1, 0, r.body.len, us);
@@ -284,6 +285,8 @@ out_clear:
     r.body.buf = NULL; /* the caller's */
     curl_req_clear(&r);
 out_free:
+    if (!reported) /* never sent: a probe this read was admitted as is given back */
+        node_release(pp, mb->id);
     free(url);
     free(target);
     free(uri_enc);
@@ -291,8 +294,6 @@ out_free:
     return out;
 }
 
-/* Reads one unit's range [off, off + len) (within one HRW unit): from a peer that owns it, or
- * from inner. Returns bytes read (short only at the end of the object) or -errno. */
 /* 1 while the view changed less than PEER_REBALANCE_MS ago (this node's first view counts as
  * a change: a node that joins is in its window). */
 static int rebalancing(struct peer_priv *pp, const struct members_view *v)
