@@ -416,7 +416,10 @@ static void test_dead_and_hung(void)
     double took = now_s() - t0;
     fprintf(stderr, "hung owner: a pass took %.2f s\n", took);
     CHECK(took < 4.5);
-    CHECK_EQ(atomic_load(&fx.a.requests), asked + 2); /* the page request and the probe */
+    /* One page request and its probe, or one cache-only ask (given up after 1 s, no probe),
+     * then nothing while it is down. */
+    int after = atomic_load(&fx.a.requests);
+    CHECK(after == asked + 1 || after == asked + 2);
     /* After the down period a read probes it; healthy again, it is used again. */
     atomic_store(&fx.a.mode, OWNER_OK);
     usleep(3200 * 1000); /* past its first down period (down_ms, 2.5 s) */
