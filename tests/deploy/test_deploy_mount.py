@@ -586,7 +586,10 @@ class DeployMountTest(unittest.TestCase):
             ev = self.events(log)
             self.assertEqual(ev[-1], {"event": "ok", "sha": want})
             errs = {e["errno"] for e in ev if e["event"] == "error"}
-            self.assertTrue(errs <= {errno.ENOTCONN, errno.ECONNABORTED}, errs)
+            # ENOTCONN / ECONNABORTED from the dead mount; ENOENT when a retry falls in the
+            # instant between the dead mount's detach and the new mount (the path is then the
+            # host's empty directory: the README says so, the example Pod retries it).
+            self.assertTrue(errs <= {errno.ENOTCONN, errno.ECONNABORTED, errno.ENOENT}, errs)
         # A file opened before the crash stays dead; opening it again works.
         with self.assertRaises(OSError) as cm:
             held.read()
