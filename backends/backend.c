@@ -30,6 +30,22 @@ uint64_t backend_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t backend_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+unsigned backend_latency_bucket(uint64_t us)
+{
+    static const uint64_t bounds[] = BACKEND_LATENCY_BOUNDS_US;
+    unsigned i = 0;
+    while (i < BACKEND_LATENCY_BUCKETS - 1 && us > bounds[i])
+        i++;
+    return i;
+}
+
 void backend_call_begin(struct backend_call *call, uint64_t deadline_ms, const atomic_int *cancel)
 {
     backend_call_begin_flags(call, deadline_ms, cancel, 0);

@@ -216,6 +216,10 @@ struct backend_call {
 
 /* Milliseconds of CLOCK_MONOTONIC (the clock of every deadline). */
 uint64_t backend_now_ms(void);
+/* Microseconds of the same clock (request latencies). */
+uint64_t backend_now_us(void);
+/* The bucket of struct backend_latency a request of `us` microseconds is counted in. */
+unsigned backend_latency_bucket(uint64_t us);
 
 /* Opens a scope on the calling thread: deadline_ms (monotonic ms, 0 = none) and cancel (may be
  * NULL) add to those of the scopes already open. Close it with backend_call_end(). */

@@ -112,17 +112,6 @@ static int node_admit(struct peer_priv *pp, const char *id)
     return ok;
 }
 
-static void latency_add(struct backend_latency *lat, uint64_t us)
-{
-    static const uint64_t bounds[] = BACKEND_LATENCY_BOUNDS_US;
-    size_t i = 0;
-    while (i < sizeof(bounds) / sizeof(bounds[0]) && us > bounds[i])
-        i++;
-    lat->buckets[i]++;
-    lat->sum_us += us;
-    lat->count++;
-}
-
 /* Files the outcome of one request to peer id: ok (bytes read in us microseconds), a failure
  * that marks it down (down), or a refusal that says nothing about its health. */
 static void node_report(struct peer_priv *pp, const char *id, int ok, int down, uint64_t bytes,
@@ -134,7 +123,9 @@ static void node_report(struct peer_priv *pp, const char *id, int ok, int down, 
         n->requests++;
         if (ok) {
             n->bytes += bytes;
-            latency_add(&n->latency, us);
+            n->latency.buckets[backend_latency_bucket(us)]++;
+            n->latency.sum_us += us;
+            n->latency.count++;
         } else {
             n->errors++;
         }
@@ -167,13 +158,6 @@ static void node_release(struct peer_priv *pp, const char *id)
     if (n && n->state == PEER_PROBING)
         n->state = PEER_DOWN; /* down_until has passed */
     pthread_mutex_unlock(&pp->lock);
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* 1 if the peer answers GET /v1/node (no cache work behind it) within PEER_PROBE_MS. */
@@ -252,9 +236,9 @@ static enum peer_outcome peer_fetch(struct peer_priv *pp, const struct member *m
         *err = -ENOMEM;
         goto out_clear;
     }
-    uint64_t t0 = now_us();
+    uint64_t t0 = backend_now_us();
     rc = curl_req_perform(pp->pool, cache_only ? &pp->cache_only_conf : &pp->cconf, &r);
-    uint64_t us = now_us() - t0;
+    uint64_t us = backend_now_us() - t0;
     reported = 1;
     if (rc == 0 && r.status == 200) {
         *got = r.body.len;
@@ -571,14 +555,23 @@ int peer_backend_stats(struct backend *be, struct peer_stats *out, struct peer_n
     return 0;
 }
 
+/* The index in v of the owner of the unit holding byte off of key, or -errno (-ENOENT: an
+ * empty view). */
+static int unit_owner(const struct peer_priv *pp, const struct members_view *v, const char *key,
+                      uint64_t off)
+{
+    uint8_t id[32];
+    int rc = hrw_file_id(pp->source, key, id);
+    if (rc < 0)
+        return rc;
+    return v->n ? hrw_owner(v->nodes, v->n, id, hrw_group(UINT64_MAX, off)) : -ENOENT;
+}
+
 static int peer_owned_elsewhere(struct backend *be, const char *key, uint64_t off)
 {
     struct peer_priv *pp = be->priv;
     struct members_view *v = members_view_get(pp->members);
-    uint8_t id[32];
-    int owner = v->n && hrw_file_id(pp->source, key, id) == 0
-                    ? hrw_owner(v->nodes, v->n, id, hrw_group(UINT64_MAX, off))
-                    : -1;
+    int owner = unit_owner(pp, v, key, off);
     int elsewhere = owner >= 0 && owner != v->self;
     members_view_unref(v);
     return elsewhere;
@@ -590,10 +583,7 @@ int peer_backend_owner(struct backend *be, const char *key, uint64_t off, struct
         return -EINVAL;
     struct peer_priv *pp = be->priv;
     struct members_view *v = members_view_get(pp->members);
-    uint8_t id[32];
-    int i = hrw_file_id(pp->source, key, id);
-    if (i == 0)
-        i = v->n ? hrw_owner(v->nodes, v->n, id, hrw_group(UINT64_MAX, off)) : -ENOENT;
+    int i = unit_owner(pp, v, key, off);
     if (i >= 0)
         *out = v->members[i];
     members_view_unref(v);

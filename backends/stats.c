@@ -17,7 +17,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct stats_latency {
     atomic_uint_fast64_t buckets[BACKEND_LATENCY_BUCKETS], sum_us, count;
@@ -35,29 +34,18 @@ static void count(atomic_uint_fast64_t *c, uint64_t n)
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* Marks a request under way; returns its start time for call_end(). */
 static uint64_t call_begin(struct stats_priv *sp)
 {
     count(&sp->inflight, 1);
-    return now_us();
+    return backend_now_us();
 }
 
 /* Ends a request begun at start_us: drops it from the in-flight gauge, files its latency. */
 static void call_end(struct stats_priv *sp, struct stats_latency *lat, uint64_t start_us)
 {
-    static const uint64_t bounds[] = BACKEND_LATENCY_BOUNDS_US;
-    uint64_t t = now_us(), us = t > start_us ? t - start_us : 0;
-    unsigned i = 0;
-    while (i < BACKEND_LATENCY_BUCKETS - 1 && us > bounds[i])
-        i++;
-    count(&lat->buckets[i], 1);
+    uint64_t t = backend_now_us(), us = t > start_us ? t - start_us : 0;
+    count(&lat->buckets[backend_latency_bucket(us)], 1);
     count(&lat->sum_us, us);
     count(&lat->count, 1);
     atomic_fetch_sub_explicit(&sp->inflight, 1, memory_order_relaxed);
@@ -83,8 +71,8 @@ static int stats_stat(struct backend *be, const char *key, struct backend_stat *
     return rc;
 }
 
-static int stats_list(struct backend *be, const char *prefix, const char *delim,
-                      const char *token, struct backend_list_page *out)
+static int stats_list(struct backend *be, const char *prefix, const char *delim, const char *token,
+                      struct backend_list_page *out)
 {
     struct stats_priv *sp = be->priv;
     count(&sp->list_calls, 1);

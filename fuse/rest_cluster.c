@@ -26,6 +26,7 @@
 
 #include "backends/peer.h"
 #include "backends/peer_auth.h"
+#include "fuse/options.h"
 
 static int is_data_route(enum rest_route r)
 {
@@ -69,7 +70,7 @@ static int parse_page_size(const char *s, uint32_t *out)
         return -EINVAL;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < (64u << 10) || v > (64u << 20) || (v & (v - 1)))
+    if (errno || *end || v < PAGEFS_MIN_PAGE_SIZE || v > PAGEFS_MAX_PAGE_SIZE || (v & (v - 1)))
         return -EINVAL;
     *out = (uint32_t)v;
     return 0;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/hrw.h"
 #include "backends/peer.h"
 #include "cache/page_cache.h"
 #include "cache/reader.h"
@@ -124,10 +125,8 @@ static char *id_map_get(struct id_map *m, const unsigned char id[32])
 void rest_learn_key(struct rest_server *rs, const char *key)
 {
     unsigned char id[32];
-    char *uri = uri_of(rs, key);
-    if (uri && sha256(uri, id) == 0)
+    if (hrw_file_id(rs->source_base, key, id) == 0) /* the one definition of a file's id */
         id_map_put(&rs->ids, id, key);
-    free(uri);
 }
 
 /* "77.54KB" and the like, as Alluxio's mHumanReadableFileSize. */
