@@ -64,8 +64,7 @@ struct members {
     int file_known;
 
     pthread_mutex_t lock; /* leaf: guards the fields below */
-    pthread_cond_t cond;  /* kicks and stop */
-    int kicked;
+    pthread_cond_t cond;  /* stop */
     struct members_view *view;
     struct members_status st;
 };
@@ -596,7 +595,7 @@ static int etcd_refresh(struct members *m, int64_t *rev)
     return publish(m, list, count, 1);
 }
 
-/* Sleeps up to ms or until kicked or stopped. */
+/* Sleeps up to ms or until stopped. */
 static void nap(struct members *m, int ms)
 {
     struct timespec ts;
@@ -608,10 +607,9 @@ static void nap(struct members *m, int ms)
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&m->lock);
-    while (!m->kicked && !atomic_load(&m->stop))
+    while (!atomic_load(&m->stop))
         if (pthread_cond_timedwait(&m->cond, &m->lock, &ts) == ETIMEDOUT)
             break;
-    m->kicked = 0;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -803,13 +801,5 @@ void members_get_status(struct members *m, struct members_status *out)
     *out = m->st;
     if (m->etcd)
         snprintf(out->where, sizeof(out->where), "%s", etcd_client_endpoint(m->etcd));
-    pthread_mutex_unlock(&m->lock);
-}
-
-void members_kick(struct members *m)
-{
-    pthread_mutex_lock(&m->lock);
-    m->kicked = 1;
-    pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->lock);
 }

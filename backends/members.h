@@ -107,7 +107,5 @@ struct members_view *members_view_get(struct members *m);
 void members_view_unref(struct members_view *v);
 
 void members_get_status(struct members *m, struct members_status *out);
-/* Asks the thread to refresh now (tests, SIGHUP). */
-void members_kick(struct members *m);
 
 #endif
