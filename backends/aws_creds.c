@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,84 @@ void aws_creds_clear(struct aws_creds *c)
     wipe_free(c->secret_key);
     wipe_free(c->session_token);
     memset(c, 0, sizeof(*c));
+}
+
+int aws_creds_set(struct aws_creds *c, const char *access_key, const char *secret_key,
+                  const char *session_token, int64_t expiration)
+{
+    aws_creds_clear(c);
+    if (!access_key || !*access_key || !secret_key || !*secret_key)
+        return -EINVAL;
+    c->access_key = strdup(access_key);
+    c->secret_key = strdup(secret_key);
+    if (session_token && *session_token)
+        c->session_token = strdup(session_token);
+    if (!c->access_key || !c->secret_key || (session_token && *session_token && !c->session_token)) {
+        aws_creds_clear(c);
+        return -ENOMEM;
+    }
+    c->expiration = expiration;
+    return 0;
+}
+
+int aws_creds_dup(const struct aws_creds *src, struct aws_creds *dst)
+{
+    memset(dst, 0, sizeof(*dst));
+    int ret = aws_creds_set(dst, src->access_key, src->secret_key, src->session_token,
+                            src->expiration);
+    return ret == -EINVAL ? -ENOMEM : ret; /* src is always a complete set */
+}
+
+/* n decimal digits at *s into *out; advances *s. */
+static int digits(const char **s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)(*s)[i]))
+            return -EINVAL;
+        v = v * 10 + ((*s)[i] - '0');
+    }
+    *s += n;
+    *out = v;
+    return 0;
+}
+
+int aws_time_parse(const char *s, int64_t *out)
+{
+    int y, mo, d, h, mi, sec, zh = 0, zm = 0, sign = 0;
+
+    if (!s || digits(&s, 4, &y) || *s++ != '-' || digits(&s, 2, &mo) || *s++ != '-' ||
+        digits(&s, 2, &d) || (*s != 'T' && *s != 't' && *s != ' '))
+        return -EINVAL;
+    s++;
+    if (digits(&s, 2, &h) || *s++ != ':' || digits(&s, 2, &mi) || *s++ != ':' ||
+        digits(&s, 2, &sec))
+        return -EINVAL;
+    if (*s == '.') {
+        s++;
+        if (!isdigit((unsigned char)*s))
+            return -EINVAL;
+        while (isdigit((unsigned char)*s))
+            s++;
+    }
+    if (*s == 'Z' || *s == 'z') {
+        s++;
+    } else if (*s == '+' || *s == '-') {
+        sign = *s++ == '+' ? 1 : -1;
+        if (digits(&s, 2, &zh) || *s++ != ':' || digits(&s, 2, &zm) || zh > 23 || zm > 59)
+            return -EINVAL;
+    } else {
+        return -EINVAL;
+    }
+    if (*s || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+        return -EINVAL;
+    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
+                    .tm_min = mi, .tm_sec = sec};
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1 || tm.tm_mday != d) /* timegm normalises 31 Feb to March */
+        return -EINVAL;
+    *out = (int64_t)t - sign * (int64_t)(zh * 3600 + zm * 60);
+    return 0;
 }
 
 /* Trim leading and trailing whitespace in place; returns the start. */

@@ -420,7 +420,8 @@ void curl_req_setup(CURL *c, const struct curl_common_conf *conf, struct curl_re
     if (r->post_body) {
         /* Chained in front of the caller's lines without copying (libcurl only reads the
          * list, and r outlives the transfer), so setup can neither fail nor grow r->hdrs. */
-        r->post_hdr.data = "Content-Type: application/json";
+        r->post_hdr.data = r->post_form ? "Content-Type: application/x-www-form-urlencoded"
+                                        : "Content-Type: application/json";
         r->post_hdr.next = r->hdrs;
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, &r->post_hdr);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->post_len);
@@ -434,7 +435,12 @@ void curl_req_setup(CURL *c, const struct curl_common_conf *conf, struct curl_re
     curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
     if (r->head && !r->post_body)
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    if (conf->sigv4) {
+    else if (r->method && !r->post_body)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
+    if (r->sigv4 && r->userpwd) {
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, r->sigv4);
+        curl_easy_setopt(c, CURLOPT_USERPWD, r->userpwd);
+    } else if (conf->sigv4) {
         curl_easy_setopt(c, CURLOPT_AWS_SIGV4, conf->sigv4);
         curl_easy_setopt(c, CURLOPT_USERPWD, conf->userpwd);
     }

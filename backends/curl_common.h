@@ -87,7 +87,13 @@ struct curl_req {
      * (and no HEAD). NULL: a GET, or a HEAD with head set. */
     const void *post_body;
     size_t post_len;
+    int post_form;           /* the POST is application/x-www-form-urlencoded (else JSON) */
+    const char *method;      /* not NULL: this method instead (e.g. "PUT"), with no body */
     int head;                /* HEAD instead of GET */
+    /* Not NULL: sign this request with these instead of the conf's (CURLOPT_AWS_SIGV4 and
+     * "key:secret"); both or neither. Borrowed until the transfer is over. */
+    const char *sigv4;
+    const char *userpwd;
     struct curl_slist *hdrs; /* header lines, in the order added; owned */
     struct curl_body body;   /* where a 2xx body goes */
     char *errbody;           /* a non-2xx body: its first errcap - 1 bytes go here (S3's error */
@@ -126,9 +132,9 @@ struct curl_req {
 /* Appends the header line printf(fmt, ...) to r->hdrs. Returns 0 or -ENOMEM. */
 int curl_req_header(struct curl_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Resets c and sets every option of request r: url, r->hdrs, HEAD or POST, the body and header
+/* Resets c and sets every option of request r: url, r->hdrs, HEAD, POST or r->method, the body and header
  * callbacks filling r, no signals, TCP_NODELAY and keep-alive probes, conf's timeouts,
- * verbosity, signing, redirects (else none are followed) and User-Agent, http and https only,
+ * verbosity, signing (r's, else conf's), redirects (else none are followed) and User-Agent, http and https only,
  * a 512 KiB receive buffer; and resets r's reply part. Within the calling thread's call scope
  * (backend.h), which must stay open until the transfer is over: the timeouts are capped at the
  * time the scope has left, and a cancel of the scope aborts the transfer within about a
