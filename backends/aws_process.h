@@ -12,6 +12,11 @@
  * not expire. The first line of its standard error (at most 200 bytes) goes into the error
  * message of a failure, since that is where such helpers say what went wrong ("run aws sso
  * login"); the standard output never does.
+ *
+ * The program gets descriptors 0-2 only. That relies on the caller opening its descriptors
+ * O_CLOEXEC, as the daemon does (with glibc 2.34 and later the rest are closed in the child
+ * as well). Thread-safe: no global state, no signal handler is changed, and only the
+ * program's own pid is waited for.
  */
 #ifndef PAGEFS_AWS_PROCESS_H
 #define PAGEFS_AWS_PROCESS_H
