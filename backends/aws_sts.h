@@ -20,7 +20,9 @@
 
 struct aws_sts_conf {
     const char *endpoint; /* the STS URL, e.g. https://sts.us-east-1.amazonaws.com */
-    const char *region;   /* the signing region */
+    const char *region;   /* the signing region; NULL or "aws-global": us-east-1, which also
+                             signs for the global endpoint https://sts.amazonaws.com, whatever
+                             the region (as the SDKs do) */
     int timeout_ms;       /* the whole call; <= 0: 10 s */
 };
 

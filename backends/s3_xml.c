@@ -1,20 +1,24 @@
 /*
- * s3_xml.c - ListObjectsV2 and error replies parsed with expat, plus the pure helpers of
- * the S3 backend (URL decoding on top of urlcode.c, timestamps, the S3 refinement of
- * curl_common.c's errno mapping).
+ * s3_xml.c - ListObjectsV2, error and STS credential replies parsed with expat, plus the pure
+ * helpers of the S3 backend (URL decoding on top of urlcode.c, timestamps, the S3 refinement
+ * of curl_common.c's errno mapping).
  *
  * Design: a streaming expat parser tracks the element path (depth and the names that
  * matter) and collects the text of the leaf fields it wants into a bounded buffer. Entries
  * are gathered raw, then post-processed once the document is complete, because
  * <EncodingType> may come after the keys it describes: keys are URL-decoded if asked,
  * stripped of the source prefix, and sorted (S3 sends all Contents, then all
- * CommonPrefixes; the backend contract wants one key order).
+ * CommonPrefixes; the backend contract wants one key order). The STS parser has its own small
+ * state (struct sts_state) on the same expat driver (run_expat()): it takes the four fields of
+ * the <Credentials> under the reply's *Result element and nothing else, and because two of
+ * them are secrets its text buffer grows by copy-and-wipe and is wiped before it is freed.
  * Invariants: any malformed input ends in -EIO with the page left freeable, never a crash;
  * field text is bounded (FIELD_MAX) so a hostile reply cannot grow memory without limit
  * beyond the reply itself. No shared state, no locks.
  */
 #include "backends/s3_xml.h"
 
+#include "backends/aws_creds.h"
 #include "backends/curl_common.h"
 #include "backends/urlcode.h"
 
@@ -60,7 +64,8 @@ struct list_state {
     int err;   /* first error, 0 while fine */
     int depth; /* current element depth (root = 1) */
     int in_contents, in_prefixes;
-    enum field field; /* the leaf being collected, F_NONE otherwise */
+    int error_response, in_error; /* DOC_ERROR: root <ErrorResponse>, inside its <Error> */
+    enum field field;             /* the leaf being collected, F_NONE otherwise */
     char *text;
     size_t text_len, text_cap;
 
@@ -88,8 +93,13 @@ static void fail(struct list_state *st, int err)
 
 static enum field leaf_for(const struct list_state *st, const char *name)
 {
-    if (st->kind == DOC_ERROR)
-        return st->depth == 2 && strcmp(name, "Code") == 0 ? F_ERROR_CODE : F_NONE;
+    if (st->kind == DOC_ERROR) {
+        /* S3 (and radosgw's STS): <Error><Code>; AWS STS and IAM:
+         * <ErrorResponse><Error><Code>. */
+        int depth = st->error_response ? 3 : 2;
+        int inside = st->error_response ? st->in_error : 1;
+        return inside && st->depth == depth && strcmp(name, "Code") == 0 ? F_ERROR_CODE : F_NONE;
+    }
     if (st->depth == 2) {
         if (strcmp(name, "IsTruncated") == 0)
             return F_IS_TRUNCATED;
@@ -130,13 +140,19 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
 
     st->depth++;
     if (st->depth == 1) {
-        const char *want = st->kind == DOC_LIST ? "ListBucketResult" : "Error";
-        if (strcmp(name, want) != 0)
+        if (st->kind == DOC_ERROR && strcmp(name, "ErrorResponse") == 0)
+            st->error_response = 1;
+        else if (strcmp(name, st->kind == DOC_LIST ? "ListBucketResult" : "Error") != 0)
             fail(st, -EIO);
         return;
     }
     if (st->field != F_NONE) { /* markup inside a text field */
         fail(st, -EIO);
+        return;
+    }
+    if (st->kind == DOC_ERROR && st->error_response && st->depth == 2 &&
+        strcmp(name, "Error") == 0) {
+        st->in_error = 1;
         return;
     }
     if (st->kind == DOC_LIST && st->depth == 2) {
@@ -309,33 +325,46 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
         reset_entry(st);
     } else if (st->depth == 2 && st->in_prefixes) {
         st->in_prefixes = 0;
+    } else if (st->depth == 2 && st->in_error) {
+        st->in_error = 0;
     }
     st->depth--;
 }
 
-static int run_parser(struct list_state *st, const char *xml, size_t len)
+/* Feeds xml[0..len) to a new expat parser with these handlers and user data ud, in chunks;
+ * *parser is the parser while it runs (the handlers stop it through their state), *err the
+ * handlers' first error. Returns *err, -EIO when expat itself refused the document, -ENOMEM
+ * when no parser could be made. */
+static int run_expat(XML_Parser *parser, void *ud, XML_StartElementHandler start,
+                     XML_EndElementHandler end, XML_CharacterDataHandler text, const char *xml,
+                     size_t len, int *err)
 {
-    st->parser = XML_ParserCreate("UTF-8");
-    if (!st->parser)
+    *parser = XML_ParserCreate("UTF-8");
+    if (!*parser)
         return -ENOMEM;
-    XML_SetUserData(st->parser, st);
-    XML_SetElementHandler(st->parser, on_start, on_end);
-    XML_SetCharacterDataHandler(st->parser, on_text);
+    XML_SetUserData(*parser, ud);
+    XML_SetElementHandler(*parser, start, end);
+    XML_SetCharacterDataHandler(*parser, text);
 
     size_t off = 0;
     do {
         size_t n = len - off < PARSE_CHUNK ? len - off : PARSE_CHUNK;
         int final = off + n == len;
-        if (XML_Parse(st->parser, xml ? xml + off : "", (int)n, final) != XML_STATUS_OK) {
-            if (!st->err)
-                st->err = -EIO;
+        if (XML_Parse(*parser, xml ? xml + off : "", (int)n, final) != XML_STATUS_OK) {
+            if (!*err)
+                *err = -EIO;
             break;
         }
         off += n;
     } while (off < len);
-    XML_ParserFree(st->parser);
-    st->parser = NULL;
-    return st->err;
+    XML_ParserFree(*parser);
+    *parser = NULL;
+    return *err;
+}
+
+static int run_parser(struct list_state *st, const char *xml, size_t len)
+{
+    return run_expat(&st->parser, st, on_start, on_end, on_text, xml, len, &st->err);
 }
 
 static void free_state(struct list_state *st)
@@ -414,6 +443,168 @@ void s3_xml_error_code(const char *xml, size_t len, char *code, size_t codelen)
     if (xml && len && run_parser(&st, xml, len) == 0 && st.error_code && codelen)
         snprintf(code, codelen, "%s", st.error_code);
     free_state(&st);
+}
+
+/* --- STS credentials ------------------------------------------------------------------- */
+
+/* The fields of <Credentials>, in the order of sts_field_names. */
+enum sts_field { STS_ACCESS_KEY, STS_SECRET_KEY, STS_SESSION_TOKEN, STS_EXPIRATION, STS_NFIELDS };
+
+static const char *const sts_field_names[STS_NFIELDS] = {"AccessKeyId", "SecretAccessKey",
+                                                         "SessionToken", "Expiration"};
+
+struct sts_state {
+    XML_Parser parser;
+    int err;
+    int depth;     /* root = 1 */
+    int in_result; /* inside a depth-2 element whose name ends in "Result" */
+    int in_creds;  /* inside its <Credentials> (depth 3) */
+    int field;     /* the sts_field being collected, -1 otherwise */
+    char *text;    /* its text; may hold a secret: grown by copy-and-wipe, wiped at the end */
+    size_t text_len, text_cap;
+    char *val[STS_NFIELDS]; /* the fields found, NUL-terminated; wiped before they are freed */
+};
+
+static void sts_fail(struct sts_state *st, int err)
+{
+    if (!st->err)
+        st->err = err;
+    XML_StopParser(st->parser, XML_FALSE);
+}
+
+/* Wipes and frees a NUL-terminated string (NULL is a no-op). */
+static void free_wiped(char *s)
+{
+    if (s) {
+        explicit_bzero(s, strlen(s));
+        free(s);
+    }
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static void XMLCALL sts_on_start(void *ud, const XML_Char *name, const XML_Char **attrs)
+{
+    struct sts_state *st = ud;
+    (void)attrs;
+
+    st->depth++;
+    if (st->field >= 0) { /* markup inside a text field */
+        sts_fail(st, -EIO);
+        return;
+    }
+    if (st->depth == 2 && ends_with(name, "Result")) {
+        st->in_result = 1;
+    } else if (st->depth == 3 && st->in_result && strcmp(name, "Credentials") == 0) {
+        st->in_creds = 1;
+    } else if (st->depth == 4 && st->in_creds) {
+        for (int i = 0; i < STS_NFIELDS; i++) {
+            if (strcmp(name, sts_field_names[i]) == 0) {
+                st->field = i;
+                st->text_len = 0;
+                break;
+            }
+        }
+    }
+}
+
+static void XMLCALL sts_on_text(void *ud, const XML_Char *s, int len)
+{
+    struct sts_state *st = ud;
+
+    if (st->field < 0 || len <= 0)
+        return;
+    if (st->text_len + (size_t)len + 1 > FIELD_MAX) {
+        sts_fail(st, -EIO);
+        return;
+    }
+    if (st->text_len + (size_t)len + 1 > st->text_cap) {
+        /* Not realloc(): the old buffer may hold part of a secret and is wiped first. */
+        size_t cap = st->text_cap ? st->text_cap : 256;
+        while (cap < st->text_len + (size_t)len + 1)
+            cap *= 2;
+        char *grown = malloc(cap);
+        if (!grown) {
+            sts_fail(st, -ENOMEM);
+            return;
+        }
+        if (st->text) {
+            memcpy(grown, st->text, st->text_len);
+            explicit_bzero(st->text, st->text_cap);
+            free(st->text);
+        }
+        st->text = grown;
+        st->text_cap = cap;
+    }
+    memcpy(st->text + st->text_len, s, (size_t)len);
+    st->text_len += (size_t)len;
+}
+
+static void XMLCALL sts_on_end(void *ud, const XML_Char *name)
+{
+    struct sts_state *st = ud;
+    (void)name;
+
+    if (st->field >= 0) {
+        char **slot = &st->val[st->field];
+        st->field = -1;
+        if (*slot) { /* a field given twice */
+            sts_fail(st, -EIO);
+        } else {
+            *slot = strndup(st->text ? st->text : "", st->text_len);
+            if (!*slot)
+                sts_fail(st, -ENOMEM);
+        }
+        if (st->text)
+            explicit_bzero(st->text, st->text_len);
+        st->text_len = 0;
+    } else if (st->depth == 3 && st->in_creds) {
+        st->in_creds = 0;
+    } else if (st->depth == 2 && st->in_result) {
+        st->in_result = 0;
+    }
+    st->depth--;
+}
+
+int s3_xml_sts_credentials(const char *xml, size_t len, struct aws_creds *out)
+{
+    struct sts_state st = {.field = -1};
+    struct aws_creds got = {0};
+    int64_t expiration = 0;
+    int ret;
+
+    ret = run_expat(&st.parser, &st, sts_on_start, sts_on_end, sts_on_text, xml, len, &st.err);
+    if (ret < 0)
+        goto out_wipe;
+    for (int i = 0; i < STS_NFIELDS; i++) {
+        if (!st.val[i] || !*st.val[i]) {
+            ret = -EIO;
+            goto out_wipe;
+        }
+    }
+    if (aws_time_parse(st.val[STS_EXPIRATION], &expiration) < 0 || expiration <= 0) {
+        ret = -EIO;
+        goto out_wipe;
+    }
+    ret = aws_creds_set(&got, st.val[STS_ACCESS_KEY], st.val[STS_SECRET_KEY],
+                        st.val[STS_SESSION_TOKEN], expiration);
+    if (ret < 0) /* not -EINVAL: every field is non-empty */
+        goto out_wipe;
+    aws_creds_clear(out);
+    *out = got;
+    ret = 0;
+out_wipe:
+    for (int i = 0; i < STS_NFIELDS; i++)
+        free_wiped(st.val[i]);
+    if (st.text) {
+        explicit_bzero(st.text, st.text_cap);
+        free(st.text);
+    }
+    return ret;
 }
 
 int s3_url_decode(char *s)

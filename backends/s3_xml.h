@@ -24,9 +24,21 @@
 int s3_xml_parse_list(const char *xml, size_t len, const char *strip,
                       struct backend_list_page *out);
 
-/* The <Code> of an S3 <Error> reply, copied into `code` (empty string when the body is not
- * an error document). Never fails; malformed input just yields "". */
+/* The <Code> of an S3 <Error> reply (also radosgw's STS and IAM errors), or of an AWS STS or
+ * IAM <ErrorResponse><Error> reply, copied into `code` (empty string when the body is not an
+ * error document). Never fails; malformed input just yields "". */
 void s3_xml_error_code(const char *xml, size_t len, char *code, size_t codelen);
+
+struct aws_creds;
+
+/* The temporary credentials of an STS reply (AssumeRole, AssumeRoleWithWebIdentity): the
+ * <Credentials> under the root's *Result element (<AssumeRoleResponse><AssumeRoleResult>
+ * <Credentials>), with its AccessKeyId, SecretAccessKey, SessionToken and Expiration
+ * (aws_time_parse()); other elements are ignored. Returns 0 with *out replaced (its old
+ * strings wiped), -EIO when the reply is malformed or lacks a field (each must be given once
+ * and be non-empty), -ENOMEM; on error *out is left as it was. The secrets' copies made while
+ * parsing are wiped. */
+int s3_xml_sts_credentials(const char *xml, size_t len, struct aws_creds *out);
 
 /* Decode %XX escapes and '+' (as a space) in place, the encoding S3 uses for
  * encoding-type=url (url_decode_to(), urlcode.h). Returns 0, or -EIO for a bad escape or an

@@ -1,8 +1,10 @@
 /*
  * test_s3_xml.c - unit tests of the S3 backend's network-free parts: ListObjectsV2 and error
  * reply parsing, URL decoding of keys, SigV4 key encoding, timestamps, errno mapping, and
- * the argument checks of s3_backend_create (no request is sent by create).
+ * the argument checks of s3_backend_create (no request is sent by create); STS credential
+ * replies (s3_xml_sts_credentials) and AWS's <ErrorResponse> error documents.
  */
+#include "backends/aws_creds.h"
 #include "backends/backend.h"
 #include "backends/curl_common.h"
 #include "backends/s3.h"
@@ -313,6 +315,156 @@ static void test_error_code(void)
     CHECK_STR(code, "NoSu");
 }
 
+static void test_error_code_error_response(void)
+{
+    char code[64];
+    /* AWS STS and IAM: <ErrorResponse><Error><Code>. */
+    const char *aws = "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                      "<Error><Type>Sender</Type><Code>ExpiredTokenException</Code>"
+                      "<Message>Token expired</Message></Error><RequestId>r</RequestId>"
+                      "</ErrorResponse>";
+    s3_xml_error_code(aws, strlen(aws), code, sizeof(code));
+    CHECK_STR(code, "ExpiredTokenException");
+    /* A <Code> elsewhere in an ErrorResponse is not its code. */
+    const char *stray = "<ErrorResponse><Code>x</Code><Other><Code>y</Code></Other>"
+                        "</ErrorResponse>";
+    s3_xml_error_code(stray, strlen(stray), code, sizeof(code));
+    CHECK_STR(code, "");
+    /* radosgw's STS answers S3-style. */
+    const char *rgw = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied"
+                      "</Code><Message></Message><RequestId>tx0</RequestId></Error>";
+    s3_xml_error_code(rgw, strlen(rgw), code, sizeof(code));
+    CHECK_STR(code, "AccessDenied");
+}
+
+/* An STS reply around the given <Credentials> content. */
+static char *sts_reply(const char *creds)
+{
+    static const char head[] =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+        "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+        "<AssumeRoleResult><AssumedRoleUser><Arn>arn:aws:sts::1:assumed-role/r/s</Arn>"
+        "</AssumedRoleUser><Credentials>";
+    static const char tail[] = "</Credentials><PackedPolicySize>0</PackedPolicySize>"
+                               "</AssumeRoleResult><ResponseMetadata><RequestId>x</RequestId>"
+                               "</ResponseMetadata></AssumeRoleResponse>";
+    size_t n = sizeof(head) + strlen(creds) + sizeof(tail);
+    char *s = malloc(n);
+    snprintf(s, n, "%s%s%s", head, creds, tail);
+    return s;
+}
+
+#define STS_AK "<AccessKeyId>ASIATEMP0001</AccessKeyId>"
+#define STS_SK "<SecretAccessKey>tempSecret/+=01</SecretAccessKey>"
+#define STS_TOK "<SessionToken>FwoGZXIvYXdzE&amp;token==</SessionToken>"
+#define STS_EXP "<Expiration>2026-12-02T16:58:26.859220720Z</Expiration>"
+
+/* s3_xml_sts_credentials() on reply(creds); *out starts with a previous set, which must
+ * survive a failure. */
+static int sts_parse(const char *creds, struct aws_creds *out)
+{
+    char *xml = sts_reply(creds);
+    CHECK_EQ(aws_creds_set(out, "OLDKEY", "oldsecret", NULL, 0), 0);
+    int ret = s3_xml_sts_credentials(xml, strlen(xml), out);
+    if (ret < 0) {
+        CHECK_STR(out->access_key, "OLDKEY");
+        CHECK_STR(out->secret_key, "oldsecret");
+        CHECK(out->session_token == NULL);
+    }
+    free(xml);
+    return ret;
+}
+
+static void test_sts_credentials(void)
+{
+    struct aws_creds c = {0};
+
+    /* AWS's form, fields in the documented order. */
+    CHECK_EQ(sts_parse(STS_AK STS_SK STS_TOK STS_EXP, &c), 0);
+    CHECK_STR(c.access_key, "ASIATEMP0001");
+    CHECK_STR(c.secret_key, "tempSecret/+=01");
+    CHECK_STR(c.session_token, "FwoGZXIvYXdzE&token==");
+    CHECK_EQ(c.expiration, 1796230706);
+
+    /* radosgw's form: another order, no namespace, AssumeRoleWithWebIdentity. */
+    const char *rgw = "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>"
+                      "<SubjectFromWebIdentityToken>sub</SubjectFromWebIdentityToken>"
+                      "<Credentials><AccessKeyId>vABv0J9KPh04CL2dWHe</AccessKeyId>"
+                      "<Expiration>2011-07-11T19:55:29Z</Expiration>"
+                      "<SecretAccessKey>s3cr3t</SecretAccessKey>"
+                      "<SessionToken>tok</SessionToken></Credentials>"
+                      "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
+    CHECK_EQ(s3_xml_sts_credentials(rgw, strlen(rgw), &c), 0);
+    CHECK_STR(c.access_key, "vABv0J9KPh04CL2dWHe");
+    CHECK_STR(c.secret_key, "s3cr3t");
+    CHECK_STR(c.session_token, "tok");
+    CHECK_EQ(c.expiration, 1310414129);
+
+    /* A field missing, empty or given twice. */
+    CHECK_EQ(sts_parse(STS_AK STS_SK STS_EXP, &c), -EIO); /* no SessionToken */
+    CHECK_EQ(sts_parse(STS_AK STS_TOK STS_EXP, &c), -EIO);
+    CHECK_EQ(sts_parse(STS_SK STS_TOK STS_EXP, &c), -EIO);
+    CHECK_EQ(sts_parse(STS_AK STS_SK STS_TOK, &c), -EIO);
+    CHECK_EQ(sts_parse(STS_AK STS_SK "<SessionToken></SessionToken>" STS_EXP, &c), -EIO);
+    CHECK_EQ(sts_parse(STS_AK STS_SK "<SessionToken/>" STS_EXP, &c), -EIO);
+    CHECK_EQ(sts_parse(STS_AK STS_AK STS_SK STS_TOK STS_EXP, &c), -EIO);
+    /* A bad Expiration. */
+    CHECK_EQ(sts_parse(STS_AK STS_SK STS_TOK "<Expiration>tomorrow</Expiration>", &c), -EIO);
+    CHECK_EQ(sts_parse(STS_AK STS_SK STS_TOK "<Expiration>2026-13-02T16:58:26Z</Expiration>",
+                       &c),
+             -EIO);
+    CHECK_EQ(sts_parse(STS_AK STS_SK STS_TOK "<Expiration>1796230706</Expiration>", &c), -EIO);
+    /* Markup inside a field. */
+    CHECK_EQ(sts_parse(STS_AK STS_SK "<SessionToken>a<b/>c</SessionToken>" STS_EXP, &c), -EIO);
+    aws_creds_clear(&c);
+
+    /* Truncated XML, at every length. */
+    char *xml = sts_reply(STS_AK STS_SK STS_TOK STS_EXP);
+    size_t len = strlen(xml);
+    int ok = 1;
+    for (size_t n = 0; n < len; n++) {
+        CHECK_EQ(aws_creds_set(&c, "OLDKEY", "oldsecret", NULL, 0), 0);
+        if (s3_xml_sts_credentials(xml, n, &c) != -EIO || strcmp(c.access_key, "OLDKEY") != 0)
+            ok = 0;
+    }
+    CHECK(ok);
+    CHECK_EQ(s3_xml_sts_credentials(xml, len, &c), 0);
+    CHECK_STR(c.access_key, "ASIATEMP0001");
+    free(xml);
+
+    /* Credentials anywhere but under the root's *Result element are not the reply's. */
+    const char *misplaced[] = {
+        "<AssumeRoleResponse><Credentials>" STS_AK STS_SK STS_TOK STS_EXP
+        "</Credentials></AssumeRoleResponse>",
+        "<AssumeRoleResponse><AssumeRoleResult><X><Credentials>" STS_AK STS_SK STS_TOK STS_EXP
+        "</Credentials></X></AssumeRoleResult></AssumeRoleResponse>",
+        "<AssumeRoleResponse><Other>" STS_AK STS_SK STS_TOK STS_EXP
+        "</Other></AssumeRoleResponse>",
+        "<Error><Code>AccessDenied</Code></Error>",
+        "",
+        "not xml",
+    };
+    for (size_t i = 0; i < sizeof(misplaced) / sizeof(*misplaced); i++) {
+        CHECK_EQ(aws_creds_set(&c, "OLDKEY", "oldsecret", NULL, 0), 0);
+        CHECK_EQ(s3_xml_sts_credentials(misplaced[i], strlen(misplaced[i]), &c), -EIO);
+        CHECK_STR(c.access_key, "OLDKEY");
+    }
+    CHECK_EQ(s3_xml_sts_credentials(NULL, 0, &c), -EIO);
+
+    /* A field longer than the parser's bound. */
+    size_t big = 70 * 1024;
+    char *huge = malloc(big + 64);
+    memset(huge, 'A', big + 64);
+    memcpy(huge, "<SessionToken>", 14);
+    memcpy(huge + big, "</SessionToken>", 16);
+    char *creds = malloc(big + 256);
+    snprintf(creds, big + 256, "%s%s%s%s", STS_AK, STS_SK, huge, STS_EXP);
+    CHECK_EQ(sts_parse(creds, &c), -EIO);
+    free(creds);
+    free(huge);
+    aws_creds_clear(&c);
+}
+
 static void test_uri_encode(void)
 {
     struct {
@@ -505,6 +657,8 @@ int main(void)
     RUN(test_list_malformed);
     RUN(test_list_huge_and_empty);
     RUN(test_error_code);
+    RUN(test_error_code_error_response);
+    RUN(test_sts_credentials);
     RUN(test_uri_encode);
     RUN(test_iso8601);
     RUN(test_errno_mapping);
