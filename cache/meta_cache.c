@@ -15,7 +15,10 @@
  * Single flight: `refreshing` lists the directories being fetched; a second caller for the
  * same directory waits on `refresh_done` and takes the first caller's result, unless that
  * result is -EINTR (the first caller was interrupted, backend.h call scopes) and the second
- * caller was not: it then looks again.
+ * caller was not, or unless the listing it brought would already have been stale when the
+ * second caller asked (it began more than a TTL before; with meta_ttl=0, any that began
+ * before): the second caller then looks again, so a lookup never answers from a listing
+ * older than the TTL allows (an object put before the lookup is seen with meta_ttl=0).
  *
  * Hot listings in memory: the listings used most recently are also kept decoded in memory
  * (`mem`: at most MEM_DIRS directories and MEM_ENTRIES entries in all, least recently used
@@ -108,6 +111,7 @@ struct refresh {
     char *dir;
     int done;
     int result; /* 0 (listing available), -ENOENT (negative) or -errno; valid when done */
+    int64_t started_ms; /* wall clock when the fetch began */
     unsigned waiters;
 };
 
@@ -520,6 +524,7 @@ static void mem_load(struct meta_cache *mc, const char *dir, int64_t fetched_ms,
  */
 static int ensure_listing(struct meta_cache *mc, const char *dir)
 {
+    int64_t asked = wall_ms();
 again:;
     struct mem_dir *m = mem_find(mc, dir);
     if (m && listing_fresh(mc, m->fetched_ms))
@@ -540,12 +545,16 @@ again:;
         while (!r->done)
             pthread_cond_wait(&mc->refresh_done, &mc->lock);
         int res = r->result;
+        int young = r->started_ms > asked ||
+                    (mc->ttl_ms && (uint64_t)(asked - r->started_ms) < mc->ttl_ms);
         if (--r->waiters == 0) {
             free(r->dir);
             free(r);
         }
         if (res == -EINTR && !backend_call_cancelled(backend_call_current()))
             goto again; /* someone else's interrupted refresh */
+        if ((res == 0 || res == -ENOENT) && !young)
+            goto again; /* begun too long before we asked: fetch again */
         return res;
     }
 
@@ -560,10 +569,11 @@ again:;
     r->next = mc->refreshing;
     mc->refreshing = r;
     mc->stats.listings_fetched++;
+    int64_t started = wall_ms();
+    r->started_ms = started;
     pthread_mutex_unlock(&mc->lock);
 
     struct meta_dir d = {0};
-    int64_t started = wall_ms();
     int rc = fetch_listing(mc, dir, &d, &found);
 
     pthread_mutex_lock(&mc->lock);
