@@ -47,6 +47,17 @@ int aws_creds_dup(const struct aws_creds *src, struct aws_creds *dst);
 int aws_creds_set(struct aws_creds *c, const char *access_key, const char *secret_key,
                   const char *session_token, int64_t expiration);
 
+/* Credentials from a JSON reply object o (struct json_object of json-c): "AccessKeyId" and
+ * "SecretAccessKey" (non-empty strings), the session token under token_key ("Token" for the
+ * container endpoint and instance metadata, "SessionToken" for credential_process) and
+ * "Expiration" (RFC 3339), both strings when present. `temporary`: the token and Expiration
+ * are required; otherwise either may be absent, and without Expiration the set does not
+ * expire. Returns 0 with *out, -EIO with *why (a static phrase such as "no AccessKeyId"; never
+ * a value), -ENOMEM. */
+struct json_object;
+int aws_creds_from_json(struct json_object *o, const char *token_key, int temporary,
+                        struct aws_creds *out, const char **why);
+
 /* Parses an ISO 8601 / RFC 3339 time as AWS services write it: "2026-12-02T17:00:00Z", with
  * optional fractional seconds and a "Z", "+HH:MM" or "-HH:MM" zone. Returns 0 with Unix
  * seconds in *out, or -EINVAL. */
@@ -58,6 +69,10 @@ struct aws_cred_conf {
     const char *profile; /* NULL: $AWS_PROFILE, else "default" */
     const char *region;  /* for STS; NULL: the profile's, $AWS_REGION, ..., us-east-1 */
     int timeout_ms;      /* one fetch (an HTTP call, a process) at most; <= 0: the default */
+    /* Where the refresh thread reports (level: syslog's LOG_WARNING a failed refresh,
+     * LOG_DEBUG a new set); NULL: failures to stderr. The message holds no secret. */
+    void (*log)(void *arg, int level, const char *msg);
+    void *log_arg;
 };
 
 struct aws_cred_provider;
@@ -104,10 +119,5 @@ void aws_cred_provider_stats(struct aws_cred_provider *p, struct aws_cred_stats 
 
 /* Stops the refresh thread and frees everything; NULL is a no-op. */
 void aws_cred_provider_destroy(struct aws_cred_provider *p);
-
-/* TRANSITIONAL (replaced by the provider in this change): environment, then the
- * credentials file's [profile]. */
-int aws_creds_load(const char *profile, struct aws_creds *out, char *err, size_t errlen);
-int aws_creds_from_file(const char *path, const char *profile, struct aws_creds *out);
 
 #endif

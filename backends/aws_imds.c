@@ -41,6 +41,7 @@
 
 #include "backends/backend.h"
 #include "backends/curl_common.h"
+#include "backends/json_util.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -149,67 +150,6 @@ static void pause_ms(long ms)
 
 /* --- JSON ------------------------------------------------------------------------------ */
 
-/* Parses buf[0..len) as one JSON object with nothing but white space after it. Returns 0 with
- * *out (free with js_put_wiped()), -EIO when it is not that, -ENOMEM. */
-static int js_parse(const char *buf, size_t len, struct json_object **out)
-{
-    struct json_object *o = NULL;
-    int ret = -EIO;
-
-    *out = NULL;
-    if (len == 0 || len > INT_MAX)
-        return -EIO;
-    struct json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return -ENOMEM;
-    o = json_tokener_parse_ex(tok, buf, (int)len);
-    if (!o || json_tokener_get_error(tok) != json_tokener_success ||
-        !json_object_is_type(o, json_type_object))
-        goto out_put;
-    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
-        if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\r' && buf[i] != '\t')
-            goto out_put;
-    }
-    *out = o;
-    o = NULL;
-    ret = 0;
-out_put:
-    json_object_put(o);
-    json_tokener_free(tok);
-    return ret;
-}
-
-/* Wipes the string members of o (json-c's copies of a reply's values, secrets among them)
- * and puts o. NULL is a no-op. */
-static void js_put_wiped(struct json_object *o)
-{
-    if (!o)
-        return;
-    struct json_object_iterator it = json_object_iter_begin(o), end = json_object_iter_end(o);
-    for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it)) {
-        struct json_object *v = json_object_iter_peek_value(&it);
-        if (json_object_is_type(v, json_type_string))
-            explicit_bzero((char *)json_object_get_string(v),
-                           (size_t)json_object_get_string_len(v));
-    }
-    json_object_put(o);
-}
-
-/* Member key of o as a string: 1 with *s (json-c's, lives as long as o), 0 when absent or
- * null, -EIO when it is something else. */
-static int js_string(struct json_object *o, const char *key, const char **s)
-{
-    struct json_object *m = NULL;
-
-    *s = NULL;
-    if (!json_object_object_get_ex(o, key, &m) || !m)
-        return 0;
-    if (!json_object_is_type(m, json_type_string))
-        return -EIO;
-    *s = json_object_get_string(m);
-    return strlen(*s) == (size_t)json_object_get_string_len(m) ? 1 : -EIO; /* no NUL inside */
-}
-
 /* The error code of an error body ("code" or "Code", as the container agents and IMDS write
  * it), reduced by safe_code(); "" when there is none. */
 static void error_code(const char *body, char *code, size_t cap)
@@ -218,52 +158,12 @@ static void error_code(const char *body, char *code, size_t cap)
     const char *s = NULL;
 
     code[0] = '\0';
-    if (js_parse(body, strlen(body), &o) < 0)
+    if (json_util_parse_object(body, strlen(body), &o) < 0)
         return;
-    if (js_string(o, "code", &s) != 1)
-        (void)js_string(o, "Code", &s);
+    if (json_util_string(o, "code", &s) != 1)
+        (void)json_util_string(o, "Code", &s);
     safe_code(s, code, cap);
-    js_put_wiped(o);
-}
-
-/* Credentials from reply o: AccessKeyId and SecretAccessKey (non-empty strings), Token and
- * Expiration (strings). `temporary`: Token and Expiration are required (IMDS always sends
- * them); otherwise either may be absent, as a container endpoint serving static credentials
- * leaves them out, and then there is no expiration. Returns 0 with *out, -EIO with *why,
- * -ENOMEM. */
-static int creds_from_json(struct json_object *o, int temporary, struct aws_creds *out,
-                           const char **why)
-{
-    const char *key, *secret, *token, *exp;
-    int64_t expiration = 0;
-
-    if (js_string(o, "AccessKeyId", &key) != 1 || !*key) {
-        *why = "no AccessKeyId";
-        return -EIO;
-    }
-    if (js_string(o, "SecretAccessKey", &secret) != 1 || !*secret) {
-        *why = "no SecretAccessKey";
-        return -EIO;
-    }
-    int has_token = js_string(o, "Token", &token), has_exp = js_string(o, "Expiration", &exp);
-    if (has_token < 0 || has_exp < 0) {
-        *why = "a Token or Expiration that is not a string";
-        return -EIO;
-    }
-    if (temporary && (has_token != 1 || !*token || has_exp != 1)) {
-        *why = "no Token or no Expiration";
-        return -EIO;
-    }
-    if (has_exp == 1 && aws_time_parse(exp, &expiration) < 0) {
-        *why = "an Expiration that is not a time";
-        return -EIO;
-    }
-    int ret = aws_creds_set(out, key, secret, has_token == 1 ? token : NULL, expiration);
-    if (ret == -EINVAL) {
-        *why = "empty keys";
-        return -EIO;
-    }
-    return ret;
+    json_util_put_wiped(o);
 }
 
 /* --- requests -------------------------------------------------------------------------- */
@@ -759,10 +659,10 @@ static int container_judge(const struct target *t, const struct fetcher *f, int 
     char code[CODE_MAX];
 
     if (ret == 0) {
-        ret = js_parse(f->body, f->len, &o);
+        ret = json_util_parse_object(f->body, f->len, &o);
         if (ret == 0)
-            ret = creds_from_json(o, 0, out, &why);
-        js_put_wiped(o);
+            ret = aws_creds_from_json(o, "Token", 0, out, &why);
+        json_util_put_wiped(o);
         if (ret == -EIO)
             snprintf(err, errlen, "container credentials: the reply of %s is not credentials (%s)",
                      t->where, why);
@@ -1118,8 +1018,8 @@ out_no_role:
 static int body_not_json(const struct fetcher *f)
 {
     struct json_object *o = NULL;
-    int ret = js_parse(f->body, f->len, &o);
-    js_put_wiped(o);
+    int ret = json_util_parse_object(f->body, f->len, &o);
+    json_util_put_wiped(o);
     return ret < 0;
 }
 
@@ -1144,9 +1044,9 @@ static int imds_creds(const struct imds_conf *ic, struct fetcher *f, const char 
     }
     if (ret < 0)
         return imds_failure(ic, f, ret, "the credentials request", err, errlen);
-    ret = js_parse(f->body, f->len, &o);
+    ret = json_util_parse_object(f->body, f->len, &o);
     if (ret == 0) {
-        int has = js_string(o, "Code", &c);
+        int has = json_util_string(o, "Code", &c);
         if (has < 0 || (has == 1 && strcmp(c, "Success") != 0)) {
             safe_code(has == 1 ? c : "", code, sizeof(code));
             snprintf(err, errlen, "instance metadata at %s: role %s: Code %s", ic->where, role,
@@ -1154,7 +1054,7 @@ static int imds_creds(const struct imds_conf *ic, struct fetcher *f, const char 
             ret = -EIO;
             goto out_put;
         }
-        ret = creds_from_json(o, 1, out, &why);
+        ret = aws_creds_from_json(o, "Token", 1, out, &why);
     }
     if (ret == -EIO)
         snprintf(err, errlen,
@@ -1164,7 +1064,7 @@ static int imds_creds(const struct imds_conf *ic, struct fetcher *f, const char 
     else if (ret == -ENOMEM)
         snprintf(err, errlen, "instance metadata: out of memory");
 out_put:
-    js_put_wiped(o);
+    json_util_put_wiped(o);
     return ret;
 }
 

@@ -29,6 +29,8 @@
  */
 #include "backends/aws_process.h"
 
+#include "backends/json_util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -350,92 +352,25 @@ static void program_name(const char *argv0, char *out, size_t len)
     out[i] = '\0';
 }
 
-/* The string member key of o: 1 with *s, 0 when absent or JSON null, -1 when not a string. */
-static int json_str(struct json_object *o, const char *key, const char **s)
-{
-    struct json_object *m;
-    *s = NULL;
-    if (!json_object_object_get_ex(o, key, &m) || !m)
-        return 0;
-    if (!json_object_is_type(m, json_type_string))
-        return -1;
-    *s = json_object_get_string(m);
-    return 1;
-}
-
-/* Wipes the string member key of o in place (json-c frees it without wiping). */
-static void json_wipe(struct json_object *o, const char *key)
-{
-    struct json_object *m;
-    if (json_object_object_get_ex(o, key, &m) && m && json_object_is_type(m, json_type_string))
-        explicit_bzero((char *)json_object_get_string(m), (size_t)json_object_get_string_len(m));
-}
-
 /* Parses the helper's stdout into *out; *why says what was wrong (no content of buf). */
 static int parse_output(const char *buf, size_t len, struct aws_creds *out, const char **why)
 {
-    struct json_tokener *tok = json_tokener_new();
-    struct json_object *o = NULL;
-    const char *ak, *sk, *token, *exp_s;
-    int64_t expiration = 0;
-    int ret = -EIO;
+    struct json_object *o = NULL, *v = NULL;
+    int ret = json_util_parse(buf, len, &o);
 
-    if (!tok) {
-        *why = "out of memory";
-        return -ENOMEM;
+    if (ret < 0) {
+        *why = ret == -ENOMEM ? "out of memory" : "not valid JSON";
+        return ret;
     }
-    *why = "not valid JSON";
-    if (len > INT32_MAX || memchr(buf, '\0', len))
-        goto out_free_tok;
-    o = json_tokener_parse_ex(tok, buf, (int)len);
-    if (!o || json_tokener_get_error(tok) != json_tokener_success)
-        goto out_put;
-    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
-        if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\n' && buf[i] != '\r')
-            goto out_put; /* something after the object */
-    if (!json_object_is_type(o, json_type_object)) {
+    ret = -EIO;
+    if (!json_object_is_type(o, json_type_object))
         *why = "not a JSON object";
-        goto out_put;
-    }
-
-    struct json_object *v;
-    if (!json_object_object_get_ex(o, "Version", &v) || !v ||
-        !json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 1) {
+    else if (!json_object_object_get_ex(o, "Version", &v) || !v ||
+             !json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 1)
         *why = "Version is not 1";
-        goto out_put;
-    }
-    if (json_str(o, "AccessKeyId", &ak) != 1 || !*ak) {
-        *why = "no AccessKeyId";
-        goto out_put;
-    }
-    if (json_str(o, "SecretAccessKey", &sk) != 1 || !*sk) {
-        *why = "no SecretAccessKey";
-        goto out_put;
-    }
-    if (json_str(o, "SessionToken", &token) < 0) {
-        *why = "SessionToken is not a string";
-        goto out_put;
-    }
-    int has_exp = json_str(o, "Expiration", &exp_s);
-    if (has_exp < 0 || (has_exp == 1 && aws_time_parse(exp_s, &expiration) < 0)) {
-        *why = "Expiration is not an RFC 3339 time";
-        goto out_put;
-    }
-    ret = aws_creds_set(out, ak, sk, token, expiration);
-    if (ret < 0)
-        *why = ret == -ENOMEM ? "out of memory" : "no AccessKeyId";
-    else if (has_exp == 1 && expiration == 0)
-        out->expiration = 1; /* the epoch itself: expired, not "does not expire" */
-
-out_put:
-    if (o) {
-        json_wipe(o, "AccessKeyId");
-        json_wipe(o, "SecretAccessKey");
-        json_wipe(o, "SessionToken");
-    }
-    json_object_put(o);
-out_free_tok:
-    json_tokener_free(tok);
+    else
+        ret = aws_creds_from_json(o, "SessionToken", 0, out, why);
+    json_util_put_wiped(o);
     return ret;
 }
 

@@ -92,6 +92,11 @@ struct backend_counters {
     uint64_t bytes_read;
     uint64_t inflight; /* requests under way now (a gauge) */
     struct backend_latency lat_stat, lat_list, lat_read; /* by kind (check is not timed) */
+    /* Credentials of a signing backend (s3.c, aws_creds.h), passed up by the stats layer;
+     * all 0 for one that does not sign. */
+    uint64_t cred_refreshes;        /* sets fetched after the first */
+    uint64_t cred_refresh_failures; /* fetches after the first that failed */
+    uint64_t cred_expiration;       /* Unix seconds when the current set expires; 0: never */
 };
 
 struct backend;
@@ -146,6 +151,10 @@ struct backend_conf {
     int fail_fast_ms;       /* after a call ran out of time, calls fail at once for this long,
                                then one tries the store again (the retry layer); 0 = off */
     int fault_fail_after;   /* fault layer (tests): fail every call after N calls; 0 = off */
+    /* Where a backend reports what happens after creation (a credentials refresh that
+     * failed, ...): level is syslog's; NULL: warnings to stderr. No message holds a secret. */
+    void (*log)(void *arg, int level, const char *msg);
+    void *log_arg;
 };
 
 /* Convenience wrappers over be->ops. */

@@ -30,6 +30,7 @@
 #include "backends/backend.h"
 #include "backends/curl_common.h"
 #include "backends/invariants.h"
+#include "backends/json_util.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -204,36 +205,6 @@ static int js_b64(struct json_object *o, const char *key, int required, char **o
     return 0;
 }
 
-/* Parses buf[0..len) as one JSON object with nothing but white space after it. Returns 0 with
- * *out (caller puts it), -EIO when it is not that, -ENOMEM. */
-static int js_parse(const char *buf, size_t len, struct json_object **out)
-{
-    struct json_object *o = NULL;
-    int ret = -EIO;
-
-    *out = NULL;
-    if (len == 0 || len > INT_MAX)
-        return -EIO;
-    struct json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return -ENOMEM;
-    o = json_tokener_parse_ex(tok, buf, (int)len);
-    if (!o || json_tokener_get_error(tok) != json_tokener_success ||
-        !json_object_is_type(o, json_type_object))
-        goto out_put;
-    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
-        if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\r' && buf[i] != '\t')
-            goto out_put;
-    }
-    *out = o;
-    o = NULL;
-    ret = 0;
-out_put:
-    json_object_put(o);
-    json_tokener_free(tok);
-    return ret;
-}
-
 /* The errno of the "error" member of reply o, 0 when it has none: a string (a unary call's
  * {"error":"..","code":N,"message":".."}) or an object (a streaming call's
  * {"error":{"grpc_code":N,"message":".."}}). -ENOENT when its message says the lease was not
@@ -282,7 +253,7 @@ static int judge(int ret, long status, const char *body, size_t len, struct json
         *next = 1;
         return ret < 0 ? ret : -EIO;
     }
-    ret = js_parse(body, len, &o);
+    ret = json_util_parse_object(body, len, &o);
     if (ret == 0)
         ret = etcd_error(o, next);
     if (ret == 0 && !ok)
@@ -813,7 +784,7 @@ static int watch_data(struct curl_req *r, void *arg)
     while (!w->done && (nl = memchr(b->buf + start, '\n', b->len - start)) != NULL) {
         size_t end = (size_t)(nl - b->buf);
         struct json_object *o = NULL;
-        int ret = end > start ? js_parse(b->buf + start, end - start, &o) : 0;
+        int ret = end > start ? json_util_parse_object(b->buf + start, end - start, &o) : 0;
         if (ret < 0) {
             w->done = 1;
             w->ret = ret;

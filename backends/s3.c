@@ -16,8 +16,13 @@
  * lines, signing (set once in the conf), and a 400 whose XML error code names a credentials
  * problem turned into -EACCES (s3_map_error(), s3_xml.c).
  *
- * Invariants: credentials live only in `userpwd` / `token_header` (wiped on destroy) and in
- * the curl handles; no message, log or error text contains them. A reply is accepted only
+ * Credentials come from the provider (aws_creds.h) at every request: a request takes the
+ * current set, signs with it (the per-request userpwd and x-amz-security-token), and a reply
+ * that says the set has expired (ExpiredToken and its kin, or a 403 once the set's expiration
+ * has passed) makes it ask the provider for a new set and go again, once.
+ *
+ * Invariants: credentials live only in the provider's sets and, during a request, in the curl
+ * handle; no message, log or error text contains them. A reply is accepted only
  * when its length is the one the request implies (Content-Range checked), otherwise -EIO.
  * Reply bodies are bounded (LIST_BODY_MAX, the caller's buffer for reads).
  *
@@ -31,6 +36,7 @@
  */
 #include "backends/s3.h"
 
+#include "backends/aws_config.h"
 #include "backends/aws_creds.h"
 #include "backends/curl_common.h"
 #include "backends/s3_xml.h"
@@ -43,6 +49,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define POOL_MAX 64                    /* idle handles kept; more are cleaned up */
@@ -50,6 +58,7 @@
 #define ERR_BODY_MAX 4096              /* error document bytes kept */
 #define VERSION_MAX 1013               /* longest If-Match sent; longer is no S3 ETag: -EIO */
 #define DEFAULT_TIMEOUT_MS 30000
+#define EXPIRY_SKEW_S 60 /* a 403 this close to a set's expiration is taken as expiry */
 
 struct s3 {
     char *bucket;
@@ -57,40 +66,75 @@ struct s3 {
     char *root_url;     /* object URL = root_url "/" key; no trailing '/' */
     int vhost;          /* virtual-hosted addressing (the bucket is in the host name) */
     char *sigv4;        /* "aws:amz:REGION:s3"; NULL for anonymous requests */
-    char *userpwd;      /* "key:secret"; NULL for anonymous requests; wiped on destroy */
-    char *token_header; /* "x-amz-security-token: ..." or NULL; wiped on destroy */
+    struct aws_cred_provider *creds; /* NULL for anonymous requests */
     struct curl_common_conf cconf; /* timeouts, signing, PAGEFS_S3_DEBUG */
     struct curl_pool *pool;
 };
 
 /* --- one request -------------------------------------------------------------------- */
 
+/* Did a request signed with set `snap` fail because the set expired? S3 says ExpiredToken
+ * (or TokenRefreshRequired); some servers (radosgw) only refuse with 403, which counts once the
+ * set's expiration is near or past. */
+static int expired_reply(const struct aws_cred_snap *snap, long status, const char *code)
+{
+    if (strcmp(code, "ExpiredToken") == 0 || strcmp(code, "TokenRefreshRequired") == 0 ||
+        strcmp(code, "ExpiredTokenException") == 0)
+        return 1;
+    return status == 403 && snap->expiration &&
+           (int64_t)time(NULL) >= snap->expiration - EXPIRY_SKEW_S;
+}
+
 /* Runs request r (curl_common.c) with S3's header lines: x-amz-content-sha256, the session
- * token, then Range and If-Match when given. Returns 0 for a 2xx reply or -errno: the common
- * mapping (curl_map_error()), except that a 400 whose S3 error code is a credentials problem
- * is -EACCES (s3_map_error()). */
+ * token, then Range and If-Match when given, signed with the provider's current set. Returns 0
+ * for a 2xx reply or -errno: the common mapping (curl_map_error()), except that a 400 whose
+ * S3 error code is a credentials problem is -EACCES (s3_map_error()). A reply saying the set
+ * expired gets a new set and one more try. */
 static int s3_perform(struct s3 *s3, struct curl_req *r, const char *range, const char *if_match)
 {
     char errbody[ERR_BODY_MAX];
+    const struct aws_cred_snap *snap = NULL;
     int ret;
 
-    r->errbody = errbody;
-    r->errcap = sizeof(errbody);
-    ret = curl_req_header(r, "x-amz-content-sha256: " EMPTY_SHA256);
-    if (ret == 0 && s3->token_header)
-        ret = curl_req_header(r, "%s", s3->token_header);
-    if (ret == 0 && range)
-        ret = curl_req_header(r, "Range: %s", range);
-    if (ret == 0 && if_match)
-        ret = strlen(if_match) <= VERSION_MAX ? curl_req_header(r, "If-Match: %s", if_match) : -EIO;
-    if (ret == 0)
-        ret = curl_req_perform(s3->pool, &s3->cconf, r);
-    if (ret == -EINVAL && r->status == 400 && r->errlen) {
+    for (int attempt = 0;; attempt++) {
+        r->errbody = errbody;
+        r->errcap = sizeof(errbody);
+        if (s3->creds) {
+            ret = aws_cred_provider_get(s3->creds, &snap);
+            if (ret < 0)
+                break;
+            r->sigv4 = s3->sigv4;
+            r->userpwd = snap->userpwd;
+        }
+        ret = curl_req_header(r, "x-amz-content-sha256: " EMPTY_SHA256);
+        if (ret == 0 && snap && snap->token)
+            ret = curl_req_header(r, "x-amz-security-token: %s", snap->token);
+        if (ret == 0 && range)
+            ret = curl_req_header(r, "Range: %s", range);
+        if (ret == 0 && if_match)
+            ret = strlen(if_match) <= VERSION_MAX ? curl_req_header(r, "If-Match: %s", if_match)
+                                                  : -EIO;
+        if (ret == 0)
+            ret = curl_req_perform(s3->pool, &s3->cconf, r);
         char code[64] = "";
-        s3_xml_error_code(errbody, r->errlen, code, sizeof(code));
-        ret = s3_map_error(CURLE_OK, r->status, r->os_errno, code);
+        if ((r->status == 400 || r->status == 403) && r->errlen)
+            s3_xml_error_code(errbody, r->errlen, code, sizeof(code));
+        if (ret == -EINVAL && r->status == 400 && r->errlen)
+            ret = s3_map_error(CURLE_OK, r->status, r->os_errno, code);
+        r->errbody = NULL; /* it lives on this stack frame */
+        r->sigv4 = r->userpwd = NULL;
+        if (ret != -EACCES || attempt > 0 || !snap || !expired_reply(snap, r->status, code))
+            break;
+        uint64_t gen = snap->gen;
+        aws_cred_snap_unref(snap);
+        snap = NULL;
+        if (aws_cred_provider_refresh(s3->creds, gen) < 0)
+            break; /* keeps -EACCES */
+        curl_slist_free_all(r->hdrs); /* the next try adds them again */
+        r->hdrs = NULL;
+        r->body.len = 0;
     }
-    r->errbody = NULL; /* it lives on this stack frame */
+    aws_cred_snap_unref(snap);
     return ret;
 }
 
@@ -277,19 +321,10 @@ static int s3_check(struct backend *be)
     return ret;
 }
 
-static void wipe_free(char *s)
-{
-    if (s) {
-        explicit_bzero(s, strlen(s));
-        free(s);
-    }
-}
-
 static void s3_free(struct s3 *s3)
 {
     curl_pool_destroy(s3->pool);
-    wipe_free(s3->userpwd);
-    wipe_free(s3->token_header);
+    aws_cred_provider_destroy(s3->creds);
     free(s3->sigv4);
     free(s3->root_url);
     free(s3->prefix);
@@ -305,6 +340,21 @@ static void s3_destroy(struct backend *be)
     free(be);
 }
 
+static int s3_counters(struct backend *be, struct backend_counters *out)
+{
+    struct s3 *s3 = be->priv;
+    struct aws_cred_stats st;
+
+    memset(out, 0, sizeof(*out));
+    if (!s3->creds)
+        return 0;
+    aws_cred_provider_stats(s3->creds, &st);
+    out->cred_refreshes = st.refreshes;
+    out->cred_refresh_failures = st.refresh_failures;
+    out->cred_expiration = st.expiration > 0 ? (uint64_t)st.expiration : 0;
+    return 0;
+}
+
 static const struct backend_ops s3_ops = {
     .name = "s3",
     .caps = BACKEND_CAP_VERSIONED | BACKEND_CAP_REMOTE,
@@ -312,7 +362,7 @@ static const struct backend_ops s3_ops = {
     .list = s3_list,
     .read_range = s3_read_range,
     .check = s3_check,
-    .counters = NULL, /* the stats layer above counts */
+    .counters = s3_counters, /* credentials only: the stats layer above counts requests */
     .destroy = s3_destroy,
 };
 
@@ -341,16 +391,17 @@ static int parse_source(const char *source, struct s3 *s3, char *err, size_t err
     return s3->prefix ? 0 : -ENOMEM;
 }
 
-/* Build root_url from the endpoint (or AWS's), the addressing style and the bucket. */
-static int build_root_url(const struct backend_conf *conf, const char *region, struct s3 *s3,
-                          char *err, size_t errlen)
+/* Build root_url from the endpoint `custom` (NULL: AWS's for the region), the addressing style
+ * and the bucket. */
+static int build_root_url(const struct backend_conf *conf, const char *custom, const char *region,
+                          struct s3 *s3, char *err, size_t errlen)
 {
     char *endpoint = NULL, *host = NULL, *vhost = NULL, *url = NULL;
     CURLU *u = NULL;
     int ret = -ENOMEM;
 
-    if (conf->endpoint && *conf->endpoint)
-        endpoint = strdup(conf->endpoint);
+    if (custom && *custom)
+        endpoint = strdup(custom);
     else if (asprintf(&endpoint, "https://s3.%s.amazonaws.com", region) < 0)
         endpoint = NULL;
     if (!endpoint)
@@ -370,7 +421,7 @@ static int build_root_url(const struct backend_conf *conf, const char *region, s
         curl_free(scheme);
         curl_free(query);
         snprintf(err, errlen, "invalid S3 endpoint URL '%s' (want http[s]://host[:port])",
-                 conf->endpoint ? conf->endpoint : endpoint);
+                 custom ? custom : endpoint);
         ret = -EINVAL;
         goto out_free;
     }
@@ -378,7 +429,7 @@ static int build_root_url(const struct backend_conf *conf, const char *region, s
 
     int path_style = conf->path_style;
     if (path_style < 0)
-        path_style = (conf->endpoint && *conf->endpoint) || strchr(s3->bucket, '.') ? 1 : 0;
+        path_style = (custom && *custom) || strchr(s3->bucket, '.') ? 1 : 0;
     if (path_style) {
         if (asprintf(&s3->root_url, "%s/%s", endpoint, s3->bucket) < 0)
             s3->root_url = NULL;
@@ -412,7 +463,7 @@ out_free:
 int s3_backend_create(const struct backend_conf *conf, struct backend **out, char *err,
                       size_t errlen)
 {
-    struct aws_creds creds = {0};
+    struct aws_profile *profile = NULL;
     struct backend *be = NULL;
     struct s3 *s3 = NULL;
     int ret = -ENOMEM;
@@ -433,11 +484,17 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
     if (ret < 0)
         goto out_free_s3;
 
+    /* The profile's region and endpoint_url come after the options and the environment. */
+    char perr[256];
+    if (aws_profile_load(conf->profile, &profile, perr, sizeof(perr)) < 0)
+        profile = NULL; /* no profile: nothing to take from it (the chain reports problems) */
     const char *region = conf->region;
     if (!region || !*region)
         region = getenv("AWS_REGION");
     if (!region || !*region)
         region = getenv("AWS_DEFAULT_REGION");
+    if ((!region || !*region) && profile)
+        region = aws_profile_get(profile, "region");
     if (!region || !*region)
         region = "us-east-1";
     if (strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region)) {
@@ -445,35 +502,38 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
         ret = -EINVAL;
         goto out_free_s3;
     }
-    ret = build_root_url(conf, region, s3, err, errlen);
+    const char *endpoint = conf->endpoint;
+    const char *ignore = getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
+    if ((!endpoint || !*endpoint) && !(ignore && strcasecmp(ignore, "true") == 0)) {
+        endpoint = getenv("AWS_ENDPOINT_URL_S3");
+        if (!endpoint || !*endpoint)
+            endpoint = getenv("AWS_ENDPOINT_URL");
+        if ((!endpoint || !*endpoint) && profile)
+            endpoint = aws_profile_get(profile, "endpoint_url");
+    }
+    ret = build_root_url(conf, endpoint, region, s3, err, errlen);
     if (ret < 0)
         goto out_free_s3;
 
     if (!conf->no_sign_request) {
-        ret = aws_creds_load(conf->profile, &creds, err, errlen);
+        struct aws_cred_conf cconf = {.profile = conf->profile,
+                                      .region = region,
+                                      .timeout_ms = conf->timeout_ms,
+                                      .log = conf->log,
+                                      .log_arg = conf->log_arg};
+        ret = aws_cred_provider_create(&cconf, &s3->creds, err, errlen);
         if (ret < 0)
             goto out_free_s3;
-        ret = -ENOMEM;
         if (asprintf(&s3->sigv4, "aws:amz:%s:s3", region) < 0) {
             s3->sigv4 = NULL;
-            goto out_free_creds;
+            goto out_nomem_s3;
         }
-        if (asprintf(&s3->userpwd, "%s:%s", creds.access_key, creds.secret_key) < 0) {
-            s3->userpwd = NULL;
-            goto out_free_creds;
-        }
-        if (creds.session_token &&
-            asprintf(&s3->token_header, "x-amz-security-token: %s", creds.session_token) < 0) {
-            s3->token_header = NULL;
-            goto out_free_creds;
-        }
-        aws_creds_clear(&creds);
     }
+    aws_profile_free(profile);
+    profile = NULL;
 
     curl_common_conf_init(&s3->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, conf->stall_timeout_ms,
                           "PAGEFS_S3_DEBUG");
-    s3->cconf.sigv4 = s3->sigv4; /* NULL (anonymous) or with userpwd */
-    s3->cconf.userpwd = s3->userpwd;
 
     /* The pool makes one handle up front: proves libcurl initialised, and warms the pool. */
     ret = curl_pool_create(POOL_MAX, &s3->pool);
@@ -494,12 +554,11 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
     *out = be;
     return 0;
 
-out_free_creds:
-    aws_creds_clear(&creds);
 out_nomem_s3:
     snprintf(err, errlen, "out of memory");
     ret = -ENOMEM;
 out_free_s3:
+    aws_profile_free(profile);
     s3_free(s3);
     return ret;
 out_nomem:

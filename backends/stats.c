@@ -112,6 +112,14 @@ static int stats_check(struct backend *be)
 static int stats_counters(struct backend *be, struct backend_counters *out)
 {
     struct stats_priv *sp = be->priv;
+    struct backend_counters in;
+
+    memset(out, 0, sizeof(*out));
+    if (sp->inner->ops->counters && sp->inner->ops->counters(sp->inner, &in) == 0) {
+        out->cred_refreshes = in.cred_refreshes; /* the signing backend's, passed up */
+        out->cred_refresh_failures = in.cred_refresh_failures;
+        out->cred_expiration = in.cred_expiration;
+    }
     out->stat_calls = atomic_load_explicit(&sp->stat_calls, memory_order_relaxed);
     out->list_calls = atomic_load_explicit(&sp->list_calls, memory_order_relaxed);
     out->read_calls = atomic_load_explicit(&sp->read_calls, memory_order_relaxed);

@@ -353,6 +353,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .timeout_ms = o->timeout * 1000,
         .stall_timeout_ms = o->stall_timeout * 1000,
         .fail_fast_ms = o->fail_fast * 1000,
+        .log = cache_log,
     };
     rc = backend_stack_create(&bconf, &be, err, sizeof(err));
     if (rc < 0) {

@@ -334,13 +334,19 @@ static const struct opt options[] = {
              "at MOUNTPOINT is always refused)"},
 
     {.kind = OPT_SECTION,
-     .help = "S3 (-o; credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
-             "AWS_SESSION_TOKEN\nor AWS_SHARED_CREDENTIALS_FILE / ~/.aws/credentials, never "
-             "from options):"},
+     .help = "S3 (-o; credentials are found as the AWS SDKs find them, never in options:\n"
+             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN, then the profile in\n"
+             "~/.aws/credentials and ~/.aws/config (keys, credential_process, role_arn with\n"
+             "source_profile, credential_source or web_identity_token_file), then web identity\n"
+             "(AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE), the container endpoint\n"
+             "(AWS_CONTAINER_CREDENTIALS_*_URI) and instance metadata (IMDSv2); temporary ones\n"
+             "are refreshed before they expire):"},
     {.name = "endpoint", .kind = OPT_CUSTOM, FIELD(endpoint), .parse = parse_endpoint,
-     .arg = "URL", .help = "S3 endpoint (default: AWS)"},
+     .arg = "URL", .help = "S3 endpoint (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, the "
+                           "profile's endpoint_url, AWS)"},
     {.name = "region", .kind = OPT_STRING, FIELD(region), .arg = "NAME",
-     .help = "region (default: $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)"},
+     .help = "region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's region, "
+             "us-east-1)"},
     {.name = "profile", .kind = OPT_STRING, FIELD(profile), .arg = "NAME",
      .help = "credentials profile (default: $AWS_PROFILE or default)"},
     {.name = "path_style", .kind = OPT_FLAG, FIELD(path_style), .val = 1, .flags = OPT_F_DEF,

@@ -3,9 +3,9 @@
 asked.
 
 The daemon gets distinctive canary credentials: a radosgw user created for this run with an
-access key id and secret no other test uses, plus a session token (radosgw in the fixture's
-auth mode accepts and ignores x-amz-security-token, so the daemon really sends it). None of the
-three may appear in:
+access key id and secret no other test uses assumes a role of its own through radosgw's STS, and
+the daemon gets that temporary set (access key id, secret and session token, which radosgw
+checks). None of the five may appear in:
   - the daemon's foreground output at -d (debug log level plus libfuse's request trace),
     while it lists, reads, misses names, and hits read errors (an object deleted under it);
   - its syslog output when detached at log_level=debug (a private mount namespace whose
@@ -50,15 +50,14 @@ def canary_creds():
     up = string.ascii_uppercase + string.digits
     access = "AKIA" + "".join(rng.choice(up) for _ in range(16))
     secret = "CanarySecret" + secrets.token_urlsafe(21)[:28]
-    token = "CanaryToken" + secrets.token_urlsafe(60)
-    return access, secret, token
+    return access, secret
 
 
 class SecurityTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.pagefs = mountlib.pagefs_binary()
-        cls.access, cls.secret, cls.token = canary_creds()
+        cls.access, cls.secret = canary_creds()
         conf = os.path.join(ENV.rgw_dir, "ceph.conf")
         uid = "canary-%d" % os.getpid()
         r = subprocess.run(["radosgw-admin", "-c", conf, "-n", "client.admin", "user", "create",
@@ -76,13 +75,43 @@ class SecurityTest(unittest.TestCase):
             except Exception:
                 time.sleep(0.2)
         cls.bucket = rellib.new_bucket(cls.s3, "sec")
+        # A role of the canary user's own, assumed with its keys: the daemon's set is temporary.
+        role = "canary-role-%d" % os.getpid()
+        trust = ('{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":'
+                 '["arn:aws:iam:::user/%s"]},"Action":["sts:AssumeRole"]}]}' % uid)
+        allow = ('{"Version":"2012-10-17","Statement":{"Effect":"Allow","Action":"s3:*",'
+                 '"Resource":"arn:aws:s3:::*"}}')
+        for args in (["role", "create", "--role-name=" + role, "--assume-role-policy-doc=" + trust],
+                     ["role-policy", "put", "--role-name=" + role, "--policy-name=all",
+                      "--policy-doc=" + allow]):
+            r = subprocess.run(["radosgw-admin", "-c", conf, "-n", "client.admin"] + args,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=60)
+            if r.returncode != 0:
+                raise RuntimeError("radosgw-admin %s failed: %s" % (args[0], r.stdout[-500:]))
+        import boto3  # Debian's python3-boto3, as rellib uses
+        sts = boto3.client("sts", endpoint_url=ENV.endpoint, region_name=ENV.region,
+                           aws_access_key_id=cls.access, aws_secret_access_key=cls.secret)
+        for _ in range(50):  # the new role becomes usable within moments
+            try:
+                c = sts.assume_role(RoleArn="arn:aws:iam:::role/" + role,
+                                    RoleSessionName="canary", DurationSeconds=900)["Credentials"]
+                break
+            except Exception:
+                time.sleep(0.2)
+        else:
+            raise RuntimeError("AssumeRole of the canary role failed")
+        cls.user_access, cls.user_secret = cls.access, cls.secret
+        cls.access, cls.secret = c["AccessKeyId"], c["SecretAccessKey"]
+        cls.token = c["SessionToken"]
         rng = random.Random(3)
         cls.objs = rellib.make_objects(rng, "d/", 6, 1, 300 * KiB)
         cls.objs["big"] = rng.randbytes(3 * MiB + 1)
         cls.objs["doomed"] = rng.randbytes(3 * MiB)
         rellib.upload(cls.s3, cls.bucket, cls.objs)
         cls.canaries = {"access key id": cls.access, "secret": cls.secret,
-                        "session token": cls.token}
+                        "session token": cls.token, "user's access key id": cls.user_access,
+                        "user's secret": cls.user_secret}
 
     def setUp(self):
         self.work = mountlib.TempDir("security")

@@ -627,6 +627,8 @@ static void test_create_no_credentials(void)
     unsetenv("AWS_SESSION_TOKEN");
     unsetenv("AWS_PROFILE");
     setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+    setenv("AWS_CONFIG_FILE", path, 1);
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1); /* the chain's last step, off EC2 */
     CHECK_EQ(s3_backend_create(&conf, &be, err, sizeof(err)), -ENOENT);
     CHECK(be == NULL);
     CHECK(strstr(err, "credentials") != NULL);
@@ -639,11 +641,13 @@ static void test_create_no_credentials(void)
     setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
     CHECK_EQ(s3_backend_create(&conf, &be, err, sizeof(err)), -ENOENT);
     CHECK(strstr(err, "SeCrEt") == NULL);
-    CHECK(strstr(err, "[default]") != NULL);
+    CHECK(strstr(err, "'default'") != NULL);
     conf.profile = "other";
     CHECK_EQ(s3_backend_create(&conf, &be, err, sizeof(err)), 0);
     backend_destroy(be);
     unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+    unsetenv("AWS_CONFIG_FILE");
+    unsetenv("AWS_EC2_METADATA_DISABLED");
     test_rm_rf(dir);
     free(dir);
 }
