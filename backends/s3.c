@@ -74,14 +74,14 @@ struct s3 {
 /* --- one request -------------------------------------------------------------------- */
 
 /* Did a request signed with set `snap` fail because the set expired? S3 says ExpiredToken
- * (or TokenRefreshRequired); some servers (radosgw) only refuse with 403, which counts once the
- * set's expiration is near or past. */
+ * (or TokenRefreshRequired); some servers (radosgw) only refuse with 403 AccessDenied, and a
+ * HEAD's 400 has no body to say why: those count once the set's expiration is near or past. */
 static int expired_reply(const struct aws_cred_snap *snap, long status, const char *code)
 {
     if (strcmp(code, "ExpiredToken") == 0 || strcmp(code, "TokenRefreshRequired") == 0 ||
         strcmp(code, "ExpiredTokenException") == 0)
         return 1;
-    return status == 403 && snap->expiration &&
+    return (status == 403 || (status == 400 && !*code)) && snap->expiration &&
            (int64_t)time(NULL) >= snap->expiration - EXPIRY_SKEW_S;
 }
 
@@ -123,7 +123,8 @@ static int s3_perform(struct s3 *s3, struct curl_req *r, const char *range, cons
             ret = s3_map_error(CURLE_OK, r->status, r->os_errno, code);
         r->errbody = NULL; /* it lives on this stack frame */
         r->sigv4 = r->userpwd = NULL;
-        if (ret != -EACCES || attempt > 0 || !snap || !expired_reply(snap, r->status, code))
+        if ((ret != -EACCES && ret != -EINVAL) || attempt > 0 || !snap ||
+            !expired_reply(snap, r->status, code))
             break;
         uint64_t gen = snap->gen;
         aws_cred_snap_unref(snap);

@@ -4,6 +4,10 @@
  * in the request path: wrong lengths, wrong Content-Range, missing headers, malformed XML,
  * throttling, cut-off bodies, a server that never answers. Each must map to the documented
  * errno (mostly -EIO), never to bytes of the wrong length or a crash.
+ * Also the refresh of expired credentials: keys /bkt/expiring and /bkt/denied answer
+ * ExpiredToken / 403 AccessDenied to requests signed with an odd-numbered key (AKIRUN1,
+ * AKIRUN3, ...) of a credential_process helper the test writes, and 200 to an even one, so a
+ * backend that refreshes and retries once gets through and one that must not, does not.
  */
 #include "backends/backend.h"
 #include "backends/s3.h"
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A canned reply: `head` is the status line and headers (each ending in CRLF), `body` the
@@ -82,9 +87,23 @@ static void serve_one(int c)
         if (strstr(req, "\r\n\r\n"))
             break;
     }
+    /* The credential routes: the key's number decides (see the top of the file). */
+    const char *cred = strstr(req, "Credential=AKIRUN");
+    int odd = cred && (atoi(cred + strlen("Credential=AKIRUN")) & 1);
     char *eol = strstr(req, "\r\n");
     if (eol)
         *eol = '\0';
+    if (cred && (strstr(req, "/bkt/expiring ") || strstr(req, "/bkt/denied "))) {
+        const char *r = !odd ? "HTTP/1.1 200 OK\r\nETag: \"e\"\r\nContent-Length: 3\r\n\r\nabc"
+                        : strstr(req, "/bkt/expiring ")
+                            ? "HTTP/1.1 400 Bad Request\r\nContent-Length: 40\r\n\r\n"
+                              "<Error><Code>ExpiredToken</Code></Error>"
+                            : "HTTP/1.1 403 Forbidden\r\nContent-Length: 40\r\n\r\n"
+                              "<Error><Code>AccessDenied</Code></Error>";
+        if (write(c, r, strlen(r)) < 0)
+            return;
+        return;
+    }
     const struct canned *reply = NULL;
     for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]) && !reply; i++) {
         if (strstr(req, replies[i].key))
@@ -151,6 +170,7 @@ static void server_stop(struct server *s)
 
 static struct server srv;
 static struct backend *be;
+static char ep[64];
 
 static void test_read_replies(void)
 {
@@ -212,9 +232,121 @@ static void test_list_replies(void)
     backend_list_page_clear(&page);
 }
 
+static char *dir;
+
+/* A backend for s3://bkt signed with the credentials of a credential_process helper that
+ * prints AKIRUN<n> (n: its run count) with an Expiration `life` seconds ahead. */
+static struct backend *helper_backend(const char *name, int life)
+{
+    char path[512], cfg[600], text[2048], err[512];
+    struct backend *b = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(text, sizeof(text),
+             "#!/bin/sh\n"
+             "n=$(cat '%s.count' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '%s.count'\n"
+             "exp=$(date -u -d @$(( $(date +%%s) + %d )) +%%Y-%%m-%%dT%%H:%%M:%%SZ)\n"
+             "printf '{\"Version\": 1, \"AccessKeyId\": \"AKIRUN%%s\", \"SecretAccessKey\": "
+             "\"s\", \"SessionToken\": \"t\", \"Expiration\": \"%%s\"}' $n $exp\n",
+             path, path, life);
+    CHECK_EQ(test_write_file(path, text, strlen(text)), 0);
+    CHECK_EQ(chmod(path, 0755), 0);
+    snprintf(cfg, sizeof(cfg), "%s/config", dir);
+    snprintf(text, sizeof(text), "[profile %s]\ncredential_process = %s\n", name, path);
+    CHECK_EQ(test_write_file(cfg, text, strlen(text)), 0);
+    setenv("AWS_CONFIG_FILE", cfg, 1);
+    struct backend_conf conf = {.source = "s3://bkt", .endpoint = ep, .path_style = 1,
+                                .profile = name, .timeout_ms = 2000};
+    int ret = s3_backend_create(&conf, &b, err, sizeof(err));
+    if (ret < 0)
+        fprintf(stderr, "s3_backend_create: %s\n", err);
+    CHECK_EQ(ret, 0);
+    return b;
+}
+
+static int helper_runs(const char *name)
+{
+    char path[512];
+    int n = 0;
+    snprintf(path, sizeof(path), "%s/%s.count", dir, name);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = 0;
+        fclose(f);
+    }
+    return n;
+}
+
+/* ExpiredToken: one refresh, one more try, success; the next request uses the new set. */
+static void test_expired_token_refreshes_once(void)
+{
+    char buf[8];
+    struct backend *b = helper_backend("exp", 3600);
+    usleep(1100000); /* forced fetches are a second apart */
+    CHECK_EQ(b->ops->read_range(b, "expiring", NULL, 0, 3, buf), 3);
+    CHECK(memcmp(buf, "abc", 3) == 0);
+    CHECK_EQ(helper_runs("exp"), 2);
+    CHECK_EQ(b->ops->read_range(b, "expiring", NULL, 0, 3, buf), 3); /* AKIRUN2: no fetch */
+    CHECK_EQ(helper_runs("exp"), 2);
+    struct backend_counters c;
+    CHECK_EQ(b->ops->counters(b, &c), 0);
+    CHECK_EQ(c.cred_refreshes, 1);
+    backend_destroy(b);
+}
+
+/* A plain 403 (or a 400 without a body: a HEAD's) is taken as expiry only when the set's
+ * expiration is within a minute; else it is a refusal (no fetch, no retry). */
+static void test_403_near_expiry_only(void)
+{
+    struct backend_stat st;
+    struct backend *b = helper_backend("near", 30);
+    usleep(1100000);
+    CHECK_EQ(b->ops->stat(b, "denied", &st), 0);
+    backend_stat_clear(&st);
+    CHECK_EQ(helper_runs("near"), 2);
+    usleep(1100000);
+    CHECK_EQ(b->ops->stat(b, "denied", &st), 0); /* AKIRUN2 */
+    backend_stat_clear(&st);
+    backend_destroy(b);
+
+    b = helper_backend("nearhead", 30);
+    usleep(1100000);
+    CHECK_EQ(b->ops->stat(b, "expiring", &st), 0); /* HEAD: a 400 without its code */
+    backend_stat_clear(&st);
+    CHECK_EQ(helper_runs("nearhead"), 2);
+    backend_destroy(b);
+
+    b = helper_backend("far", 3600);
+    usleep(1100000);
+    CHECK_EQ(b->ops->stat(b, "denied", &st), -EACCES);
+    CHECK_EQ(helper_runs("far"), 1);
+    backend_destroy(b);
+}
+
+/* Fixed keys cannot be refreshed: ExpiredToken is -EACCES at once. */
+static void test_static_keys_not_retried(void)
+{
+    struct backend_stat st;
+    char err[512];
+    struct backend *b = NULL;
+    unsetenv("AWS_CONFIG_FILE");
+    setenv("AWS_ACCESS_KEY_ID", "AKIRUN7", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "s", 1);
+    struct backend_conf conf = {.source = "s3://bkt", .endpoint = ep, .path_style = 1,
+                                .timeout_ms = 2000};
+    CHECK_EQ(s3_backend_create(&conf, &b, err, sizeof(err)), 0);
+    char buf[8];
+    CHECK_EQ(b->ops->read_range(b, "expiring", NULL, 0, 3, buf), -EACCES);
+    CHECK_EQ(b->ops->stat(b, "expiring", &st), -EINVAL); /* a HEAD's bare 400 */
+    backend_destroy(b);
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+}
+
 int main(void)
 {
-    char ep[64], err[256];
+    char err[256];
 
     if (server_start(&srv) < 0) {
         fprintf(stderr, "cannot start the fake server\n");
@@ -231,6 +363,18 @@ int main(void)
     RUN(test_status_mapping);
     RUN(test_head_replies);
     RUN(test_list_replies);
+    dir = test_mkdtemp("s3fake");
+    setenv("HOME", dir, 1);
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    unsetenv("AWS_PROFILE");
+    RUN(test_expired_token_refreshes_once);
+    RUN(test_403_near_expiry_only);
+    RUN(test_static_keys_not_retried);
+    test_rm_rf(dir);
+    free(dir);
     backend_destroy(be);
     server_stop(&srv);
     return test_finish();
