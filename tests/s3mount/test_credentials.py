@@ -9,6 +9,9 @@ the fixture's role, PAGEFS_TEST_STS_ROLE_ARN):
     no read fails, stalls or returns a wrong byte;
   - a profile with role_arn + source_profile: the daemon itself calls STS AssumeRole
     (AWS_ENDPOINT_URL_STS = radosgw) and reads with the result;
+  - web identity (IRSA): AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE with a token of the
+    fixture's OIDC issuer (an RS256 JWT signed here with the issuer's key, which radosgw checks
+    against the issuer's JWKS), and the same through a profile's web_identity_token_file;
   - a container-credentials endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI on loopback, with the
     Authorization token from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE) that hands out STS sets:
     the protocol is ECS's and EKS Pod Identity's, the credentials are radosgw's;
@@ -20,6 +23,7 @@ Instance metadata (IMDSv2) cannot run here; tests/s3/test_aws_imds.c serves its 
 
 Run by ctest with PAGEFS_BIN set and argv[1] = the fixture's env file."""
 
+import base64
 import concurrent.futures
 import http.server
 import json
@@ -237,6 +241,52 @@ class CredentialsTest(unittest.TestCase):
         out, _ = self.failed_mount(env, options=["profile=reader"])
         self.assertIn("no-such-role", out)
         self.assertNotIn(ENV["AWS_SECRET_ACCESS_KEY"], out)
+
+    def web_token(self):
+        """A JWT of the fixture's issuer for its client id, valid for 10 minutes."""
+        def b64(data):
+            return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+        now = int(time.time())
+        header = {"alg": "RS256", "typ": "JWT", "kid": ENV["PAGEFS_TEST_OIDC_KID"]}
+        claims = {"iss": ENV["PAGEFS_TEST_OIDC_ISSUER"], "sub": "pagefs-credentials-test",
+                  "aud": ENV["PAGEFS_TEST_OIDC_CLIENT_ID"], "iat": now, "exp": now + 600}
+        signing_input = "%s.%s" % (b64(json.dumps(header).encode()),
+                                   b64(json.dumps(claims).encode()))
+        sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", ENV["PAGEFS_TEST_OIDC_KEY"]],
+                             input=signing_input.encode(), stdout=subprocess.PIPE,
+                             check=True).stdout
+        return signing_input + "." + b64(sig)
+
+    def test_web_identity(self):
+        token = self.web_token()
+        token_file = os.path.join(self.dir, "web-identity-token")
+        with open(token_file, "w") as f:
+            f.write(token)
+        sts = {"AWS_ENDPOINT_URL_STS": ENV["PAGEFS_TEST_S3_ENDPOINT"]}
+        env = self.daemon_env(AWS_ROLE_ARN=ENV["PAGEFS_TEST_STS_WEB_ROLE_ARN"],
+                              AWS_WEB_IDENTITY_TOKEN_FILE=token_file,
+                              AWS_ROLE_SESSION_NAME="pagefs-irsa", **sts)
+        m = self.mount(env, debug=True)
+        with m:
+            self.read_all(m.mountpoint)
+            self.assertGreater(m.stats()["cred_expiration"], time.time() + 600)
+        self.assertNotIn(token, m.log())
+        self.assertNotIn(token.rsplit(".", 1)[1], m.log())
+        # The same role through a profile's web_identity_token_file.
+        env = self.daemon_env(config_text="[profile irsa]\nrole_arn = %s\n"
+                                          "web_identity_token_file = %s\n"
+                              % (ENV["PAGEFS_TEST_STS_WEB_ROLE_ARN"], token_file), **sts)
+        with self.mount(env, options=["profile=irsa"]) as m:
+            self.read_all(m.mountpoint)
+        # A token signed by another key is refused by radosgw: the mount says so, without it.
+        with open(token_file, "w") as f:
+            f.write(token[:-8] + ("AAAAAAAA" if not token.endswith("AAAAAAAA") else "BBBBBBBB"))
+        env = self.daemon_env(AWS_ROLE_ARN=ENV["PAGEFS_TEST_STS_WEB_ROLE_ARN"],
+                              AWS_WEB_IDENTITY_TOKEN_FILE=token_file, **sts)
+        out, _ = self.failed_mount(env)
+        self.assertIn("AssumeRoleWithWebIdentity", out)
+        self.assertIn(ENV["PAGEFS_TEST_STS_WEB_ROLE_ARN"], out)
+        self.assertNotIn(token[:40], out)
 
     def test_container_endpoint(self):
         token_file = os.path.join(self.dir, "pod-token")
