@@ -216,6 +216,40 @@ class CredentialsTest(unittest.TestCase):
         print("credential_process: %d reads in 50 s, %d sets, slowest read %.2f s"
               % (reads, runs, slowest))
 
+    @unittest.skipUnless(os.environ.get("PAGEFS_SOAK"), "soak only (ctest -L soak)")
+    def test_soak_real_expiry(self):
+        """Real 15-minute STS sets (radosgw's minimum) reported truthfully: the daemon must
+        replace each 5 minutes before it expires, so 17 minutes of reads see no failure past
+        the first set's real expiry."""
+        minutes = float(os.environ.get("PAGEFS_SOAK_MINUTES", "17"))
+        cfg = self.helper_cfg("soak")
+        env = self.daemon_env(config_text="[default]\ncredential_process = /usr/bin/python3 "
+                                          "%s %s\n" % (HELPER, cfg))
+        with self.mount(env, options=["meta_ttl=0"]) as m:
+            first_exp = m.stats()["cred_expiration"]
+            deadline = time.monotonic() + minutes * 60
+            rng = random.Random(3)
+            n, errors = 0, []
+            while time.monotonic() < deadline:
+                key = "soak/k%d" % n
+                data = rng.randbytes(4096 + n)
+                self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)
+                try:
+                    with open(os.path.join(m.mountpoint, key), "rb") as f:
+                        if f.read() != data:
+                            errors.append(key + ": wrong bytes")
+                except OSError as e:
+                    errors.append("%s at +%.0f s: %r" % (key, time.time() - first_exp + 900, e))
+                n += 1
+                time.sleep(1)
+            st = m.stats()
+        self.assertEqual(errors, [])
+        self.assertGreater(time.time(), first_exp)  # the first set really expired meanwhile
+        self.assertGreaterEqual(st["cred_refreshes"], 1)
+        self.assertEqual(st["cred_refresh_failures"], 0)
+        self.assertEqual(self.runs("soak"), st["cred_refreshes"] + 1)
+        print("soak: %d reads over %.0f min, %d refreshes" % (n, minutes, st["cred_refreshes"]))
+
     def test_role_arn_with_source_profile(self):
         env = self.daemon_env(
             config_text="[profile reader]\nrole_arn = %s\nsource_profile = base\n"
