@@ -70,6 +70,8 @@ enum mstmt_id {
     MS_DIR_PUT,
     MS_DIR_DEL,
     MS_DIR_REARM,
+    MS_DIR_AGE_ALL,
+    MS_DIRS_UNDER,
     MS_ENTRIES_DEL,
     MS_ENTRY_INS,
     MS_ENTRY_GET,
@@ -86,6 +88,9 @@ static const char *const mstmt_sql[MS_COUNT] = {
     [MS_DIR_PUT] = "INSERT OR REPLACE INTO dirs(dir, fetched_ms, found) VALUES(?1, ?2, ?3)",
     [MS_DIR_DEL] = "DELETE FROM dirs WHERE dir = ?1",
     [MS_DIR_REARM] = "UPDATE dirs SET fetched_ms = ?2 WHERE dir = ?1",
+    [MS_DIR_AGE_ALL] = "UPDATE dirs SET fetched_ms = ?1 WHERE fetched_ms > ?1",
+    [MS_DIRS_UNDER] = "SELECT dir FROM dirs WHERE dir > ?1 AND substr(dir, 1, length(?1)) = ?1 "
+                      "ORDER BY dir",
     [MS_ENTRIES_DEL] = "DELETE FROM entries WHERE dir = ?1",
     [MS_ENTRY_INS] = "INSERT INTO entries(dir, name, is_dir, size, mtime_ns, version) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
@@ -118,6 +123,8 @@ struct refresh {
 struct meta_cache {
     struct backend *be; /* borrowed */
     uint64_t ttl_ms;
+    uint64_t neg_ttl_ms;
+    int64_t last_stale_ms; /* wall clock when a stale listing was last served (under lock) */
     pthread_mutex_t lock;
     pthread_cond_t refresh_done;
     /* Guarded by lock. */
@@ -522,17 +529,22 @@ static void mem_load(struct meta_cache *mc, const char *dir, int64_t fetched_ms,
  * store is unreachable, stale but present). Returns 0 if the directory exists, -ENOENT if
  * it does not, other -errno if no listing can be had. The lock is dropped while fetching.
  */
-static int ensure_listing(struct meta_cache *mc, const char *dir)
+/* Makes sure `dir` has a listing to answer from: a fresh one (younger than the TTL and fetched
+ * after min_ms, in whole milliseconds, so one of the same millisecond as min_ms is not taken),
+ * else one fetched now (single flight), else the stale
+ * one when the store cannot be reached. Returns 0, -ENOENT (the directory does not exist) or
+ * -errno. Called with mc->lock held; drops it while fetching. */
+static int ensure_listing(struct meta_cache *mc, const char *dir, int64_t min_ms)
 {
     int64_t asked = wall_ms();
 again:;
     struct mem_dir *m = mem_find(mc, dir);
-    if (m && listing_fresh(mc, m->fetched_ms))
+    if (m && listing_fresh(mc, m->fetched_ms) && m->fetched_ms > min_ms)
         return m->found ? 0 : -ENOENT;
     int64_t fetched = 0;
     int found = 0;
     int have = dir_row(mc, dir, &fetched, &found);
-    if (have && listing_fresh(mc, fetched)) {
+    if (have && listing_fresh(mc, fetched) && fetched > min_ms) {
         if (!m)
             mem_load(mc, dir, fetched, found);
         return found ? 0 : -ENOENT;
@@ -545,8 +557,9 @@ again:;
         while (!r->done)
             pthread_cond_wait(&mc->refresh_done, &mc->lock);
         int res = r->result;
-        int young = r->started_ms > asked ||
-                    (mc->ttl_ms && (uint64_t)(asked - r->started_ms) < mc->ttl_ms);
+        int young = (r->started_ms > asked ||
+                     (mc->ttl_ms && (uint64_t)(asked - r->started_ms) < mc->ttl_ms)) &&
+                    r->started_ms > min_ms;
         if (--r->waiters == 0) {
             free(r->dir);
             free(r);
@@ -587,6 +600,7 @@ again:;
         int stale_found;
         if (dir_row(mc, dir, &fetched, &stale_found)) {
             mc->stats.stale_served++;
+            mc->last_stale_ms = wall_ms();
             rc = stale_found ? 0 : -ENOENT;
             /* Re-arm: the stale listing counts as fresh for a while (one TTL, at most
              * STALE_REARM_MS), so that lookups in it do not each pay a full round of
@@ -644,28 +658,23 @@ static int valid_dir(const char *dir)
 
 /* ---- public API ---- */
 
-int meta_cache_lookup(struct meta_cache *mc, const char *dir, const char *name,
-                      struct meta_entry *out)
+/* `name` in the listing of `dir` that ensure_listing() made available; *fetched_ms is that
+ * listing's fetch time. Called with mc->lock held. */
+static int find_entry(struct meta_cache *mc, const char *dir, const char *name,
+                      struct meta_entry *out, int64_t *fetched_ms)
 {
-    if (!mc || !out || !valid_dir(dir) || !name || !*name)
-        return -EINVAL;
-    memset(out, 0, sizeof(*out));
-    if (strchr(name, '/') || strlen(name) > META_NAME_MAX)
-        return -ENOENT;
-    pthread_mutex_lock(&mc->lock);
-    mc->stats.lookups++;
-    int rc = ensure_listing(mc, dir);
-    if (rc < 0)
-        goto out_unlock;
     struct mem_dir *m = mem_find(mc, dir);
+    int found = 0, rc;
+
     if (m) {
+        *fetched_ms = m->fetched_ms;
         size_t i = mem_bound(m, name, 0);
         if (i < m->list.count && strcmp(m->list.entries[i].name, name) == 0)
-            rc = entry_copy(&m->list.entries[i], out);
-        else
-            rc = -ENOENT;
-        goto out_unlock;
+            return entry_copy(&m->list.entries[i], out);
+        return -ENOENT;
     }
+    *fetched_ms = 0;
+    dir_row(mc, dir, fetched_ms, &found);
     sqlite3_stmt *s = mstmt(mc, MS_ENTRY_GET);
     sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
@@ -675,7 +684,35 @@ int meta_cache_lookup(struct meta_cache *mc, const char *dir, const char *name,
     else
         rc = step == SQLITE_DONE ? -ENOENT : cache_db_errno(step);
     sqlite3_reset(s);
-out_unlock:
+    return rc;
+}
+
+int meta_cache_lookup(struct meta_cache *mc, const char *dir, const char *name,
+                      struct meta_entry *out)
+{
+    int64_t fetched = 0;
+
+    if (!mc || !out || !valid_dir(dir) || !name || !*name)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (strchr(name, '/') || strlen(name) > META_NAME_MAX)
+        return -ENOENT;
+    pthread_mutex_lock(&mc->lock);
+    mc->stats.lookups++;
+    int rc = ensure_listing(mc, dir, 0);
+    if (rc == 0)
+        rc = find_entry(mc, dir, name, out, &fetched);
+    /* A miss in a listing older than the negative TTL: list again once, unless the store
+     * has just been found unreachable (then each miss would pay the retries again). */
+    int64_t now = wall_ms();
+    if (rc == -ENOENT && fetched && mc->neg_ttl_ms < mc->ttl_ms &&
+        now - fetched >= (int64_t)mc->neg_ttl_ms &&
+        now - mc->last_stale_ms >= (int64_t)STALE_REARM_MS) {
+        mc->stats.negative_relists++;
+        rc = ensure_listing(mc, dir, now - (int64_t)mc->neg_ttl_ms);
+        if (rc == 0)
+            rc = find_entry(mc, dir, name, out, &fetched);
+    }
     pthread_mutex_unlock(&mc->lock);
     return rc;
 }
@@ -687,7 +724,7 @@ int meta_cache_list(struct meta_cache *mc, const char *dir, struct meta_dir *out
     memset(out, 0, sizeof(*out));
     struct meta_dir d = {0};
     pthread_mutex_lock(&mc->lock);
-    int rc = ensure_listing(mc, dir);
+    int rc = ensure_listing(mc, dir, 0);
     if (rc < 0)
         goto out_unlock;
     struct mem_dir *m = mem_find(mc, dir);
@@ -725,7 +762,7 @@ int meta_cache_next(struct meta_cache *mc, const char *dir, const char *name, si
         return 0;
     struct meta_dir d = {0};
     pthread_mutex_lock(&mc->lock);
-    int rc = ensure_listing(mc, dir);
+    int rc = ensure_listing(mc, dir, 0);
     if (rc < 0)
         goto out_unlock;
     struct mem_dir *m = mem_find(mc, dir);
@@ -791,6 +828,82 @@ out_unlock:
     return rc;
 }
 
+/* Lists dir again (meta_cache_refresh()): 0 or -ENOENT when a listing fetched at or after
+ * start_ms is now in place, -EIO when the store could not be reached (the old one stays). */
+static int refresh_one(struct meta_cache *mc, const char *dir, int64_t start_ms)
+{
+    int64_t fetched = 0;
+    int found = 0;
+    int rc = ensure_listing(mc, dir, start_ms);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    if (!dir_row(mc, dir, &fetched, &found) || fetched < start_ms)
+        return -EIO; /* the stale listing was served: the store did not answer */
+    return rc;
+}
+
+int meta_cache_refresh(struct meta_cache *mc, const char *dir, int recursive, uint64_t *dirs)
+{
+    char **subs = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t done = 0;
+    int rc = 0;
+
+    if (dirs)
+        *dirs = 0;
+    if (!mc || !valid_dir(dir))
+        return -EINVAL;
+    pthread_mutex_lock(&mc->lock);
+    int64_t start = wall_ms();
+    if (recursive) { /* the directories below dir that the cache holds listings of */
+        sqlite3_stmt *s = mstmt(mc, MS_DIRS_UNDER);
+        sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+        int step;
+        while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                char **g = realloc(subs, ncap * sizeof(*subs));
+                if (!g) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                subs = g;
+                cap = ncap;
+            }
+            subs[n] = strdup((const char *)sqlite3_column_text(s, 0));
+            if (!subs[n]) {
+                rc = -ENOMEM;
+                break;
+            }
+            n++;
+        }
+        if (rc == 0 && step != SQLITE_DONE)
+            rc = cache_db_errno(step);
+        sqlite3_reset(s);
+    }
+    if (rc == 0) {
+        rc = refresh_one(mc, dir, start);
+        if (rc == 0 || rc == -ENOENT)
+            done++;
+    }
+    /* Below a directory that exists: each listing again; one that is gone now lists as
+     * not found (found = 0), which drops its entries. The first error stops the walk. */
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int r = refresh_one(mc, subs[i], start);
+        if (r == 0 || r == -ENOENT)
+            done++;
+        else
+            rc = r;
+    }
+    pthread_mutex_unlock(&mc->lock);
+    for (size_t i = 0; i < n; i++)
+        free(subs[i]);
+    free(subs);
+    if (dirs)
+        *dirs = done;
+    return rc;
+}
+
 void meta_cache_get_stats(struct meta_cache *mc, struct meta_cache_stats *out)
 {
     pthread_mutex_lock(&mc->lock);
@@ -816,6 +929,8 @@ int meta_cache_create(const struct meta_cache_conf *conf, struct backend *be,
     }
     mc->be = be;
     mc->ttl_ms = conf->ttl_ms;
+    mc->neg_ttl_ms = conf->neg_ttl_ms;
+    mc->last_stale_ms = INT64_MIN / 2;
     rc = cache_db_open(conf->dir, 0, &mc->db, err, errlen);
     if (rc < 0)
         goto out_free;
@@ -825,6 +940,18 @@ int meta_cache_create(const struct meta_cache_conf *conf, struct backend *be,
         if (sql_rc != SQLITE_OK) {
             snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(mc->db));
             rc = cache_db_errno(sql_rc);
+            goto out_stmts;
+        }
+    }
+    if (conf->revalidate && mc->ttl_ms) {
+        /* Listings of earlier runs: stale now, kept for the store-unreachable fallback. */
+        sqlite3_stmt *s = mc->st[MS_DIR_AGE_ALL];
+        sqlite3_bind_int64(s, 1, wall_ms() - (int64_t)mc->ttl_ms - 1);
+        int step = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (step != SQLITE_DONE) {
+            snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(mc->db));
+            rc = cache_db_errno(step);
             goto out_stmts;
         }
     }

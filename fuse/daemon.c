@@ -412,6 +412,8 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     struct meta_cache_conf mconf = {
         .dir = cache_dir,
         .ttl_ms = (uint64_t)o->meta_ttl * 1000,
+        .neg_ttl_ms = (uint64_t)o->negative_ttl * 1000,
+        .revalidate = o->revalidate,
     };
     rc = meta_cache_create(&mconf, be, &mc, err, sizeof(err));
     if (rc < 0) {
@@ -445,6 +447,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .pc = pc,
         .mc = mc,
         .entry_timeout = (double)o->meta_ttl,
+        .negative_timeout = (double)(o->negative_ttl < o->meta_ttl ? o->negative_ttl : o->meta_ttl),
         .uid = o->set_uid ? o->uid : getuid(),
         .gid = o->set_gid ? o->gid : getgid(),
         .umask = o->umask,

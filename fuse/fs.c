@@ -5,8 +5,8 @@
  * table maps them to keys. Names are resolved through the metadata cache (lookup/getattr
  * answer from the parent directory's cached listing), file data through the page cache.
  *  - lookup/readdirplus add one kernel lookup per entry handed out, forget/forget_multi drop
- *    them; a negative lookup is answered with ino 0 and the entry timeout, so the kernel
- *    caches the ENOENT too.
+ *    them; a negative lookup is answered with ino 0 and the negative timeout (negative_ttl,
+ *    shorter than the entry timeout), so the kernel caches the ENOENT too, but not for long.
  *  - opendir snapshots the directory listing into the handle: readdir offsets are indexes into
  *    that snapshot (0 ".", 1 "..", 2.. entries), stable for the handle's life.
  *  - open re-reads the entry from the (cached) parent listing and pins that version of the
@@ -81,6 +81,7 @@ struct pagefs_fs {
     struct inode_table *inodes;
     struct reader *reader; /* the read side of the cache (borrowed) */
     double ttl;
+    double neg_ttl; /* the negative-entry timeout */
     uid_t uid;
     gid_t gid;
     mode_t file_mode; /* permission bits of files and directories (umask applied) */
@@ -267,7 +268,8 @@ static void attr_of(const struct meta_entry *me, struct inode_attr *a)
 
 int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
 {
-    if (!conf->be || !conf->pc || !conf->mc || !conf->reader || conf->entry_timeout < 0)
+    if (!conf->be || !conf->pc || !conf->mc || !conf->reader || conf->entry_timeout < 0 ||
+        conf->negative_timeout < 0)
         return -EINVAL;
     int rc = -ENOMEM;
     struct pagefs_fs *fs = calloc(1, sizeof(*fs));
@@ -288,6 +290,7 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     fs->mc = conf->mc;
     fs->reader = conf->reader;
     fs->ttl = conf->entry_timeout;
+    fs->neg_ttl = conf->negative_timeout;
     fs->uid = conf->uid;
     fs->gid = conf->gid;
     fs->file_mode = 0444 & ~conf->umask;
@@ -446,7 +449,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         count(&fs->n_negative, 1);
         memset(&e, 0, sizeof(e));
         e.ino = 0;
-        e.entry_timeout = fs->ttl;
+        e.entry_timeout = fs->neg_ttl;
         fuse_reply_entry(req, &e);
         goto out_clear_parent_replied;
     }

@@ -31,6 +31,8 @@ struct pagefs_fs_conf {
     struct page_cache *pc; /* borrowed */
     struct meta_cache *mc; /* borrowed */
     double entry_timeout;  /* seconds the kernel may cache entries and attributes */
+    /* Seconds the kernel may cache "no such name". */
+    double negative_timeout;
     uid_t uid;             /* owner shown for every inode */
     gid_t gid;
     mode_t umask;          /* bits taken from 0444 (files) / 0555 (dirs); 0 keeps them */

@@ -391,6 +391,15 @@ static const struct opt options[] = {
     {.name = "meta_ttl", .kind = OPT_UINT, FIELD(meta_ttl), .max = PAGEFS_MAX_META_TTL,
      .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_META_TTL, .hint = "seconds, ",
      .arg = "SECONDS", .help = "lifetime of cached listings and attributes (default %D)"},
+    {.name = "negative_ttl", .kind = OPT_UINT, FIELD(negative_ttl), .max = PAGEFS_MAX_META_TTL,
+     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_NEGATIVE_TTL, .hint = "seconds, ",
+     .arg = "SECONDS", .help = "a name missing from a listing older than this lists the "
+                               "directory again before the answer is 'no such file'; also the "
+                               "kernel's negative-entry lifetime (default %D; at most meta_ttl)"},
+    {.name = "revalidate", .kind = OPT_WORD, FIELD(revalidate), .words = on_off_words,
+     .flags = OPT_F_DEF, .def = 1, .arg = "on|off",
+     .help = "on: listings kept from an earlier mount are listed again at first use (still "
+             "served when the store is unreachable); off: trusted for meta_ttl (default on)"},
 
     {.kind = OPT_SECTION, .help = "read-ahead (-o):"},
     {.name = "readahead", .kind = OPT_UINT, FIELD(readahead), .max = 1, .flags = OPT_F_DEF,

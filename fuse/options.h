@@ -34,6 +34,7 @@
 #define PAGEFS_DEFAULT_CACHE_SIZE (10ull << 30)
 #define PAGEFS_DEFAULT_CACHE_FREE (1ull << 30)
 #define PAGEFS_DEFAULT_META_TTL 300u
+#define PAGEFS_DEFAULT_NEGATIVE_TTL 5u
 #define PAGEFS_MAX_META_TTL (10u * 365 * 24 * 3600)
 #define PAGEFS_DEFAULT_RETRIES 4
 #define PAGEFS_MAX_RETRIES 100
@@ -82,6 +83,10 @@ struct pagefs_options {
     uint64_t cache_free; /* bytes kept free on the cache file system */
     uint32_t page_size;  /* bytes, power of two */
     unsigned meta_ttl;   /* seconds */
+    /* Seconds a name missing from a listing stays missing; 1: listings of earlier runs are
+     * listed again at their first use. */
+    unsigned negative_ttl;
+    int revalidate;
     int readahead;          /* 0: read-ahead off (readahead=0); default 1 */
     /* Read-ahead: the parse stores the prefetcher's defaults (PREFETCH_DEFAULT_*, which 0 would
      * mean as well), so that --help prints the values the daemon uses. */

@@ -313,6 +313,8 @@ static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *c, st
         return rest_api_load_status(rs, c, ctx, 1);
     case REST_ROUTE_API_EVICT:
         return rest_api_evict(rs, c, ctx);
+    case REST_ROUTE_API_REFRESH:
+        return rest_api_refresh(rs, c, ctx);
     case REST_ROUTE_API_CACHE:
         return rest_api_cache(rs, c, ctx);
     case REST_ROUTE_V1_NODE:

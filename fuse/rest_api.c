@@ -1,7 +1,8 @@
 /*
  * rest_api.c - the pagefs part of the control plane (see rest_int.h): GET /api/v1/stats (the
  * counters as JSON), GET /metrics (Prometheus), load jobs by id (submit, status, stop),
- * POST /api/v1/evict, GET /api/v1/cache (residency), and the dashboard page.
+ * POST /api/v1/evict, POST /api/v1/refresh, GET /api/v1/cache (residency), and the
+ * dashboard page.
  *
  * Design: the counters are one snapshot (fuse/stats.h) gathered from the layers the server
  * borrows and rendered by stats.c. Evict walks a directory's tree through the metadata cache
@@ -202,6 +203,66 @@ enum MHD_Result rest_api_evict(struct rest_server *rs, struct MHD_Connection *c,
     rest_add_u64(o, "files", sum.files);
     rest_add_u64(o, "pages", sum.pages);
     rest_add_u64(o, "bytes", sum.bytes);
+    return rest_reply_json(c, ctx, 200, o);
+}
+
+/* Lists path's parent again, then path itself when it is a directory (its subtree too with
+ * recursive); *dirs counts the listings made. 0 or -errno. */
+static int refresh_path(struct rest_server *rs, const char *path, int recursive, uint64_t *dirs)
+{
+    struct meta_entry me;
+    uint64_t n = 0;
+    int rc;
+
+    if (*path) { /* the parent first: a path that is new becomes visible */
+        char *parent = tree_parent(path);
+        if (!parent)
+            return -ENOMEM;
+        rc = meta_cache_refresh(rs->mc, parent, 0, &n);
+        free(parent);
+        *dirs += n;
+        if (rc < 0)
+            return rc;
+    }
+    rc = tree_lookup(rs->mc, path, &me);
+    if (rc < 0)
+        return rc;
+    int is_dir = me.is_dir;
+    meta_entry_clear(&me);
+    if (!is_dir)
+        return 0;
+    char *prefix = tree_dir_prefix(path);
+    if (!prefix)
+        return -ENOMEM;
+    rc = meta_cache_refresh(rs->mc, prefix, recursive, &n);
+    free(prefix);
+    *dirs += n;
+    return rc;
+}
+
+enum MHD_Result rest_api_refresh(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    struct rest_body b;
+    uint64_t dirs = 0;
+    int st = body_paths(rs, ctx, &b);
+    if (st)
+        return rest_reply_error(c, ctx, (unsigned)st,
+                                st == 400 ? "expected {\"paths\": [...], \"recursive\": bool}"
+                                          : rest_status_text(st));
+    for (size_t i = 0; i < b.count; i++) {
+        int rc = refresh_path(rs, b.paths[i], b.recursive, &dirs);
+        if (rc < 0) {
+            enum MHD_Result ret = rest_reply_path_errno(c, ctx, rc, b.paths[i]);
+            rest_body_clear(&b);
+            return ret;
+        }
+    }
+    rest_body_clear(&b);
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return MHD_NO;
+    rest_add_u64(o, "dirs", dirs);
     return rest_reply_json(c, ctx, 200, o);
 }
 

@@ -188,6 +188,11 @@ enum MHD_Result rest_api_evict(struct rest_server *rs, struct MHD_Connection *c,
                                struct req_ctx *ctx);
 enum MHD_Result rest_api_cache(struct rest_server *rs, struct MHD_Connection *c,
                                struct req_ctx *ctx);
+/* POST /api/v1/refresh {"paths": [...], "recursive": bool}: lists each path's directory (a
+ * file's: its parent) from the store again, and the parent of each path first so a path
+ * that is new shows up; {"dirs": N} listed. */
+enum MHD_Result rest_api_refresh(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx);
 enum MHD_Result rest_api_dashboard(struct rest_server *rs, struct MHD_Connection *c,
                                    struct req_ctx *ctx);
 

@@ -318,8 +318,8 @@ static unsigned match_route(char **seg, size_t nseg, enum method m, struct rest_
             req->route = REST_ROUTE_API_CACHE;
             if (is_get)
                 return ARG_PATH;
-        } else if (nseg == 3 && SEG(2, "evict")) {
-            req->route = REST_ROUTE_API_EVICT;
+        } else if (nseg == 3 && (SEG(2, "evict") || SEG(2, "refresh"))) {
+            req->route = SEG(2, "evict") ? REST_ROUTE_API_EVICT : REST_ROUTE_API_REFRESH;
             req->takes_body = 1;
             req->control_only = 1;
             if (m != M_POST)
@@ -494,7 +494,7 @@ int rest_parse_body(const char *body, size_t len, struct rest_body *out)
             goto out_put_root; /* trailing garbage */
     if (!json_object_is_type(root, json_type_object))
         goto out_put_root;
-    struct json_object *jpaths, *jthreads;
+    struct json_object *jpaths, *jthreads, *jrec;
     if (!json_object_object_get_ex(root, "paths", &jpaths) ||
         !json_object_is_type(jpaths, json_type_array))
         goto out_put_root;
@@ -512,6 +512,11 @@ int rest_parse_body(const char *body, size_t len, struct rest_body *out)
         if (t < 1 || t > REST_MAX_THREADS)
             goto out_put_root;
         out->threads = (int)t;
+    }
+    if (json_object_object_get_ex(root, "recursive", &jrec)) {
+        if (!json_object_is_type(jrec, json_type_boolean))
+            goto out_put_root;
+        out->recursive = json_object_get_boolean(jrec);
     }
     rc = 500;
     out->paths = calloc(n, sizeof(*out->paths));

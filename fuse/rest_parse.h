@@ -39,6 +39,7 @@ enum rest_route {
     REST_ROUTE_API_LOAD_STATUS, /* GET /api/v1/load/<job> */
     REST_ROUTE_API_LOAD_STOP,   /* DELETE /api/v1/load/<job> */
     REST_ROUTE_API_EVICT,       /* POST /api/v1/evict (JSON body; control socket only) */
+    REST_ROUTE_API_REFRESH,     /* POST /api/v1/refresh (JSON body; control socket only) */
     REST_ROUTE_API_CACHE,       /* GET /api/v1/cache?path= */
     REST_ROUTE_V1_NODE,         /* GET /v1/node[?path=] */
     REST_ROUTE_V1_FILES,        /* GET /v1/files?path= */
@@ -98,10 +99,12 @@ struct rest_body {
     char **paths; /* normalized mount paths (URIs are kept as given, with is_uri set) */
     int *is_uri;
     size_t count;
-    int threads; /* REST_DEFAULT_THREADS when absent */
+    int threads;   /* REST_DEFAULT_THREADS when absent */
+    int recursive; /* "recursive": true (refresh); 0 when absent */
 };
 /* Parses a JSON body of len bytes (not NUL-terminated). Returns 0, 400 (not JSON, no paths,
- * a bad path or thread count) or 413 (too large or too many paths). */
+ * a bad path or thread count, a "recursive" that is not a boolean) or 413 (too large or too
+ * many paths). */
 int rest_parse_body(const char *body, size_t len, struct rest_body *out);
 void rest_body_clear(struct rest_body *b);
 

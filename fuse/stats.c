@@ -110,6 +110,8 @@ static const struct row rows[] = {
      'c', "Directory listings fetched from the remote store."},
     {ALL, AT(mc.stale_served), "stale_served", NULL, "pagefs_meta_stale_served_total", 'c',
      "Listings served past their TTL because the store failed."},
+    {ALL, AT(mc.negative_relists), "negative_relists", NULL, "pagefs_meta_negative_relists_total",
+     'c', "Listings fetched again because a name was missing from one older than negative_ttl."},
     {FS, AT(fs.inodes), "inodes", NULL, NULL, 0, NULL},
     {FS, AT(fs.lookups), "fuse_lookups", "fuse.lookups", "pagefs_fuse_lookups_total", 'c',
      "FUSE lookups."},

@@ -32,6 +32,7 @@ static const char usage_text[] =
     "  load PATH... [--threads N] [--json]   warm the cache with files or directory trees\n"
     "  stats [PATH] [--json|--cluster] [--watch [SECONDS]]  the daemon's counters\n"
     "  evict PATH... [--json]                drop the cached pages of files or trees\n"
+    "  refresh PATH... [-r] [--json]         list directories from the store again\n"
     "  cache ls PATH [--json]                cached pages of a file or a directory's files\n"
     "  fsck CACHE_DIR [--repair] [--json]    check (and repair) a cache directory offline\n"
     "\n"
@@ -46,7 +47,7 @@ struct command {
 
 static const struct command commands[] = {
     {"load", ctl_cmd_load},   {"stats", ctl_cmd_stats}, {"evict", ctl_cmd_evict},
-    {"cache", ctl_cmd_cache}, {"fsck", ctl_cmd_fsck},
+    {"cache", ctl_cmd_cache}, {"fsck", ctl_cmd_fsck},   {"refresh", ctl_cmd_refresh},
 };
 
 int pagefs_ctl_is_command(const char *name)

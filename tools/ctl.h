@@ -44,6 +44,7 @@ struct json_object;
 int ctl_cmd_load(int argc, char **argv);
 int ctl_cmd_stats(int argc, char **argv);
 int ctl_cmd_evict(int argc, char **argv);
+int ctl_cmd_refresh(int argc, char **argv);
 int ctl_cmd_cache(int argc, char **argv);
 int ctl_cmd_fsck(int argc, char **argv);
 

@@ -1,11 +1,12 @@
 /*
- * ctl_files.c - `pagefs evict PATH...` and `pagefs cache ls PATH`: drop or inspect the cached
- * pages of files in a running mount.
+ * ctl_files.c - `pagefs evict PATH...`, `pagefs refresh PATH...` and `pagefs cache ls PATH`:
+ * drop or inspect the cached pages of files in a running mount, list directories again.
  *
- * Design: both resolve their PATHs to one daemon and its mount paths (ctl_client.c), make one
- * request (POST /api/v1/evict {"paths": [...]}, GET /api/v1/cache?path=P) and print the reply
- * as a short text summary / aligned table, or the daemon's JSON object as it came with --json.
- * Directories are handled by the daemon (evict: recursively; cache ls: the direct children).
+ * Design: each resolves its PATHs to one daemon and its mount paths (ctl_client.c), makes one
+ * request (POST /api/v1/evict or /api/v1/refresh {"paths": [...]}, GET /api/v1/cache?path=P)
+ * and prints the reply as a short text summary / aligned table, or the daemon's JSON object
+ * as it came with --json. Directories are handled by the daemon (evict: recursively; refresh:
+ * the directory, its subtree with --recursive; cache ls: the direct children).
  *
  * No state beyond locals; no locks.
  */
@@ -29,6 +30,22 @@ static const char evict_usage[] =
     "Exit status: 0 ok, 1 the daemon refused, 2 usage error or PATH not accessible,\n"
     "3 not a pagefs mount or the daemon does not answer.\n";
 
+static const char refresh_usage[] =
+    "Usage: pagefs refresh PATH... [--recursive] [--json]\n"
+    "Lists directories inside a pagefs mount from the remote store again, so objects added,\n"
+    "changed or removed there since they were listed show at once (not after meta_ttl). A\n"
+    "file's PATH refreshes its directory. Cached pages stay; a changed object's old pages are\n"
+    "dropped when it is next read. The kernel may keep answering 'no such file' for a name it\n"
+    "looked up before for up to negative_ttl seconds.\n"
+    "\n"
+    "Options:\n"
+    "  -r, --recursive  also every directory below that the cache has listed\n"
+    "  --json           print the daemon's reply {\"dirs\"} as JSON\n"
+    "  --help           print this text\n"
+    "\n"
+    "Exit status: 0 ok, 1 the daemon refused (e.g. the store cannot be reached), 2 usage error\n"
+    "or PATH not accessible, 3 not a pagefs mount or the daemon does not answer.\n";
+
 static const char cache_usage[] =
     "Usage: pagefs cache ls PATH [--json]\n"
     "Shows how much of a file, or of each file directly in a directory, is in the cache.\n"
@@ -40,14 +57,17 @@ static const char cache_usage[] =
     "Exit status: 0 ok, 1 the daemon refused, 2 usage error or PATH not accessible,\n"
     "3 not a pagefs mount or the daemon does not answer.\n";
 
-/* Splits argv[1..] into operands (collected in paths) and --json/--help. Returns -1 after
- * printing the usage error, 1 after --help, 0 otherwise. */
+/* Splits argv[1..] into operands (collected in paths) and --json/--help, and -r/--recursive
+ * when `recursive` is not NULL. Returns -1 after printing the usage error, 1 after --help, 0
+ * otherwise. */
 static int parse_simple(int argc, char **argv, const char *usage, char **paths, int *npaths,
-                        int *json)
+                        int *json, int *recursive)
 {
     int only_operands = 0;
     *npaths = 0;
     *json = 0;
+    if (recursive)
+        *recursive = 0;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         if (!only_operands && strcmp(s, "--") == 0) {
@@ -55,6 +75,9 @@ static int parse_simple(int argc, char **argv, const char *usage, char **paths, 
         } else if (!only_operands && (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0)) {
             fputs(usage, stdout);
             return 1;
+        } else if (!only_operands && recursive &&
+                   (strcmp(s, "-r") == 0 || strcmp(s, "--recursive") == 0)) {
+            *recursive = 1;
         } else if (!only_operands && s[0] == '-' && s[1] != '\0') {
             if (strcmp(s, "--json") != 0) {
                 ctl_errorf("unknown option '%s' (try --help)", s);
@@ -68,24 +91,27 @@ static int parse_simple(int argc, char **argv, const char *usage, char **paths, 
     return 0;
 }
 
-int ctl_cmd_evict(int argc, char **argv)
+/* evict and refresh: POST `route` {"paths": [...] (, "recursive")} and print the reply. */
+static int post_paths(int argc, char **argv, const char *name, const char *usage, const char *route,
+                      int takes_recursive)
 {
     char **paths = calloc((size_t)argc, sizeof(*paths));
     struct ctl_target t;
     struct ctl_http *h = NULL;
     struct json_object *api_paths = NULL, *body = NULL, *reply = NULL;
-    int npaths, json, code = CTL_EXIT_USAGE;
+    int npaths, json, recursive = 0, code = CTL_EXIT_USAGE;
     if (!paths) {
         ctl_errorf("out of memory");
         return CTL_EXIT_FAILED;
     }
-    int prc = parse_simple(argc, argv, evict_usage, paths, &npaths, &json);
+    int prc =
+        parse_simple(argc, argv, usage, paths, &npaths, &json, takes_recursive ? &recursive : NULL);
     if (prc != 0) {
         code = prc > 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
         goto out_free_paths;
     }
     if (npaths == 0) {
-        ctl_errorf("evict: missing PATH (try --help)");
+        ctl_errorf("%s: missing PATH (try --help)", name);
         goto out_free_paths;
     }
     code = ctl_target_find_paths(paths, npaths, &t, &api_paths);
@@ -94,7 +120,12 @@ int ctl_cmd_evict(int argc, char **argv)
     code = CTL_EXIT_FAILED;
     body = json_object_new_object();
     if (!body || json_object_object_add(body, "paths", api_paths) != 0) {
-        json_object_put(api_paths);
+        json_object_put(api_paths); /* not taken by body */
+        ctl_errorf("out of memory");
+        goto out_put_body;
+    }
+    if (takes_recursive &&
+        json_object_object_add(body, "recursive", json_object_new_boolean(recursive)) != 0) {
         ctl_errorf("out of memory");
         goto out_put_body;
     }
@@ -102,17 +133,20 @@ int ctl_cmd_evict(int argc, char **argv)
         ctl_errorf("out of memory");
         goto out_put_body;
     }
-    code = ctl_call(h, "POST", "/api/v1/evict", body, &reply);
+    code = ctl_call(h, "POST", route, body, &reply);
     if (code != CTL_EXIT_OK)
         goto out_destroy_http;
     if (json) {
         ctl_json_print(stdout, reply, 1);
-    } else {
+    } else if (!takes_recursive) {
         char b[32];
         uint64_t files = ctl_json_u64(reply, "files"), pages = ctl_json_u64(reply, "pages");
         printf("evicted %" PRIu64 " file%s: %" PRIu64 " page%s, %s\n", files, files == 1 ? "" : "s",
                pages, pages == 1 ? "" : "s",
                ctl_fmt_bytes((double)ctl_json_u64(reply, "bytes"), b, sizeof(b)));
+    } else {
+        uint64_t dirs = ctl_json_u64(reply, "dirs");
+        printf("listed %" PRIu64 " director%s again\n", dirs, dirs == 1 ? "y" : "ies");
     }
     json_object_put(reply);
 out_destroy_http:
@@ -123,6 +157,16 @@ out_put_body:
 out_free_paths:
     free(paths);
     return code;
+}
+
+int ctl_cmd_evict(int argc, char **argv)
+{
+    return post_paths(argc, argv, "evict", evict_usage, "/api/v1/evict", 0);
+}
+
+int ctl_cmd_refresh(int argc, char **argv)
+{
+    return post_paths(argc, argv, "refresh", refresh_usage, "/api/v1/refresh", 1);
 }
 
 /* Prints the files of a /api/v1/cache reply as a table and a total line. */
@@ -177,7 +221,7 @@ int ctl_cmd_cache(int argc, char **argv)
         ctl_errorf("out of memory");
         return CTL_EXIT_FAILED;
     }
-    code = parse_simple(argc - 1, argv + 1, cache_usage, ops, &npaths, &json);
+    code = parse_simple(argc - 1, argv + 1, cache_usage, ops, &npaths, &json, NULL);
     if (code != 0) {
         code = code > 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
         goto out_free_ops;

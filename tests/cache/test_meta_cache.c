@@ -29,6 +29,8 @@ struct env {
     struct backend *fault;
     struct meta_cache *mc;
     uint64_t ttl_ms;
+    uint64_t neg_ttl_ms; /* default: ttl_ms (negative entries live as long as listings) */
+    int revalidate;
 };
 
 static char *path_join(const char *a, const char *b)
@@ -56,7 +58,10 @@ static void mkdir_rel(struct env *e, const char *rel)
 static void open_mc(struct env *e)
 {
     char err[256];
-    struct meta_cache_conf conf = {.dir = e->cache, .ttl_ms = e->ttl_ms};
+    struct meta_cache_conf conf = {.dir = e->cache,
+                                   .ttl_ms = e->ttl_ms,
+                                   .neg_ttl_ms = e->neg_ttl_ms,
+                                   .revalidate = e->revalidate};
     CHECK_EQ(meta_cache_create(&conf, e->be, &e->mc, err, sizeof(err)), 0);
 }
 
@@ -68,6 +73,7 @@ static void env_init(struct env *e, uint64_t ttl_ms)
     e->root = test_mkdtemp("mc-root");
     e->cache = test_mkdtemp("mc-cache");
     e->ttl_ms = ttl_ms;
+    e->neg_ttl_ms = ttl_ms;
     CHECK_EQ(local_backend_create(e->root, &local, err, sizeof(err)), 0);
     CHECK_EQ(backend_stack_wrap(local, &(struct backend_conf){0}, BACKEND_STACK_FAULT, &e->be,
                                 &e->fault),
@@ -321,6 +327,116 @@ static void test_listings_survive_restart(void)
     env_fini(&e);
 }
 
+/* A name missing from a listing older than neg_ttl lists the directory again once; younger,
+ * the miss is answered from the listing. */
+static void test_negative_ttl_relists(void)
+{
+    struct env e;
+    struct meta_entry me;
+    env_init(&e, 60000);
+    meta_cache_destroy(e.mc);
+    e.neg_ttl_ms = 200;
+    open_mc(&e);
+    check_list(&e, "", root_names, 3);
+    uint64_t calls = list_calls(&e);
+    put(&e, "late", "new object");
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "late", &me), -ENOENT); /* listing 0 ms old */
+    CHECK_EQ(list_calls(&e), calls);
+    usleep(250 * 1000);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "late", &me), 0);
+    CHECK_EQ(me.size, 10);
+    meta_entry_clear(&me);
+    CHECK_EQ(list_calls(&e), calls + 1);
+    CHECK_EQ(mstats(&e).negative_relists, 1);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "absent", &me), -ENOENT); /* just listed */
+    CHECK_EQ(list_calls(&e), calls + 1);
+    /* The store down: one miss finds it out (stale served), the next ones do not ask. */
+    usleep(250 * 1000);
+    fault_backend_set(e.fault, 0, ECONNREFUSED, 0);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "absent", &me), -ENOENT);
+    CHECK_EQ(mstats(&e).stale_served, 1);
+    uint64_t down = list_calls(&e);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "absent2", &me), -ENOENT);
+    CHECK_EQ(list_calls(&e), down);
+    fault_backend_set(e.fault, 0, 0, 0);
+    env_fini(&e);
+}
+
+/* revalidate: a new run lists again at first use what an earlier run listed (and still
+ * serves the old listing when the store cannot be reached); without it, trusts it. */
+static void test_revalidate_on_restart(void)
+{
+    struct env e;
+    struct meta_entry me;
+    env_init(&e, 60000);
+    check_list(&e, "", root_names, 3);
+    meta_cache_destroy(e.mc);
+    put(&e, "late", "new object");
+    open_mc(&e); /* revalidate off: the old listing */
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "late", &me), -ENOENT);
+    meta_cache_destroy(e.mc);
+    e.revalidate = 1;
+    open_mc(&e);
+    uint64_t calls = list_calls(&e);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "late", &me), 0);
+    meta_entry_clear(&me);
+    CHECK_EQ(list_calls(&e), calls + 1);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "f1", &me), 0); /* fresh now: no second listing */
+    meta_entry_clear(&me);
+    CHECK_EQ(list_calls(&e), calls + 1);
+    meta_cache_destroy(e.mc);
+    open_mc(&e);
+    fault_backend_set(e.fault, 0, ECONNREFUSED, 0);
+    const char *const with_late[] = {"emptydir/", "f1", "late", "sub/"};
+    check_list(&e, "", with_late, 4); /* the store is down: the old listing */
+    CHECK_EQ(mstats(&e).stale_served, 1);
+    fault_backend_set(e.fault, 0, 0, 0);
+    env_fini(&e);
+}
+
+/* meta_cache_refresh: a directory and, recursive, the ones listed below it; a directory gone
+ * from the store is dropped; with the store down the old listings stay and it says -EIO. */
+static void test_refresh(void)
+{
+    struct env e;
+    struct meta_entry me;
+    uint64_t dirs = 0;
+    env_init(&e, 60000);
+    check_list(&e, "sub/", sub_names, 3);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/deeper/", "z", &me), 0);
+    meta_entry_clear(&me);
+    put(&e, "sub/new", "n");
+    put(&e, "sub/deeper/new2", "n2");
+    CHECK_EQ(meta_cache_refresh(e.mc, "sub/", 0, &dirs), 0);
+    CHECK_EQ(dirs, 1);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/", "new", &me), 0);
+    meta_entry_clear(&me);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/deeper/", "new2", &me), -ENOENT); /* not recursive */
+    CHECK_EQ(meta_cache_refresh(e.mc, "sub/", 1, &dirs), 0);
+    CHECK_EQ(dirs, 2);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/deeper/", "new2", &me), 0);
+    meta_entry_clear(&me);
+    /* A directory removed from the store. */
+    char *deeper = path_join(e.root, "sub/deeper");
+    test_rm_rf(deeper);
+    free(deeper);
+    CHECK_EQ(meta_cache_refresh(e.mc, "", 1, &dirs), 0);
+    CHECK_EQ(dirs, 3); /* "", "sub/", "sub/deeper/" (now: not found) */
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/deeper/", "z", &me), -ENOENT);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/", "deeper", &me), -ENOENT);
+    /* The store down: -EIO, and the listing is the old one. */
+    put(&e, "sub/newer", "x");
+    fault_backend_set(e.fault, 0, ECONNREFUSED, 0);
+    CHECK_EQ(meta_cache_refresh(e.mc, "sub/", 0, &dirs), -EIO);
+    fault_backend_set(e.fault, 0, 0, 0);
+    CHECK_EQ(meta_cache_lookup(e.mc, "sub/", "new", &me), 0);
+    meta_entry_clear(&me);
+    CHECK_EQ(meta_cache_refresh(e.mc, "", 0, NULL), 0);
+    CHECK_EQ(meta_cache_refresh(NULL, "", 0, NULL), -EINVAL);
+    CHECK_EQ(meta_cache_refresh(e.mc, "/abs/", 0, NULL), -EINVAL);
+    env_fini(&e);
+}
+
 struct conc_arg {
     struct env *e;
     pthread_barrier_t *bar;
@@ -479,6 +595,9 @@ int main(void)
     RUN(test_stale_listing_served_on_transport_error);
     RUN(test_stale_listing_for_every_transient_error);
     RUN(test_listings_survive_restart);
+    RUN(test_negative_ttl_relists);
+    RUN(test_revalidate_on_restart);
+    RUN(test_refresh);
     RUN(test_concurrent_refresh_single_flight);
     RUN(test_index_busy_is_ebusy);
     RUN(test_create_errors);

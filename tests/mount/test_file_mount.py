@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Mount tests of a file:// source through a real FUSE mount: listings, byte-exact reads,
-cp -r, zero backend calls when warm (also across a remount on the same cache), EROFS on every
+cp -r, zero backend calls when warm (also across a remount on the same cache with
+revalidate=off; with the default, only listings), EROFS on every
 kind of write, odd names. Run by ctest (label mount) with PAGEFS_BIN set."""
 
 import errno
@@ -255,8 +256,17 @@ class FileMountTest(unittest.TestCase):
             self.assertEqual(warm[k], cold[k], k)
         self.assertEqual(m.unmount(), 0, m.log())
 
-        # Remount on the same cache directory: listings and pages come from the disk cache.
+        # Remount on the same cache directory: pages come from the disk cache; listings are
+        # listed again at their first use (revalidate=on, the default), and with
+        # revalidate=off come from the disk cache too.
         m2 = self.mount(cache_dir=cache)
+        self.assertEqual(self.read_everything(m2.mountpoint), total)
+        again = m2.stats()
+        for k in ("read_calls", "stat_calls", "bytes_read"):
+            self.assertEqual(again[k], 0, k)
+        self.assertGreater(again["list_calls"], 0)
+        self.assertEqual(m2.unmount(), 0, m2.log())
+        m2 = self.mount(cache_dir=cache, options=["revalidate=off"])
         self.assertEqual(self.read_everything(m2.mountpoint), total)
         again = m2.stats()
         for k in mountlib.BACKEND_CALLS + ("bytes_read",):

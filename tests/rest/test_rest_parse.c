@@ -282,7 +282,14 @@ static void test_body(void)
     j = "{\"paths\":[\"x\"]}";
     CHECK_EQ(rest_parse_body(j, strlen(j), &b), 0);
     CHECK_EQ(b.threads, REST_DEFAULT_THREADS);
+    CHECK_EQ(b.recursive, 0);
     rest_body_clear(&b);
+    j = "{\"paths\":[\"x\"], \"recursive\": true}";
+    CHECK_EQ(rest_parse_body(j, strlen(j), &b), 0);
+    CHECK_EQ(b.recursive, 1);
+    rest_body_clear(&b);
+    CHECK_EQ(body_status("{\"paths\": [\"a\"], \"recursive\": 1}"), 400);
+    CHECK_EQ(body_status("{\"paths\": [\"a\"], \"recursive\": \"yes\"}"), 400);
 
     CHECK_EQ(body_status(""), 400);
     CHECK_EQ(body_status("not json"), 400);

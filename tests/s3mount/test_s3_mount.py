@@ -18,6 +18,7 @@ Run by ctest with PAGEFS_BIN set and argv[1] = the fixture's env file."""
 import concurrent.futures
 import glob
 import hashlib
+import json
 import os
 import random
 import selectors
@@ -293,8 +294,65 @@ class S3MountTest(unittest.TestCase):
         self.assertEqual(self.read_all(m2.mountpoint, tree), data)
         calls = m2.backend_calls()
         self.assertEqual(calls["read_calls"], 0, calls)
-        self.assertEqual(calls["list_calls"], 0, calls)
         self.assertEqual(calls["stat_calls"], 0, calls)
+        # A new mount lists again what it uses (revalidate=on); the store being off, each
+        # directory's listing from the first run is served instead.
+        self.assertGreater(m2.stats()["stale_served"], 0)
+        m2.unmount()
+
+        # revalidate=off: the listings of the first run are trusted for meta_ttl, so a
+        # remount makes no request at all.
+        self.relay = Relay(self.rgw_port)
+        m3 = self.mount(cache_dir=cache, options=["meta_ttl=600", "revalidate=off"])
+        mountlib.drop_kernel_caches()
+        self.assertEqual(mountlib.tree_listing(m3.mountpoint), tree)
+        self.assertEqual(self.read_all(m3.mountpoint, tree), data)
+        calls = m3.backend_calls()
+        self.assertEqual(calls, {k: 0 for k in calls}, calls)
+
+    def test_new_objects_seen(self):
+        """An object put after its directory was listed: the exact path finds it after
+        negative_ttl (not meta_ttl), `pagefs refresh` shows it in `ls` at once, and a new mount
+        on the same cache sees it without either."""
+        cache = os.path.join(self.work.path, "cache")
+        m = self.mount(cache_dir=cache, options=["meta_ttl=600", "negative_ttl=2"])
+        val = os.path.join(m.mountpoint, "val")
+        before = sorted(os.listdir(val))
+        key = "imagenet/val/late-%d.JPEG" % random.randrange(1 << 30)
+        name = key.rsplit("/", 1)[1]
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"late object")
+        self.addCleanup(lambda: self.s3.delete_object(Bucket=self.bucket, Key=key))
+        path = os.path.join(val, name)
+        self.assertFalse(os.path.exists(path))  # the listing is fresh: a cached negative
+        time.sleep(2.5)  # negative_ttl: the kernel's negative entry and the daemon's
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"late object")
+        self.assertGreaterEqual(m.stats()["negative_relists"], 1)
+
+        # ls of a directory does not re-list before meta_ttl; `pagefs refresh` does.
+        key2 = "imagenet/val/later-%d.JPEG" % random.randrange(1 << 30)
+        self.s3.put_object(Bucket=self.bucket, Key=key2, Body=b"later")
+        self.addCleanup(lambda: self.s3.delete_object(Bucket=self.bucket, Key=key2))
+        mountlib.drop_kernel_caches()
+        self.assertNotIn(key2.rsplit("/", 1)[1], os.listdir(val))
+        r = mountlib.run_pagefs(self.pagefs, ["refresh", val])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("listed 2 directories again", r.stdout)  # val and its parent
+        mountlib.drop_kernel_caches()
+        self.assertEqual(sorted(os.listdir(val)), sorted(before + [name, key2.rsplit("/", 1)[1]]))
+        r = mountlib.run_pagefs(self.pagefs, ["refresh", "--recursive", "--json", m.mountpoint])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreaterEqual(json.loads(r.stdout)["dirs"], 2)
+        r = mountlib.run_pagefs(self.pagefs, ["refresh", "--bogus", val])
+        self.assertEqual(r.returncode, 2)
+        m.unmount()
+
+        # A new mount on the same cache: a third object is there at once.
+        key3 = "imagenet/val/latest-%d.JPEG" % random.randrange(1 << 30)
+        self.s3.put_object(Bucket=self.bucket, Key=key3, Body=b"latest")
+        self.addCleanup(lambda: self.s3.delete_object(Bucket=self.bucket, Key=key3))
+        m2 = self.mount(cache_dir=cache, options=["meta_ttl=600"])
+        self.assertIn(key3.rsplit("/", 1)[1], os.listdir(os.path.join(m2.mountpoint, "val")))
 
     def test_eviction_under_small_cache(self):
         m = self.mount(options=["cache_size=8M"])
