@@ -56,6 +56,27 @@ def help_option_names(text):
     return names
 
 
+def help_defaults(text):
+    """{option: default} for the options whose --help entry ends its text with "(default X"
+    and X is a number, a size (10G) or on/off: the defaults the option table prints."""
+    entries, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^  ([a-z_]+)(=\S*)?\s{2,}(.*)$", line)
+        if m:
+            cur = m.group(1)
+            entries[cur] = m.group(3)
+        elif cur and re.match(r"^\s{20,}\S", line):
+            entries[cur] += " " + line.strip()
+        else:
+            cur = None
+    out = {}
+    for name, t in entries.items():
+        m = re.search(r"\(default:? ([0-9]+[KMGT]?|on|off)[;),]", t)
+        if m:
+            out[name] = m.group(1)
+    return out
+
+
 class InstallTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -145,6 +166,38 @@ class InstallTest(unittest.TestCase):
                         "Default: 4", "Default: 30", "/var/cache/pagefs", "Default: 0"):
             self.assertIn(default, man)
         self.assertIn("Default:\n.B info", man)
+
+    def test_defaults_agree(self):
+        """Every numeric, size or on/off default --help prints (the option table's) is the one
+        the man page's entry for that option and the README's mentions of `NAME=` say."""
+        r = subprocess.run([deploylib.staged_pagefs(), "--help"], stdout=subprocess.PIPE,
+                           text=True)
+        defaults = help_defaults(r.stdout)
+        self.assertGreaterEqual(len(defaults), 20, defaults)
+        self.assertEqual(defaults.get("dir_prefetch"), "8")
+        with open(os.path.join(deploylib.man_root(), "man8", "pagefs.8")) as f:
+            man = f.read().replace("\\-", "-")
+        with open(os.path.join(os.environ["PAGEFS_SOURCE_DIR"], "README.md")) as f:
+            readme = f.read()
+        blocks = {}
+        for m in re.finditer(r"\n\.TP\n\.B[IR]? ([a-z_]+)(.*?)(?=\n\.TP\n|\n\.S[HS] )", man,
+                             re.S):
+            blocks.setdefault(m.group(1), m.group(2))
+        wrong = []
+        for name, d in sorted(defaults.items()):
+            if name not in blocks:
+                wrong.append("%s: no entry in pagefs.8" % name)
+                continue
+            md = re.search(r"Default:\s*(?:\n\.B[IR]?\s*)?([0-9A-Za-z]+)", blocks[name])
+            if not md:
+                wrong.append("%s: pagefs.8 gives no default (--help: %s)" % (name, d))
+            elif md.group(1) != d:
+                wrong.append("%s: pagefs.8 says %s, --help %s" % (name, md.group(1), d))
+            for rm in re.finditer(r"`%s=[^`]*`[^.;`]{0,40}?\(default `?([0-9A-Za-z]+)"
+                                  % re.escape(name), readme):
+                if rm.group(1) != d:
+                    wrong.append("%s: README says %s, --help %s" % (name, rm.group(1), d))
+        self.assertEqual(wrong, [])
 
     def test_man_page_is_clean(self):
         if shutil.which("groff") is None:
