@@ -377,7 +377,8 @@ static const struct opt options[] = {
 
     {.kind = OPT_SECTION, .help = "cache (-o; sizes take K, M, G, T suffixes, binary):"},
     {.name = "cache_dir", .kind = OPT_STRING, FIELD(cache_dir), .flags = OPT_F_ENV_DEF,
-     .arg = "DIR", .help = "cache directory (default %D)"},
+     .arg = "DIR", .help = "cache directory (default here %D; root: /var/cache/pagefs, other "
+                           "users: $XDG_CACHE_HOME/pagefs, else ~/.cache/pagefs)"},
     {.name = "cache_size", .kind = OPT_SIZE, FIELD(cache_size), .min = 1, .max = UINT64_MAX,
      .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_CACHE_SIZE, .hint = "expected a size like 10G",
      .arg = "SIZE", .help = "bytes of pages kept at most (default %D)"},
