@@ -453,8 +453,9 @@ void pc_inflight_publish(struct page_cache *pc, struct inflight *in, int err, st
 }
 
 /* Under the lock: registers a fetch of blocks `mask` of page idx of f (no fetch of it may be in
- * flight), counted as a miss; a prefetch's fetch is flagged so that its failure is not a
- * reader's. Returns the entry, or NULL when out of memory. */
+ * flight), counted as a miss of the reader that makes it; a prefetch's fetch is flagged so
+ * that its failure is not a reader's, and is counted in prefetch_fetched, not in misses.
+ * Returns the entry, or NULL when out of memory. */
 struct inflight *pc_inflight_register(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
                                       uint32_t mask, int prefetch)
 {
@@ -467,7 +468,9 @@ struct inflight *pc_inflight_register(struct page_cache *pc, const struct pc_fil
     in->prefetch = prefetch;
     in->next = pc->inflight;
     pc->inflight = in;
-    pc->stats.misses++;
+    pc->stats.fetches++;
+    if (!prefetch)
+        pc->stats.misses++; /* a prefetch's (read-ahead, load) is counted when it succeeds */
     return in;
 }
 
@@ -510,6 +513,8 @@ static int fetch_blocks(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         pc->stats.bytes_fetched += end - off;
         if (!prefetch)
             pc_hot_insert(pc, pb); /* whole pages only; the row has the newest seq: no touch */
+        else
+            pc->stats.prefetch_fetched++;
     }
     pc_inflight_publish(pc, in, rc, pb);
     if (rc < 0) {
@@ -599,6 +604,8 @@ static int join_fetch(struct page_cache *pc, const struct page_read *rd, struct 
     pc->stats.singleflight_waits++;
     if (was_prefetch)
         pc->stats.prefetch_waits++;
+    if (!rd->prefetch)
+        pc->stats.misses++; /* the reader waits for the store: not a hit */
     while (!in->done && !backend_call_cancelled(call))
         pthread_cond_wait(&pc->fetch_done, &pc->lock);
     if (!in->done) {
@@ -687,9 +694,11 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
         if (rc != 0)
             break;
     }
-    if (hit) {
+    if (hit && !rd.prefetch) { /* a prefetch that finds the page resident is no reader's hit */
         pc->stats.hits++;
         pc->stats.bytes_hit += n;
+    }
+    if (hit) {
         page_index_touch(pc->index, f->file_id, idx);
         if (!rd.prefetch)
             pc_unread_forget(pc, f->file_id, idx);

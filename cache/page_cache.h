@@ -68,8 +68,12 @@ struct page_cache_conf {
 };
 
 struct page_cache_stats {
-    uint64_t hits;            /* pages served from disk */
-    uint64_t misses;          /* pages fetched from the backend */
+    uint64_t hits;            /* pages application reads found in the cache */
+    uint64_t misses;          /* pages application reads did not: fetched for them, or waited
+                                 for while a fetch was under way (hits + misses: every page an
+                                 application read; read-ahead and load jobs count in neither) */
+    uint64_t fetches;         /* fetches of a page (or some of its blocks) from the backend,
+                                 for any reason */
     uint64_t bytes_hit;       /* bytes served from cached pages */
     uint64_t bytes_fetched;   /* bytes fetched from the backend */
     uint64_t pages_resident;
@@ -78,9 +82,11 @@ struct page_cache_stats {
     uint64_t corrupt;         /* pages dropped because their checksum or size was wrong */
     uint64_t write_errors;    /* pages that could not be stored (disk full, ...) */
     uint64_t singleflight_waits; /* reads that waited for another thread's fetch */
-    uint64_t prefetch_fetched;   /* pages fetched by page_cache_prefetch() (also in misses) */
+    uint64_t prefetch_fetched;   /* pages fetched by read-ahead, directory prefetch and load jobs
+                                    (not in misses: no reader asked for them yet) */
     uint64_t prefetch_waits;     /* reads that waited for a page_cache_prefetch() fetch */
-    uint64_t partial_fetches;    /* fetches of only some blocks of a page (also in misses) */
+    uint64_t partial_fetches;    /* fetches of only some blocks of a page (in misses or in
+                                    prefetch_fetched) */
     uint64_t fd_hits;            /* pages handed out as file ranges (zero-copy) */
     uint64_t verified;           /* whole pages verified and marked (verify=once) */
     uint64_t bytes_verified;     /* bytes read back from page files and hashed */

@@ -59,12 +59,13 @@ static void print_table(struct json_object *s)
     printf("page size %s\n", ctl_fmt_bytes((double)U("page_size"), b1, sizeof(b1)));
     printf("\ncache\n");
     if (hits + misses)
-        printf("  %-16s %.1f %%  (pages: %" PRIu64 " hits, %" PRIu64 " misses)\n", "hit ratio",
-               pct(hits, hits + misses), hits, misses);
+        printf("  %-16s %.1f %%  (pages applications read: %" PRIu64 " hits, %" PRIu64 " misses)\n",
+               "hit ratio", pct(hits, hits + misses), hits, misses);
     else
         printf("  %-16s --  (no reads yet)\n", "hit ratio");
     printf("  %-16s %s\n", "from cache", ctl_fmt_bytes((double)U("cache.hit_bytes"), b1, 32));
-    printf("  %-16s %s\n", "fetched", ctl_fmt_bytes((double)U("cache.fetched_bytes"), b1, 32));
+    printf("  %-16s %s in %" PRIu64 " fetches (read-ahead and load jobs included)\n", "fetched",
+           ctl_fmt_bytes((double)U("cache.fetched_bytes"), b1, 32), U("cache.fetches"));
     printf("  %-16s %s of %s (%.1f %%), %" PRIu64 " pages\n", "resident",
            ctl_fmt_bytes((double)U("cache.resident_bytes"), b1, sizeof(b1)),
            ctl_fmt_bytes((double)U("cache.capacity_bytes"), b2, sizeof(b2)),

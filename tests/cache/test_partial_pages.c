@@ -166,7 +166,7 @@ static void test_random_reads_amplification(void)
     CHECK(fetched * 4 <= asked * 5);
     CHECK_EQ(fetched, distinct * BS); /* exactly the blocks read, each once */
     struct page_cache_stats s = cache_env_stats(&e);
-    CHECK_EQ(s.partial_fetches, s.misses);
+    CHECK_EQ(s.partial_fetches, s.fetches);
     CHECK_EQ(s.bytes_resident, fetched); /* accounting counts the blocks on disk */
     CHECK(s.pages_resident <= NPAGES);
 

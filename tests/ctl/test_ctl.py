@@ -111,8 +111,16 @@ class CtlCases:
             self.assertEqual((f["size"], f["pages_total"], f["pages_cached"], f["bytes_cached"]),
                              (size, pages_of(size, ps), pages_of(size, ps), size), name)
         before = self.reads(m)
+        stats = m.stats()
+        self.assertEqual(stats["misses"], 0, "a load's fetches are not application misses")
+        self.assertGreater(stats["fetches"], 0)
         self.read_back(m, d_files)
         self.assertEqual(self.reads(m), before, "a full read after load went to the store")
+        # The hit ratio is the one of what applications read: all of it from the cache.
+        stats = m.stats()
+        self.assertEqual(stats["misses"], 0)
+        self.assertGreater(stats["hits"], 0)
+        self.assertRegex(self.ok("stats", m.mountpoint).stdout, r"hit ratio +100\.0 %")
         # loading again is free: everything is cached
         r = self.ok("load", os.path.join(m.mountpoint, "d"), "--json")
         job = json.loads(r.stdout)
