@@ -16,6 +16,11 @@
  * lines, signing (set once in the conf), and a 400 whose XML error code names a credentials
  * problem turned into -EACCES (s3_map_error(), s3_xml.c).
  *
+ * The mount-time check (s3_check()) tells apart what an operator must hear differently: a
+ * missing bucket (NoSuchBucket), an endpoint that is no S3 (a 404 without an S3 error
+ * document), a key given as the prefix (a HEAD of it), and a prefix with nothing under it
+ * yet, which mounts as an empty tree after a warning.
+ *
  * Credentials come from the provider (aws_creds.h) at every request: a request takes the
  * current set, signs with it (the per-request userpwd and x-amz-security-token), and a reply
  * that says the set has expired (ExpiredToken and its kin, or a 403 once the set's expiration
@@ -50,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <syslog.h>
 #include <time.h>
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -69,6 +75,8 @@ struct s3 {
     struct aws_cred_provider *creds; /* NULL for anonymous requests */
     struct curl_common_conf cconf; /* timeouts, signing, PAGEFS_S3_DEBUG */
     struct curl_pool *pool;
+    void (*log)(void *arg, int level, const char *msg); /* backend_conf's; NULL: stderr */
+    void *log_arg;
 };
 
 /* --- one request -------------------------------------------------------------------- */
@@ -89,8 +97,10 @@ static int expired_reply(const struct aws_cred_snap *snap, long status, const ch
  * token, then Range and If-Match when given, signed with the provider's current set. Returns 0
  * for a 2xx reply or -errno: the common mapping (curl_map_error()), except that a 400 whose
  * S3 error code is a credentials problem is -EACCES (s3_map_error()). A reply saying the set
- * expired gets a new set and one more try. */
-static int s3_perform(struct s3 *s3, struct curl_req *r, const char *range, const char *if_match)
+ * expired gets a new set and one more try. When err_code is not NULL it gets the S3 error
+ * code of the last reply ("" for a 2xx reply or one without an S3 error document). */
+static int s3_perform_code(struct s3 *s3, struct curl_req *r, const char *range,
+                           const char *if_match, char *err_code, size_t err_codelen)
 {
     char errbody[ERR_BODY_MAX];
     const struct aws_cred_snap *snap = NULL;
@@ -117,8 +127,10 @@ static int s3_perform(struct s3 *s3, struct curl_req *r, const char *range, cons
         if (ret == 0)
             ret = curl_req_perform(s3->pool, &s3->cconf, r);
         char code[64] = "";
-        if ((r->status == 400 || r->status == 403) && r->errlen)
+        if (r->status >= 300 && r->errlen)
             s3_xml_error_code(errbody, r->errlen, code, sizeof(code));
+        if (err_code)
+            snprintf(err_code, err_codelen, "%s", code);
         if (ret == -EINVAL && r->status == 400 && r->errlen)
             ret = s3_map_error(CURLE_OK, r->status, r->os_errno, code);
         r->errbody = NULL; /* it lives on this stack frame */
@@ -137,6 +149,11 @@ static int s3_perform(struct s3 *s3, struct curl_req *r, const char *range, cons
     }
     aws_cred_snap_unref(snap);
     return ret;
+}
+
+static int s3_perform(struct s3 *s3, struct curl_req *r, const char *range, const char *if_match)
+{
+    return s3_perform_code(s3, r, range, if_match, NULL, 0);
 }
 
 /* URL of object `key` (relative to the source root); caller frees. */
@@ -192,9 +209,10 @@ out_free:
 }
 
 /* ListObjectsV2 of `full_prefix` (already including the source prefix). Query parameters
- * are appended in sorted order, each value SigV4-encoded. */
+ * are appended in sorted order, each value SigV4-encoded. err_code: as s3_perform_code(). */
 static int list_request(struct s3 *s3, const char *full_prefix, const char *delim,
-                        const char *token, int max_keys, struct backend_list_page *out)
+                        const char *token, int max_keys, struct backend_list_page *out,
+                        char *err_code, size_t err_codelen)
 {
     struct curl_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
     char *url = NULL, *etok = NULL, *edelim = NULL, *epre = NULL;
@@ -218,7 +236,7 @@ static int list_request(struct s3 *s3, const char *full_prefix, const char *deli
         goto out_free;
     }
     r.url = url;
-    ret = s3_perform(s3, &r, NULL, NULL);
+    ret = s3_perform_code(s3, &r, NULL, NULL, err_code, err_codelen);
     if (ret < 0)
         goto out_free;
     ret = s3_xml_parse_list(r.body.buf, r.body.len, s3->prefix, out);
@@ -249,7 +267,7 @@ static int s3_list(struct backend *be, const char *prefix, const char *delim, co
         return -EINVAL;
     if (asprintf(&full, "%s%s", s3->prefix, prefix) < 0)
         return -ENOMEM;
-    ret = list_request(s3, full, delim, token, 0, out);
+    ret = list_request(s3, full, delim, token, 0, out, NULL, 0);
     if (ret < 0)
         backend_list_page_clear(out);
     free(full);
@@ -309,17 +327,77 @@ out_free:
     return ret;
 }
 
+/* Is the source prefix without its '/' ("data/file.txt" of s3://b/data/file.txt) an object?
+ * One HEAD: 1 when it is; 0 when it is not or the store will not say (404, or a 403 to a
+ * user without s3:GetObject there); or a -errno worth another try (the retry layer's). */
+static int prefix_is_object(struct s3 *s3)
+{
+    struct curl_req r = {.head = 1};
+    char *enc = NULL, *url = NULL;
+    int ret = -ENOMEM;
+
+    enc = url_encode(s3->prefix, 1);
+    if (!enc)
+        goto out_free;
+    enc[strlen(enc) - 1] = '\0'; /* the prefix's trailing '/' (encoded as itself) */
+    if (asprintf(&url, "%s/%s", s3->root_url, enc) < 0) {
+        url = NULL;
+        goto out_free;
+    }
+    r.url = url;
+    ret = s3_perform(s3, &r, NULL, NULL);
+    if (ret == 0)
+        ret = 1;
+    else if (!backend_errno_is_transient(ret))
+        ret = 0;
+out_free:
+    curl_req_clear(&r);
+    free(url);
+    free(enc);
+    return ret;
+}
+
+/* Mount-time check: one ListObjectsV2 of at most one key under the source prefix. What the
+ * daemon (fuse/daemon.c) turns into its one-line reasons:
+ *   -ENOENT   a 404 with an S3 error document: the bucket does not exist (NoSuchBucket);
+ *   -EPROTO   a 404 without one: the endpoint is an HTTP server but not S3;
+ *   -ENOTDIR  nothing under "p/", but "p" is an object: a key given where a prefix belongs;
+ *   0         also when nothing is under the prefix or in the bucket (yet): the mount shows an
+ *             empty tree, as s3fs does, after one warning through the log callback;
+ * and the common mapping for the rest (-EACCES, -ECONNREFUSED, ...). */
 static int s3_check(struct backend *be)
 {
     struct s3 *s3 = be->priv;
     struct backend_list_page page = {0};
+    char code[64] = "";
     int ret;
 
-    ret = list_request(s3, s3->prefix, NULL, NULL, 1, &page);
-    if (ret == 0 && *s3->prefix && page.count == 0 && !page.next_token)
-        ret = -ENOENT; /* nothing under the source prefix */
+    ret = list_request(s3, s3->prefix, NULL, NULL, 1, &page, code, sizeof(code));
+    int empty = ret == 0 && page.count == 0 && !page.next_token;
     backend_list_page_clear(&page);
-    return ret;
+    if (ret == -ENOENT && !*code)
+        return -EPROTO;
+    if (!empty)
+        return ret;
+    char msg[768];
+    if (*s3->prefix) {
+        ret = prefix_is_object(s3);
+        if (ret < 0)
+            return ret;
+        if (ret == 1)
+            return -ENOTDIR;
+        snprintf(msg, sizeof(msg),
+                 "s3://%s/%.*s: no objects under prefix %s (yet); mounting an empty tree",
+                 s3->bucket, (int)strlen(s3->prefix) - 1, s3->prefix, s3->prefix);
+    } else {
+        snprintf(msg, sizeof(msg),
+                 "s3://%s: no objects in the bucket (yet); mounting an empty tree", s3->bucket);
+    }
+    if (s3->log)
+        s3->log(s3->log_arg, LOG_WARNING, msg);
+    else
+        fprintf(stderr, "pagefs: %s\n", msg);
+    return 0;
 }
 
 static void s3_free(struct s3 *s3)
@@ -549,6 +627,8 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
     be = calloc(1, sizeof(*be));
     if (!be)
         goto out_nomem_s3;
+    s3->log = conf->log;
+    s3->log_arg = conf->log_arg;
     be->ops = &s3_ops;
     be->priv = s3;
     be->caps = s3_ops.caps;

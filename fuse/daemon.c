@@ -6,17 +6,19 @@
  * pagefs_daemon_run()):
  *   process-wide settings (below) -> [detach: fork, the parent waits for a status byte] ->
  *   mount point check (a live pagefs mount, or a non-empty directory without -o nonempty,
- *   ends here) ->
- *   backend stack -> backend check (missing bucket / bad credentials / unreachable store end
- *   here, before anything is mounted) -> cache directory lock -> fetch buffer pool + page cache
+ *   ends here) -> can FUSE mount for this user (a /dev/fuse it may not open, allow_other
+ *   without user_allow_other: one line saying what to do, before libfuse would speak) ->
+ *   backend stack -> backend check (missing bucket, an endpoint that is not S3, a key given as
+ *   the prefix, bad credentials, an unreachable store end here, before anything is mounted;
+ *   check_message() words them) -> cache directory lock -> fetch buffer pool + page cache
  *   + metadata cache -> the fetch memory budget (one bound, -o prefetch_mem, on the page
  *   buffers of read-ahead and load jobs together; the pool keeps the memory mapped for them
  *   within it) -> reader (cache/reader.h: its prefetcher draws on the budget) -> file system ->
  *   control-plane server (load jobs draw on the budget too; fuse/rest.h: control socket, -o
- *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers -> clean a stale mount point and check again ->
- *   mount -> [tell the parent: ok; stdio to /dev/null, log to syslog] -> INIT served in this
- *   thread, then the readahead raised (serve_init) -> multithreaded loop until unmount /
- *   SIGINT / SIGTERM.
+ *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers -> clean a
+ *   stale mount point and check again -> mount -> [tell the parent: ok; stdio to /dev/null,
+ *   log to syslog] -> INIT served in this thread, then the readahead raised (serve_init) ->
+ *   multithreaded loop until unmount / SIGINT / SIGTERM.
  *
  * The cache directory lock (cache/cache_lock.h) makes the daemon the only user of CACHE_DIR:
  * it is taken in the process that lives on (after the fork) before anything in the directory
@@ -41,7 +43,8 @@
  * in the background until the mount is up, so start-up errors reach the terminal), syslog
  * (journald) once detached; messages above -o log_level= (default info; -d means debug) are
  * dropped. Options holding secrets do not exist (credentials come from the environment or
- * profile files) and the endpoint is never logged.
+ * profile files). The endpoint is never logged; a mount-time error may name it, without any
+ * user:password@ part or query (shown_endpoint()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -63,6 +67,7 @@
 #include "fuse/daemon.h"
 
 #include "backends/backend.h"
+#include "backends/source.h"
 #include "backends/stack.h"
 #include "cache/buf_pool.h"
 #include "cache/mem_budget.h"
@@ -118,12 +123,16 @@ __attribute__((format(printf, 2, 0))) static void log_syslog(enum fuse_log_level
     vsyslog((int)level, fmt, ap);
 }
 
-/* Log lines of the cache layers (a corrupt page dropped, ...), through the chosen log
- * function (stderr or syslog). */
+/* Log lines of the cache layers and the backends (a corrupt page dropped, an empty prefix, a
+ * credentials refresh that failed, ...), through the chosen log function (stderr or syslog).
+ * Some modules write "pagefs: ...\n" and others the bare text: each line gets the prefix and
+ * the newline once. */
 static void cache_log(void *ud, int level, const char *msg)
 {
     (void)ud;
-    fuse_log((enum fuse_log_level)level, "%s", msg);
+    size_t n = strlen(msg);
+    fuse_log((enum fuse_log_level)level, "%s%s%s", strncmp(msg, "pagefs: ", 8) ? "pagefs: " : "",
+             msg, n && msg[n - 1] == '\n' ? "" : "\n");
 }
 
 /* Serves the first request, INIT, in the calling thread before the worker threads start, then
@@ -247,13 +256,90 @@ static void detach_finish(int notify_fd, enum pagefs_log_level level)
     close(notify_fd);
 }
 
-static const char *check_message(const char *source, int rc)
+/* The S3 endpoint the operator gave (-o endpoint=, else $AWS_ENDPOINT_URL_S3 or
+ * $AWS_ENDPOINT_URL, as s3.c takes them) for a message: without a user:password@ part and
+ * without the query, or "" when none was given (AWS, or a profile's endpoint_url). */
+static void shown_endpoint(const struct pagefs_options *o, char *buf, size_t len)
 {
-    if (rc == -ENOENT)
-        return strncmp(source, "s3://", 5) == 0 ? "bucket not found" : "no such directory";
-    if (rc == -ENOTDIR)
-        return "not a directory";
-    return backend_strerror(-rc);
+    const char *ep = o->endpoint;
+    const char *ignore = getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
+    if ((!ep || !*ep) && !(ignore && strcasecmp(ignore, "true") == 0)) {
+        ep = getenv("AWS_ENDPOINT_URL_S3");
+        if (!ep || !*ep)
+            ep = getenv("AWS_ENDPOINT_URL");
+    }
+    buf[0] = '\0';
+    if (!ep || !*ep)
+        return;
+    const char *auth = strstr(ep, "://");
+    auth = auth ? auth + 3 : ep;
+    size_t auth_len = strcspn(auth, "/?#");
+    const char *at = memrchr(auth, '@', auth_len);
+    const char *host = at ? at + 1 : auth;
+    size_t path_len = strcspn(auth + auth_len, "?#");
+    snprintf(buf, len, "%.*s%.*s%.*s", (int)(auth - ep), ep, (int)(auth + auth_len - host), host,
+             (int)path_len, auth + auth_len);
+    size_t n = strlen(buf);
+    while (n > 0 && buf[n - 1] == '/')
+        buf[--n] = '\0';
+}
+
+/* Prints the one line that says why the backend check (backend.h's check op; for s3
+ * s3_check()) refused o->source. */
+static void check_message(const struct pagefs_options *o, int rc)
+{
+    struct backend_source src;
+    char perr[256], ep[512];
+    if (backend_source_parse(o->source, &src, perr, sizeof(perr)) < 0 ||
+        src.kind != BACKEND_SOURCE_S3) {
+        fprintf(stderr, "pagefs: %s: %s\n", o->source,
+                rc == -ENOENT ? "no such directory" : backend_strerror(-rc));
+        return;
+    }
+    shown_endpoint(o, ep, sizeof(ep));
+    switch (-rc) {
+    case ENOENT:
+        fprintf(stderr, "pagefs: %s: bucket %s not found%s%s\n", o->source, src.bucket,
+                *ep ? " at " : "", ep);
+        break;
+    case EPROTO:
+        fprintf(stderr,
+                "pagefs: %s: %s did not answer like S3 (HTTP 404 for bucket %s without an S3 "
+                "error document); check endpoint=\n",
+                o->source, *ep ? ep : "the endpoint", src.bucket);
+        break;
+    case ENOTDIR: {
+        /* s3://b/dir/file.txt: the parent prefix s3://b/dir holds file.txt. */
+        const char *slash = memrchr(src.path, '/', src.path_len);
+        int parent_len = slash ? (int)(slash - src.path) : 0;
+        const char *name = slash ? slash + 1 : src.path;
+        fprintf(stderr,
+                "pagefs: s3://%s/%.*s is an object, not a prefix: mount s3://%s%s%.*s and read "
+                "%.*s there\n",
+                src.bucket, (int)src.path_len, src.path, src.bucket, parent_len ? "/" : "",
+                parent_len, src.path, (int)(src.path_len - (size_t)(name - src.path)), name);
+        break;
+    }
+    default:
+        fprintf(stderr, "pagefs: %s: %s\n", o->source, backend_strerror(-rc));
+        break;
+    }
+}
+
+/* "allow_other" or "allow_root" when the mount lets other users in (a non-root mounter then
+ * needs user_allow_other in fuse.conf), else NULL. */
+static const char *other_access_opt(const struct pagefs_options *o)
+{
+    static const char *const names[] = {"allow_other", "allow_root"};
+    if (o->allow_other)
+        return names[0];
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t n = strlen(names[i]);
+        for (const char *p = o->fuse_opts; p && (p = strstr(p, names[i])); p += n)
+            if ((p == o->fuse_opts || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+                return names[i];
+    }
+    return NULL;
 }
 
 /* Builds the libfuse argument vector: always read-only, named after the source. */
@@ -341,6 +427,14 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_free_paths;
     }
+    /* PAGEFS_TEST_FUSE_DEV and PAGEFS_TEST_FUSE_CONF are for the tests only
+     * (tests/hostile/test_bad_args.py): they point this check, not libfuse, at other files. */
+    rc = mountpoint_fuse_check(getenv("PAGEFS_TEST_FUSE_DEV"), getenv("PAGEFS_TEST_FUSE_CONF"),
+                               other_access_opt(o), err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
+        goto out_free_paths;
+    }
 
     struct backend_conf bconf = {
         .source = o->source,
@@ -362,7 +456,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     }
     rc = be->ops->check(be);
     if (rc < 0) {
-        fprintf(stderr, "pagefs: %s: %s\n", o->source, check_message(o->source, rc));
+        check_message(o, rc);
         goto out_destroy_backend;
     }
 

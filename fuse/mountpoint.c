@@ -13,6 +13,11 @@
  * (mountpoint_prepare), which narrows the window in which two daemons starting at once on one
  * mount point can both pass to the few system calls between the check and the mount.
  *
+ * Before libfuse mounts, mountpoint_fuse_check() repeats the two refusals a non-root user
+ * meets most (a /dev/fuse the user may not open; allow_other without user_allow_other in
+ * /etc/fuse.conf) and words them as one line that says what to do; libfuse and fusermount3
+ * would print their own line and leave the daemon only "mount failed" to add.
+ *
  * The readahead of a FUSE mount lives in its backing device info,
  * /sys/class/bdi/<major>:<minor>/read_ahead_kb; the device numbers come from
  * /proc/self/mountinfo, so finding them never calls into the mount.
@@ -25,6 +30,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ctype.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +43,8 @@
 #include <unistd.h>
 
 #define MOUNTPOINT_MAX_STALE 8
+#define FUSE_DEV "/dev/fuse"
+#define FUSE_CONF "/etc/fuse.conf"
 
 char *mountpoint_absolute(const char *path)
 {
@@ -263,5 +271,69 @@ int mountpoint_set_readahead(const char *mp, unsigned kb)
     ssize_t w = write(fd, val, (size_t)len);
     rc = w == len ? 0 : (w < 0 ? -errno : -EIO);
     close(fd);
+    return rc;
+}
+
+int mountpoint_fuse_conf_allows_other(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return errno == ENOENT ? 0 : -errno;
+    char *line = NULL;
+    size_t cap = 0;
+    int found = 0;
+    errno = 0;
+    while (!found && getline(&line, &cap, f) >= 0) {
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *p = line, *end = line + strlen(line);
+        while (isspace((unsigned char)*p))
+            p++;
+        while (end > p && isspace((unsigned char)end[-1]))
+            *--end = '\0';
+        found = strcmp(p, "user_allow_other") == 0;
+    }
+    int rc = ferror(f) ? -(errno ? errno : EIO) : found;
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+int mountpoint_fuse_check(const char *dev, const char *fuse_conf, const char *other_opt, char *err,
+                          size_t errlen)
+{
+    struct stat st;
+    uid_t uid = getuid();
+    if (!dev)
+        dev = FUSE_DEV;
+    if (!fuse_conf)
+        fuse_conf = FUSE_CONF;
+
+    /* fusermount3's check, made first: a user meeting both refusals fixes both anyway. */
+    if (other_opt && uid != 0 && mountpoint_fuse_conf_allows_other(fuse_conf) == 0) {
+        snprintf(err, errlen,
+                 "%s needs 'user_allow_other' in %s when a non-root user mounts: add that line "
+                 "to %s (as root), or mount as root",
+                 other_opt, fuse_conf, fuse_conf);
+        return -EPERM;
+    }
+    if (access(dev, R_OK | W_OK) == 0)
+        return 0;
+    int rc = -errno;
+    if (rc == -ENOENT || rc == -ENODEV || rc == -ENXIO) {
+        snprintf(err, errlen,
+                 "%s does not exist: load the fuse kernel module (modprobe fuse), or in a "
+                 "container pass the device in (e.g. docker run --device /dev/fuse --cap-add "
+                 "SYS_ADMIN)",
+                 dev);
+    } else if ((rc == -EACCES || rc == -EPERM) && stat(dev, &st) == 0) {
+        snprintf(err, errlen,
+                 "%s is not readable and writable by uid %u (mode %04o, owner uid %u): mount "
+                 "as root, or give this user access to %s (it is usually mode 0666)",
+                 dev, (unsigned)uid, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, dev);
+    } else {
+        snprintf(err, errlen, "cannot use %s: %s", dev, strerror(-rc));
+    }
     return rc;
 }

@@ -1,5 +1,6 @@
 /*
- * mountpoint.h - preparing a mount point: absolute paths, stale mounts, readahead.
+ * mountpoint.h - preparing a mount point: absolute paths, stale mounts, whether FUSE can mount
+ * for this user, readahead.
  *
  * All functions return 0 or -errno and, where they take one, write a one-line message into
  * err. None of them changes a live mount: the checks only stat and list the mount point, and
@@ -25,6 +26,23 @@ int mountpoint_check(const char *mp, int nonempty, char *err, size_t errlen);
  * umount2(MNT_DETACH) as root, with `fusermount3 -uz` otherwise. Then checks that `mp` is a
  * directory and repeats mountpoint_check()'s refusals. 0, or -errno with a message. */
 int mountpoint_prepare(const char *mp, int nonempty, char *err, size_t errlen);
+
+/* Whether libfuse can mount for this process, checked before it tries: its own refusals are a
+ * libfuse line plus a failed mount, and do not say what to do. `dev` is the FUSE device
+ * (NULL: /dev/fuse), which must exist and be readable and writable by the real uid (libfuse
+ * opens it before anything else, also before it calls fusermount3); `fuse_conf` is fuse.conf
+ * (NULL: /etc/fuse.conf), which must have `user_allow_other` when a non-root user asks for
+ * access by others: `other_opt` is the option asking ("allow_other" or "allow_root", which
+ * fusermount3 refuses otherwise), NULL when none does. A fuse.conf
+ * this user cannot read passes (fusermount3, set-uid root, reads it). 0, or -errno with a
+ * one-line message saying what to do. */
+int mountpoint_fuse_check(const char *dev, const char *fuse_conf, const char *other_opt, char *err,
+                          size_t errlen);
+
+/* 1 if the fuse.conf at `path` has a `user_allow_other` line as fusermount3 reads it (text
+ * from '#' on dropped, blanks around trimmed), 0 if not or if the file does not exist, -errno
+ * if it cannot be read. */
+int mountpoint_fuse_conf_allows_other(const char *path);
 
 /* Sets the kernel readahead of the FUSE mount at `mp` (found in /proc/self/mountinfo) to `kb`
  * KiB through /sys/class/bdi. Needs root; 0 or -errno. */

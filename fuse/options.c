@@ -588,10 +588,32 @@ static int invalid(const struct opt *d, const char *val, char *err, size_t errle
     return fail(err, errlen, "invalid %s '%s'", d->name, val);
 }
 
-/* endpoint=http[s]://host... */
+/* 1 if s looks like an AWS region name (us-east-1, ap-southeast-2, us-gov-west-1): lower-case
+ * letters, digits and dashes, starting with a letter, with two dashes or more and a digit last. */
+static bool looks_like_region(const char *s)
+{
+    size_t n = strlen(s), dashes = 0;
+    if (n < 4 || n > 32 || !(s[0] >= 'a' && s[0] <= 'z') || !(s[n - 1] >= '0' && s[n - 1] <= '9'))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '-')
+            dashes++;
+        else if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+            return false;
+    }
+    return dashes >= 2;
+}
+
+/* endpoint=http[s]://host... s3fs's endpoint= is the region: say so (the value is repeated
+ * only then, since an endpoint may hold user:password@). */
 static int parse_endpoint(struct pagefs_options *o, const struct opt *d, const char *val,
                           char *err, size_t errlen)
 {
+    if (looks_like_region(val))
+        return fail(err, errlen,
+                    "invalid endpoint '%s': that looks like a region (s3fs's endpoint=); use "
+                    "region=%s, and endpoint= only for a URL (http[s]://host[:port])",
+                    val, val);
     if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
         return fail(err, errlen, "invalid endpoint: must start with http:// or https://");
     if (!val[strncmp(val, "http://", 7) == 0 ? 7 : 8])

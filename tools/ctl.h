@@ -64,6 +64,11 @@ int ctl_relative_path(const char *root, const char *abs_path, char **rel);
 /* The value of `key` in "key=value\n" text; 0 with *value (caller frees), -ENOENT if absent. */
 int ctl_kv_get(const char *text, const char *key, char **value);
 
+/* Is `path` the root of a live pagefs mount? 1 with *cache_dir (its daemon's cache directory:
+ * where its control socket is; caller frees), 0 when it is not (or cannot be resolved), or
+ * -ENOMEM. Asks only the mount root's stats attribute; prints nothing. */
+int ctl_pagefs_mount_cache_dir(const char *path, char **cache_dir);
+
 /* One daemon, found from a path inside its mount. */
 struct ctl_target {
     char *root;           /* mount root */

@@ -174,6 +174,30 @@ static int only_pagefs_mount(char **mp)
     return rc;
 }
 
+int ctl_pagefs_mount_cache_dir(const char *path, char **cache_dir)
+{
+    char *abs = NULL, *root = NULL, *text = NULL, *sock = NULL;
+    int rc = 0;
+    *cache_dir = NULL;
+    abs = realpath(path, NULL);
+    if (!abs)
+        return errno == ENOMEM ? -ENOMEM : 0;
+    if (ctl_mount_root(abs, &root) < 0 || strcmp(root, abs) != 0 ||
+        read_stats_xattr(root, &text) < 0)
+        goto out_free;
+    if (ctl_kv_get(text, "control_socket", &sock) < 0 || !strrchr(sock, '/'))
+        goto out_free;
+    char *slash = strrchr(sock, '/');
+    *cache_dir = slash == sock ? strdup("/") : strndup(sock, (size_t)(slash - sock));
+    rc = *cache_dir ? 1 : -ENOMEM;
+out_free:
+    free(sock);
+    free(text);
+    free(root);
+    free(abs);
+    return rc;
+}
+
 static int is_dead_mount_error(int err)
 {
     return err == ENOTCONN || err == ECONNABORTED;

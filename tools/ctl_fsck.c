@@ -13,6 +13,9 @@
  * Offline only (see cache_fsck.h): both tools hold the cache directory's lock
  * (cache/cache_lock.h) while they look, so a cache a daemon uses is refused ("cache directory
  * C is in use by the pagefs mount on MNT (pid N)") and no daemon can start on it meanwhile.
+ * A live pagefs mount point given instead of a cache directory is refused with the cache
+ * directory of its daemon ("MNT is a mounted pagefs, not a cache directory: unmount first; its
+ * cache is C").
  * info and fsck take it as readers (shared, nothing created), fsck --repair as the owner.
  *
  * No state beyond locals; no locks.
@@ -38,8 +41,8 @@ static const char fsck_usage[] =
     "Usage: pagefs fsck CACHE_DIR [--repair] [--json]\n"
     "Checks a pagefs cache directory offline: every page in the index has its file with the\n"
     "recorded length and XXH3-64 checksum, no file under pages/ lacks a row, tmp/ is empty.\n"
-    "Refuses a cache a running daemon uses (unmount first); a daemon cannot start on the\n"
-    "cache while the check runs.\n"
+    "Refuses a cache a running daemon uses (unmount first), and a mount point given instead\n"
+    "of its cache (naming the cache); a daemon cannot start on the cache while the check runs.\n"
     "\n"
     "Options:\n"
     "  --repair    drop bad pages, remove orphans and tmp/ leftovers, reset a damaged index\n"
@@ -142,10 +145,20 @@ out_put_extra:
     return rc;
 }
 
-/* Takes the lock of dir for an offline look (owner: for a repair); prints why not. */
+/* Takes the lock of dir for an offline look (owner: for a repair); prints why not. A mount
+ * point given for its cache is named as such, with the cache directory to give instead. */
 static int lock_offline(const char *prog, const char *dir, int repair, struct cache_lock **lock)
 {
-    char err[512], *holder = NULL;
+    char err[512], *holder = NULL, *cache_dir = NULL;
+    int mounted = ctl_pagefs_mount_cache_dir(dir, &cache_dir);
+    if (mounted == 1) {
+        prog_errorf(prog,
+                    "%s is a mounted pagefs, not a cache directory: unmount first; its "
+                    "cache is %s",
+                    dir, cache_dir);
+        free(cache_dir);
+        return -EBUSY;
+    }
     if (repair && asprintf(&holder, "%s fsck --repair", prog) < 0) {
         prog_errorf(prog, "out of memory");
         return -ENOMEM;

@@ -16,7 +16,8 @@ fsck of the same cache; stats --json and the text table, stats from inside the m
 PATH, --watch; progress lines and the summary when stdout is not a terminal, a progress bar
 through a pseudo-terminal; --json of load; a failing file gives exit 1; exit 3 outside a pagefs
 mount, 2 for bad usage; --help of every command; fsck of a good, a damaged and a repaired
-cache, and its refusal while the daemon runs.
+cache, and its refusals while the daemon runs (of the cache, and of the mount point given
+instead, named with its cache directory).
 
 Run by ctest with PAGEFS_BIN and PAGEFS_TEST_TMP set; /usr/bin/python3, standard library (plus
 boto3 for the S3 case)."""
@@ -301,6 +302,12 @@ class FileCtlTest(CtlCases, unittest.TestCase):
         r = self.ctl("fsck", cache)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("in use", r.stderr)
+        # the mount point given instead of the cache: named, with the cache to give
+        for arg in (m.mountpoint, m.mountpoint + "/"):
+            r = self.ctl("fsck", arg)
+            self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
+            self.assertEqual(r.stderr, "pagefs: %s is a mounted pagefs, not a cache directory: "
+                             "unmount first; its cache is %s\n" % (arg, cache))
         self.assertEqual(m.unmount(), 0)
 
         r = self.ok("fsck", cache)

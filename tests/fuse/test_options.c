@@ -415,6 +415,25 @@ static void test_einval_options(void)
     EXPECT_EINVAL("invalid endpoint", "s3://b", "/m", "-o", "endpoint=ftp://h");
     EXPECT_EINVAL("invalid endpoint: missing host", "s3://b", "/m", "-o", "endpoint=http://");
     EXPECT_EINVAL("'endpoint' needs a value", "s3://b", "/m", "-o", "endpoint=");
+    /* s3fs's endpoint= is the region: the message names region= (the whole text, once). */
+    EXPECT_EINVAL("invalid endpoint 'us-east-1': that looks like a region (s3fs's endpoint=); "
+                  "use region=us-east-1, and endpoint= only for a URL (http[s]://host[:port])",
+                  "s3://b", "/m", "-o", "endpoint=us-east-1");
+    EXPECT_EINVAL("use region=ap-southeast-2,", "s3://b", "/m", "-o", "endpoint=ap-southeast-2");
+    EXPECT_EINVAL("use region=us-gov-west-1,", "s3://b", "/m", "-o", "endpoint=us-gov-west-1");
+    /* Not region-like: the plain message, which never repeats the value (it may hold a
+     * user:password@). */
+    static const char *const not_regions[] = {
+        "endpoint=s3.amazonaws.com", "endpoint=us-east",        "endpoint=127.0.0.1:7480",
+        "endpoint=US-EAST-1",        "endpoint=u:secret@h-a-1", "endpoint=east-1",
+    };
+    for (size_t i = 0; i < sizeof(not_regions) / sizeof(not_regions[0]); i++) {
+        struct pagefs_options o;
+        char err[256] = "";
+        CHECK_EQ(PARSE(&o, err, "s3://b", "/m", "-o", not_regions[i]), -EINVAL);
+        CHECK_STR(err, "invalid endpoint: must start with http:// or https://");
+        pagefs_options_clear(&o);
+    }
     EXPECT_EINVAL("'region' needs a value", "s3://b", "/m", "-o", "region");
     EXPECT_EINVAL("'profile' needs a value", "s3://b", "/m", "-o", "profile=");
     EXPECT_EINVAL("'cache_dir' needs a value", "s3://b", "/m", "-o", "cache_dir=");

@@ -11,10 +11,22 @@ non-UTF-8 bytes (in the source, an option name, an option value and the mount po
 Each row runs in the background form (the command forks a daemon and reports its status) and,
 for rows that get past option parsing, in the foreground form (-f) too.
 
+ExactLinesTest holds mount errors whose whole line is fixed (exact words): s3fs's
+endpoint=REGION, and what a non-root user meets before FUSE can mount: a /dev/fuse it may not
+open, allow_other or allow_root without user_allow_other in fuse.conf. Without them libfuse
+(and fusermount3) printed a line of their own and pagefs "mount failed". Those rows run the
+binary as nobody (setpriv; needs root). The fuse.conf read is pointed at a file of the test
+with PAGEFS_TEST_FUSE_CONF (an override for tests only: fusermount3 still reads
+/etc/fuse.conf); when /dev/fuse is open to everyone on the machine, PAGEFS_TEST_FUSE_DEV points
+the device check at a root-owned 0600 file of the test instead (also for tests only).
+
 Run by ctest (label hostile) with PAGEFS_BIN set."""
 
 import os
+import pwd
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import unittest
@@ -143,6 +155,107 @@ class BadArgsTest(unittest.TestCase):
                 self.check_row(label, args, needle)
                 if past_parsing:
                     self.check_row(label + " (-f)", args + [b"-f"], needle)
+
+
+class ExactLinesTest(unittest.TestCase):
+    """Mount errors whose one line is fixed word for word."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pagefs = mountlib.pagefs_binary()
+
+    def setUp(self):
+        self.work = mountlib.TempDir("exactlines")
+        self.addCleanup(self.work.cleanup)
+        os.chmod(self.work.path, 0o755)  # nobody passes through to the mount point
+        self.src = os.path.join(self.work.path, "src")
+        os.makedirs(os.path.join(self.src, "d"))
+        with open(os.path.join(self.src, "d", "f"), "w") as f:
+            f.write("hello\n")
+        os.chmod(self.src, 0o755)
+        self.mp = os.path.join(self.work.path, "mnt")
+        os.makedirs(self.mp)
+        os.chmod(self.mp, 0o755)
+
+    def assert_line(self, args, want, user=None, env=None):
+        """Runs pagefs (as `user` with setpriv when given), background and -f forms: status 1,
+        exactly `want` on stderr, nothing mounted, no daemon left."""
+        for form in ([], ["-f"]):
+            cmd = [self.pagefs] + args + form
+            if user:
+                cmd = ["setpriv", "--reuid=%d" % user.pw_uid, "--regid=%d" % user.pw_gid,
+                       "--clear-groups"] + cmd
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=120, cwd=self.work.path,
+                               env=dict(os.environ, HOME="/nonexistent", **(env or {})))
+            where = "%r" % cmd
+            self.assertEqual((r.returncode, r.stderr, r.stdout), (1, want + "\n", ""), where)
+            self.assertFalse(mountlib.is_mounted(self.mp), where)
+            self.assertEqual(mountlib.daemon_pids(self.mp), [], where)
+
+    def test_endpoint_region(self):
+        for region in ("us-east-1", "eu-central-1", "us-gov-west-1"):
+            self.assert_line(
+                ["mount", "s3://bucket/prefix", self.mp, "-o", "endpoint=" + region],
+                "pagefs: invalid endpoint '%s': that looks like a region (s3fs's endpoint=); use "
+                "region=%s, and endpoint= only for a URL (http[s]://host[:port])"
+                % (region, region))
+
+    def nobody(self):
+        """(user nobody, its cache directory) or skip: the rows need root and setpriv."""
+        if os.geteuid() != 0 or shutil.which("setpriv") is None:
+            self.skipTest("needs root and setpriv")
+        user = pwd.getpwnam("nobody")
+        cache = os.path.join(self.work.path, "cache")
+        os.makedirs(cache)
+        os.chown(cache, user.pw_uid, user.pw_gid)  # the only cache dir nobody can write
+        return user, cache
+
+    def fuse_device(self, user):
+        """(path, env) of a FUSE device `user` may not open: /dev/fuse itself when its mode
+        shuts out others (0600 root here), else a root-owned 0600 file of the test given to the
+        check through PAGEFS_TEST_FUSE_DEV (for tests only)."""
+        st = os.stat("/dev/fuse")
+        if st.st_uid != user.pw_uid and not st.st_mode & (stat.S_IROTH | stat.S_IWOTH):
+            return "/dev/fuse", {}
+        dev = os.path.join(self.work.path, "fuse-device")
+        with open(dev, "w"):
+            pass
+        os.chmod(dev, 0o600)
+        return dev, {"PAGEFS_TEST_FUSE_DEV": dev}
+
+    def test_dev_fuse_not_accessible(self):
+        user, cache = self.nobody()
+        dev, env = self.fuse_device(user)
+        mode = stat.S_IMODE(os.stat(dev).st_mode)
+        self.assert_line(
+            ["mount", "file://" + self.src, self.mp, "-o", "cache_dir=" + cache],
+            "pagefs: %s is not readable and writable by uid %d (mode %04o, owner uid 0): mount "
+            "as root, or give this user access to %s (it is usually mode 0666)"
+            % (dev, user.pw_uid, mode, dev), user=user, env=env)
+
+    def test_allow_other_without_user_allow_other(self):
+        user, cache = self.nobody()
+        dev, env = self.fuse_device(user)
+        conf = os.path.join(self.work.path, "fuse.conf")
+        with open(conf, "w") as f:
+            f.write("# mount_max = 1000\n#user_allow_other\n")
+        os.chmod(conf, 0o644)
+        env = dict(env, PAGEFS_TEST_FUSE_CONF=conf)
+        for opt in ("allow_other", "allow_root"):
+            self.assert_line(
+                ["mount", "file://" + self.src, self.mp, "-o", "cache_dir=%s,%s" % (cache, opt)],
+                "pagefs: %s needs 'user_allow_other' in %s when a non-root user mounts: add that "
+                "line to %s (as root), or mount as root" % (opt, conf, conf), user=user, env=env)
+        # With the line, the same mount gets past this check to the next one (the device).
+        with open(conf, "a") as f:
+            f.write("user_allow_other\n")
+        mode = stat.S_IMODE(os.stat(dev).st_mode)
+        self.assert_line(
+            ["mount", "file://" + self.src, self.mp, "-o", "cache_dir=%s,allow_other" % cache],
+            "pagefs: %s is not readable and writable by uid %d (mode %04o, owner uid 0): mount "
+            "as root, or give this user access to %s (it is usually mode 0666)"
+            % (dev, user.pw_uid, mode, dev), user=user, env=env)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
  * checks every backend op through s3_backend_create: listings (root, nested, flat, 1100
  * keys over several pages), odd keys, stat, byte-exact ranged reads, If-Match staleness,
  * not-found, a /prefix source, virtual-hosted addressing, concurrent readers, and the
- * errors of check(). A fresh bucket per run, so the test can rerun on the same fixture.
+ * results of check(): an empty prefix (0 and one warning), a key given as the prefix
+ * (-ENOTDIR), a missing bucket (-ENOENT), bad credentials, an unreachable endpoint. A fresh
+ * bucket per run, so the test can rerun on the same fixture.
  */
 #include "backends/backend.h"
 #include "backends/s3.h"
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -663,14 +666,89 @@ static void test_prefix_source(void)
         }
         free(src);
     }
-    /* A prefix with nothing under it fails the mount-time check. */
+}
+
+/* What the log callback of a backend received (the last message and how many). */
+struct log_capture {
+    int count, level;
+    char msg[512];
+};
+
+static void capture_log(void *arg, int level, const char *msg)
+{
+    struct log_capture *c = arg;
+    c->count++;
+    c->level = level;
+    snprintf(c->msg, sizeof(c->msg), "%s", msg);
+}
+
+static struct backend *open_s3_logged(const char *source, struct log_capture *cap)
+{
+    struct backend_conf conf = {.source = source,
+                                .endpoint = endpoint,
+                                .path_style = -1,
+                                .timeout_ms = 20000,
+                                .log = capture_log,
+                                .log_arg = cap};
+    struct backend *be = NULL;
+    char err[512] = "";
+    memset(cap, 0, sizeof(*cap));
+    CHECK_EQ(s3_backend_create(&conf, &be, err, sizeof(err)), 0);
+    return be;
+}
+
+/* The mount-time check of a prefix: one with nothing under it passes with one warning (an empty
+ * tree, as s3fs mounts it); a key given as the prefix is -ENOTDIR; a prefix with objects passes
+ * without a word. */
+static void test_check_prefixes(void)
+{
+    struct log_capture cap;
     char *src = source_of("/no/such/prefix");
-    struct backend *be = open_s3(src, NULL, -1);
+    struct backend *be = open_s3_logged(src, &cap);
     if (be) {
-        CHECK_EQ(be->ops->check(be), -ENOENT);
+        CHECK_EQ(be->ops->check(be), 0);
+        CHECK_EQ(cap.count, 1);
+        CHECK_EQ(cap.level, LOG_WARNING);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "s3://%s/no/such/prefix: no objects under prefix no/such/prefix/ (yet); "
+                 "mounting an empty tree",
+                 bucket);
+        CHECK_STR(cap.msg, want);
+        struct backend_list_page page = {0};
+        CHECK_EQ(be->ops->list(be, "", "/", NULL, &page), 0);
+        CHECK_EQ(page.count, 0);
+        backend_list_page_clear(&page);
         backend_destroy(be);
     }
     free(src);
+
+    /* Keys given as the prefix: at the top, nested, and one whose name starts another key's. */
+    static const char *const keys[] = {"/top1.bin", "/dir1/b.bin", "/pre/fixother",
+                                       "//pre/fixother/"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        src = source_of(keys[i]);
+        be = open_s3_logged(src, &cap);
+        if (be) {
+            CHECK_EQ(be->ops->check(be), -ENOTDIR);
+            CHECK_EQ(cap.count, 0);
+            backend_destroy(be);
+        }
+        free(src);
+    }
+
+    /* A prefix with objects, and one that is both a prefix and (cut short) a key's start. */
+    static const char *const good[] = {"/pre", "/pre/fix", "/dir1/sub"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        src = source_of(good[i]);
+        be = open_s3_logged(src, &cap);
+        if (be) {
+            CHECK_EQ(be->ops->check(be), 0);
+            CHECK_EQ(cap.count, 0);
+            backend_destroy(be);
+        }
+        free(src);
+    }
 }
 
 static void test_virtual_hosted(void)
@@ -827,6 +905,7 @@ int main(int argc, char **argv)
     RUN(test_stale_version);
     RUN(test_not_found);
     RUN(test_prefix_source);
+    RUN(test_check_prefixes);
     RUN(test_virtual_hosted);
     RUN(test_check_errors);
 
