@@ -14,10 +14,10 @@
  *   within it) -> reader (cache/reader.h: its prefetcher draws on the budget) -> file system ->
  *   health state of /healthz (fuse/health.h; told when the mount is made, serves, ends) ->
  *   control-plane server (load jobs draw on the budget too; fuse/rest.h: control socket, -o
- *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers -> clean a stale mount point and check again ->
- *   mount -> [tell the parent: ok; stdio to /dev/null, log to syslog] -> INIT served in this
- *   thread, then the readahead raised (serve_init) -> multithreaded loop until unmount /
- *   SIGINT / SIGTERM.
+ *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers -> clean a
+ *   stale mount point and check again -> mount -> [tell the parent: ok; stdio to /dev/null,
+ *   log to syslog] -> INIT served in this thread, then the readahead raised (serve_init) ->
+ *   multithreaded loop until unmount / SIGINT / SIGTERM.
  *
  * The cache directory lock (cache/cache_lock.h) makes the daemon the only user of CACHE_DIR:
  * it is taken in the process that lives on (after the fork) before anything in the directory

@@ -10,9 +10,8 @@
  * The server is rest.c (listeners, plumbing), rest_v1.c (Alluxio API), rest_api.c (pagefs API).
  *
  * Ownership: rest_server_create/rest_server_destroy. The backend, caches, reader, budget,
- * file system and health state are borrowed: create the server after they exist and destroy it before any of
- * them is destroyed.
- * Strings in conf are copied.
+ * file system and health state are borrowed: create the server after they exist and destroy it
+ * before any of them is destroyed. Strings in conf are copied.
  */
 #ifndef PAGEFS_REST_H
 #define PAGEFS_REST_H

@@ -70,9 +70,8 @@ enum MHD_Result rest_api_healthz(struct rest_server *rs, struct MHD_Connection *
                                  struct req_ctx *ctx)
 {
     struct health_facts f;
-    struct health_sources src = {.be = rs->be,
-                                 .fs = rs->fs,
-                                 .uptime_s = (double)(rest_mono_ms() - rs->start_ms) / 1000.0};
+    struct health_sources src = {
+        .be = rs->be, .fs = rs->fs, .uptime_s = (double)(rest_mono_ms() - rs->start_ms) / 1000.0};
     pagefs_health_gather(rs->health, &src, &f);
     struct json_object *o = health_render(&f);
     if (!o)

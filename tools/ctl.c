@@ -4,8 +4,8 @@
  *
  * Design: main() of the pagefs binary (tools/pagefs.c) hands argv to pagefs_ctl_main() when
  * argv[1] names a command (pagefs_ctl_is_command); each command lives in its own file
- * (ctl_load.c, ctl_stats.c, ctl_files.c, ctl_fsck.c, ctl_health.c), parses its own options and returns an
- * exit code (ctl.h). Nothing here keeps state beyond a call; no locks, no globals.
+ * (ctl_load.c, ctl_stats.c, ctl_files.c, ctl_fsck.c, ctl_health.c), parses its own options
+ * and returns an exit code (ctl.h). Nothing here keeps state beyond a call; no locks, no globals.
  * curl_global_init runs once here, before any command can start a thread.
  */
 #include "tools/ctl.h"

@@ -11,9 +11,9 @@
  * with the pagefs-cache tool (ctl_fsck_*).
  *
  * Exit codes of every command: CTL_EXIT_OK, CTL_EXIT_FAILED (some files failed, fsck found
- * problems, the daemon refused the request, health: the daemon cannot serve reads), CTL_EXIT_USAGE (bad command line, or a PATH that
- * cannot be accessed), CTL_EXIT_UNREACHABLE (not inside a pagefs mount, or the daemon does not
- * answer on its control socket).
+ * problems, the daemon refused the request; health: the daemon cannot serve reads),
+ * CTL_EXIT_USAGE (bad command line, or a PATH that cannot be accessed), CTL_EXIT_UNREACHABLE
+ * (not inside a pagefs mount, or the daemon does not answer on its control socket).
  *
  * The rest of this header is internal to the library, its tests and pagefs-cache.
  */

@@ -380,8 +380,8 @@ int ctl_http_request(struct ctl_http *h, const char *method, const char *url_pat
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->timeout_s ? h->timeout_s : 10L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT,
-                     h->timeout_s ? h->timeout_s : strcmp(method, "GET") == 0 ? 120L : 600L);
+    long timeout = strcmp(method, "GET") == 0 ? 120L : 600L;
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, h->timeout_s ? h->timeout_s : timeout);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);

@@ -93,8 +93,7 @@ static void test_store_health(void)
     /* The store unreachable: the failure, its time and errno. */
     fault_backend_set(fault, 0, ECONNREFUSED, 0);
     uint64_t t1 = backend_now_ms();
-    CHECK_EQ(stats->ops->list(stats, "", "/", NULL, &(struct backend_list_page){0}),
-             -ECONNREFUSED);
+    CHECK_EQ(stats->ops->list(stats, "", "/", NULL, &(struct backend_list_page){0}), -ECONNREFUSED);
     CHECK_EQ(stats->ops->counters(stats, &c), 0);
     uint64_t success = c.last_success_ms;
     CHECK(c.last_failure_ms >= t1 && c.last_failure_ms <= backend_now_ms());
