@@ -97,6 +97,14 @@ struct backend_counters {
     uint64_t cred_refreshes;        /* sets fetched after the first */
     uint64_t cred_refresh_failures; /* fetches after the first that failed */
     uint64_t cred_expiration;       /* Unix seconds when the current set expires; 0: never */
+    /* The store's health as the stats layer saw it: when a call last got the store's answer
+     * and when one last failed (backend_now_ms(); 0: never), and that failure's positive
+     * errno. An answer includes "no such key" (ENOENT) and "changed" (ESTALE); a failure is
+     * an errno backend_errno_is_transient() names, or EACCES/EPERM; a cancelled call (EINTR)
+     * or a local error (EINVAL, ENOMEM) is neither. */
+    uint64_t last_success_ms;
+    uint64_t last_failure_ms;
+    int last_failure_errno;
 };
 
 struct backend;

@@ -8,6 +8,11 @@
  * for the Prometheus endpoint. Counters are relaxed atomics; a reader
  * may see one counter a call ahead of another, never a torn value.
  *
+ * The layer also keeps what /healthz reports of the store (backend.h, struct backend_counters):
+ * the time of the last call the store answered and of the last one that failed, with its
+ * errno. The failure is one atomic word (time << 16 | errno), so a reader never pairs one
+ * failure's time with another's errno.
+ *
  * Invariants: counters only grow (inflight is a gauge: +1 before the call, -1 after); every
  * call is counted once, failed ones in errors too. Lock order: no locks (relaxed atomics).
  */
@@ -27,7 +32,20 @@ struct stats_priv {
     atomic_uint_fast64_t stat_calls, list_calls, read_calls, check_calls, errors, bytes_read;
     atomic_uint_fast64_t inflight;
     struct stats_latency lat_stat, lat_list, lat_read;
+    atomic_uint_fast64_t last_success_ms; /* backend_now_ms(); 0: never */
+    atomic_uint_fast64_t last_failure;    /* backend_now_ms() << 16 | errno; 0: never */
 };
+
+/* Files what a call's result says about the store (backend.h: last_success_ms, ...). */
+static void note_outcome(struct stats_priv *sp, long long rc)
+{
+    if (rc >= 0 || rc == -ENOENT || rc == -ESTALE) {
+        atomic_store_explicit(&sp->last_success_ms, backend_now_ms(), memory_order_relaxed);
+    } else if (rc == -EACCES || rc == -EPERM || backend_errno_is_transient((int)rc)) {
+        uint64_t word = backend_now_ms() << 16 | ((uint64_t)-rc & 0xffffu);
+        atomic_store_explicit(&sp->last_failure, word, memory_order_relaxed);
+    }
+}
 
 static void count(atomic_uint_fast64_t *c, uint64_t n)
 {
@@ -66,6 +84,7 @@ static int stats_stat(struct backend *be, const char *key, struct backend_stat *
     uint64_t t0 = call_begin(sp);
     int rc = sp->inner->ops->stat(sp->inner, key, out);
     call_end(sp, &sp->lat_stat, t0);
+    note_outcome(sp, rc);
     if (rc < 0 && rc != -ENOENT)
         count(&sp->errors, 1);
     return rc;
@@ -79,6 +98,7 @@ static int stats_list(struct backend *be, const char *prefix, const char *delim,
     uint64_t t0 = call_begin(sp);
     int rc = sp->inner->ops->list(sp->inner, prefix, delim, token, out);
     call_end(sp, &sp->lat_list, t0);
+    note_outcome(sp, rc);
     if (rc < 0)
         count(&sp->errors, 1);
     return rc;
@@ -92,6 +112,7 @@ static ssize_t stats_read_range(struct backend *be, const char *key, const char 
     uint64_t t0 = call_begin(sp);
     ssize_t n = sp->inner->ops->read_range(sp->inner, key, version, off, len, buf);
     call_end(sp, &sp->lat_read, t0);
+    note_outcome(sp, n);
     if (n < 0)
         count(&sp->errors, 1);
     else
@@ -104,6 +125,7 @@ static int stats_check(struct backend *be)
     struct stats_priv *sp = be->priv;
     count(&sp->check_calls, 1);
     int rc = sp->inner->ops->check(sp->inner);
+    note_outcome(sp, rc);
     if (rc < 0)
         count(&sp->errors, 1);
     return rc;
@@ -130,6 +152,10 @@ static int stats_counters(struct backend *be, struct backend_counters *out)
     latency_load(&sp->lat_stat, &out->lat_stat);
     latency_load(&sp->lat_list, &out->lat_list);
     latency_load(&sp->lat_read, &out->lat_read);
+    out->last_success_ms = atomic_load_explicit(&sp->last_success_ms, memory_order_relaxed);
+    uint64_t failure = atomic_load_explicit(&sp->last_failure, memory_order_relaxed);
+    out->last_failure_ms = failure >> 16;
+    out->last_failure_errno = (int)(failure & 0xffffu);
     return 0;
 }
 

@@ -14,6 +14,7 @@
  *   + metadata cache -> the fetch memory budget (one bound, -o prefetch_mem, on the page
  *   buffers of read-ahead and load jobs together; the pool keeps the memory mapped for them
  *   within it) -> reader (cache/reader.h: its prefetcher draws on the budget) -> file system ->
+ *   health state of /healthz (fuse/health.h; told when the mount is made, serves, ends) ->
  *   control-plane server (load jobs draw on the budget too; fuse/rest.h: control socket, -o
  *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers -> clean a
  *   stale mount point and check again -> mount -> [tell the parent: ok; stdio to /dev/null,
@@ -78,6 +79,7 @@
 #include "cache/reader.h"
 #include "fuse/cluster.h"
 #include "fuse/fs.h"
+#include "fuse/health.h"
 #include "fuse/mountpoint.h"
 #include "fuse/options.h"
 #include "fuse/rest.h"
@@ -169,10 +171,13 @@ static int serve_init(struct fuse_session *se, const char *mp)
  * (a signal landing just before the sem_wait() is lost), and the workers sleep in
  * read(/dev/fuse) until a request comes. This watcher closes the window: once the session is
  * marked exited and the loop has not ended yet, it sends the file system a request (statvfs of
- * the mount point) every 100 ms, which wakes a worker, which sees the flag and ends the loop. */
+ * the mount point) every 100 ms, which wakes a worker, which sees the flag and ends the loop.
+ * It also tells /healthz (fuse/health.h) that the session is ending as soon as the flag is
+ * set, before the loop has noticed. */
 struct exit_watch {
     struct fuse_session *se;
     const char *mp;
+    struct pagefs_health *health;
     atomic_int loop_done;
 };
 
@@ -182,8 +187,10 @@ static void *exit_watch_main(void *arg)
     struct statvfs sv;
     while (!atomic_load(&w->loop_done)) {
         usleep(100000);
-        if (fuse_session_exited(w->se) && !atomic_load(&w->loop_done))
+        if (fuse_session_exited(w->se) && !atomic_load(&w->loop_done)) {
+            pagefs_health_set_session(w->health, HEALTH_SESSION_ENDED);
             statvfs(w->mp, &sv); /* unanswered once the loop ends: returns at unmount */
+        }
     }
     return NULL;
 }
@@ -399,6 +406,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     struct pagefs_fs *fs = NULL;
     struct reader *reader = NULL;
     struct rest_server *rest = NULL;
+    struct pagefs_health *health = NULL;
     char *control_path = NULL;
     struct fuse_session *se = NULL;
     struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -558,6 +566,13 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         fprintf(stderr, "pagefs: %s\n", strerror(-rc));
         goto out_destroy_reader;
     }
+    /* /healthz: the session's progress, the mount and the cache directory (fuse/health.h). */
+    struct pagefs_health_conf hconf = {.mountpoint = mp, .cache_dir = cache_dir};
+    rc = pagefs_health_create(&hconf, &health);
+    if (rc < 0) {
+        fprintf(stderr, "pagefs: %s\n", strerror(-rc));
+        goto out_destroy_fs;
+    }
     /* The control plane: the control socket always, TCP with -o rest=. */
     struct rest_conf rconf = {
         .listen = o->rest,
@@ -572,6 +587,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .budget = budget,
         .cache_capacity = o->cache_size,
         .cluster_secret = pagefs_cluster_secret(cluster),
+        .health = health,
     };
     rc = rest_server_create(&rconf, &rest, err, sizeof(err));
     if (rc < 0) {
@@ -597,10 +613,16 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_remove_handlers;
     }
+    /* Resolved now, while it is a plain directory: once mounted, resolving it would send a
+     * request to the mount (see serve_init). */
+    char *mp_real = realpath(mp, NULL);
     if (fuse_session_mount(se, mp) != 0) {
         fprintf(stderr, "pagefs: %s: mount failed\n", mp);
+        free(mp_real);
         goto out_remove_handlers;
     }
+    pagefs_health_mounted(health, mp_real ? mp_real : mp);
+    free(mp_real);
     if (notify_fd >= 0) {
         detach_finish(notify_fd, o->log_level);
         notify_fd = -1;
@@ -625,8 +647,10 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         fuse_log(FUSE_LOG_INFO, "pagefs: unmounting %s\n", mp);
         goto out_unmount;
     }
+    pagefs_health_set_session(health, HEALTH_SESSION_SERVING);
     watch.se = se;
     watch.mp = mp;
+    watch.health = health;
     watch_started = start_helper(&watch_thread, exit_watch_main, &watch) == 0;
 
     struct fuse_loop_config *lcfg = fuse_loop_cfg_create();
@@ -646,6 +670,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     fuse_log(FUSE_LOG_INFO, "pagefs: unmounting %s\n", mp);
 
 out_unmount:
+    pagefs_health_set_session(health, HEALTH_SESSION_ENDED);
     atomic_store(&watch.loop_done, 1);
     fuse_session_unmount(se);
     /* After the unmount (which closes the session's descriptor first): the watcher's
@@ -659,6 +684,8 @@ out_destroy_session:
 out_free_args:
     fuse_opt_free_args(&args);
     rest_server_destroy(rest); /* before the layers it serves from (NULL if it never started) */
+    pagefs_health_destroy(health); /* after its only reader, the REST server */
+out_destroy_fs:
     pagefs_fs_destroy(fs);
 out_destroy_reader:
     reader_destroy(reader); /* after its files' users: the file system and the REST server */

@@ -95,6 +95,7 @@ struct pagefs_fs {
     /* Request counters for the stats text. */
     atomic_uint_fast64_t n_lookup, n_negative, n_getattr, n_readdir, n_open, n_read, n_read_bytes,
         n_read_errors, n_estale, n_read_zero_copy;
+    atomic_uint_fast64_t last_request_ms; /* backend_now_ms() of the last counted request */
 };
 
 /* The part common to file and directory handles: membership of fs->handles. */
@@ -220,6 +221,14 @@ static void intr_end(fuse_req_t req, struct req_intr *ri)
 static void count(atomic_uint_fast64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* Counts one request of the kinds /healthz watches (lookup, getattr, readdir, open, read) and
+ * notes when it was taken (pagefs_fs_last_request_ms()). */
+static void count_request(struct pagefs_fs *fs, atomic_uint_fast64_t *c)
+{
+    count(c, 1);
+    atomic_store_explicit(&fs->last_request_ms, backend_now_ms(), memory_order_relaxed);
 }
 
 static void fill_stat(const struct pagefs_fs *fs, struct stat *st, uint64_t ino, int is_dir,
@@ -356,6 +365,11 @@ void pagefs_fs_get_counters(struct pagefs_fs *fs, struct pagefs_fs_counters *out
     out->inodes = inode_table_count(fs->inodes);
 }
 
+uint64_t pagefs_fs_last_request_ms(struct pagefs_fs *fs)
+{
+    return atomic_load_explicit(&fs->last_request_ms, memory_order_relaxed);
+}
+
 size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
 {
     struct pagefs_stats st;
@@ -429,7 +443,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct fuse_entry_param e;
     int rc;
 
-    count(&fs->n_lookup, 1);
+    count_request(fs, &fs->n_lookup);
     if (strlen(name) > 255) {
         reply_err(req, -ENAMETOOLONG);
         return;
@@ -531,7 +545,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct pagefs_fs *fs = req_fs(req);
     struct inode_info info;
     struct stat st;
-    count(&fs->n_getattr, 1);
+    count_request(fs, &fs->n_getattr);
     int rc = inode_table_get(fs->inodes, ino, &info);
     if (rc < 0) {
         reply_err(req, rc);
@@ -611,7 +625,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct pagefs_fs *fs = req_fs(req);
     struct pagefs_dh *d = (struct pagefs_dh *)(uintptr_t)fi->fh;
     int rc = -ENOMEM;
-    count(&fs->n_readdir, 1);
+    count_request(fs, &fs->n_readdir);
     char *buf = malloc(size ? size : 1);
     /* Inodes handed out in this reply (readdirplus), to be returned if the reply fails. */
     size_t max_ents = size / 24 + 2;
@@ -719,7 +733,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct pagefs_fs *fs = req_fs(req);
     struct inode_info info;
     int rc, unchanged = 0;
-    count(&fs->n_open, 1);
+    count_request(fs, &fs->n_open);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_APPEND | O_CREAT))) {
         reply_err(req, -EROFS);
         return;
@@ -840,7 +854,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     struct pagefs_fs *fs = req_fs(req);
     struct pc_extent ext_stack[READ_STACK_EXTENTS], *ext = ext_stack;
-    count(&fs->n_read, 1);
+    count_request(fs, &fs->n_read);
     if (off < 0) {
         reply_err(req, -EINVAL);
         return;

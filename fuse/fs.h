@@ -75,4 +75,8 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len);
 /* The request counters, for the control plane. */
 void pagefs_fs_get_counters(struct pagefs_fs *fs, struct pagefs_fs_counters *out);
 
+/* When the file system last took a lookup, getattr, readdir, open or read request off the
+ * kernel's queue (backend_now_ms(), the monotonic clock), or 0 if it never did; for /healthz. */
+uint64_t pagefs_fs_last_request_ms(struct pagefs_fs *fs);
+
 #endif

@@ -22,6 +22,10 @@
  * /sys/class/bdi/<major>:<minor>/read_ahead_kb; the device numbers come from
  * /proc/self/mountinfo, so finding them never calls into the mount.
  *
+ * For /healthz the daemon notes the device numbers of its own mount once it is made
+ * (mountpoint_pagefs_device) and later asks whether a mount of that device is still listed
+ * (mountpoint_device_listed): again /proc only, never a request to the mount.
+ *
  * No state, no locks.
  *
  * Invariants: a live mount (pagefs or any other) is never detached.
@@ -251,6 +255,38 @@ int mountpoint_prepare(const char *mp, int nonempty, char *err, size_t errlen)
         return -ENOTDIR;
     }
     return refuse_busy(mp, &st, nonempty, err, errlen);
+}
+
+int mountpoint_pagefs_device(const char *mp, unsigned *maj, unsigned *min)
+{
+    struct mount_entry e;
+    int rc = top_mount(mp, &e);
+    if (rc < 0)
+        return rc;
+    if (strcmp(e.fstype, "fuse.pagefs") != 0)
+        return -ENOENT;
+    *maj = e.maj;
+    *min = e.min;
+    return 0;
+}
+
+int mountpoint_device_listed(unsigned maj, unsigned min)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -errno;
+    char *line = NULL;
+    size_t cap = 0;
+    int found = 0;
+    /* The third field is major:minor. */
+    while (!found && getline(&line, &cap, f) > 0) {
+        unsigned a, b;
+        if (sscanf(line, "%*s %*s %u:%u ", &a, &b) == 2 && a == maj && b == min)
+            found = 1;
+    }
+    free(line);
+    fclose(f);
+    return found;
 }
 
 int mountpoint_set_readahead(const char *mp, unsigned kb)

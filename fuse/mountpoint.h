@@ -48,4 +48,13 @@ int mountpoint_fuse_conf_allows_other(const char *path);
  * KiB through /sys/class/bdi. Needs root; 0 or -errno. */
 int mountpoint_set_readahead(const char *mp, unsigned kb);
 
+/* The device numbers (major:minor) of the mount on top at `mp` when it is a pagefs mount
+ * (type fuse.pagefs). `mp` must be spelled as /proc/self/mountinfo spells it: absolute, with
+ * symlinks resolved. Reads /proc only. 0, -ENOENT (no pagefs mount on top there) or -errno. */
+int mountpoint_pagefs_device(const char *mp, unsigned *maj, unsigned *min);
+
+/* 1 if a mount of device maj:min is listed in /proc/self/mountinfo (at any path), 0 if none
+ * is, or -errno. */
+int mountpoint_device_listed(unsigned maj, unsigned min);
+
 #endif

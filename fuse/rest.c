@@ -303,6 +303,8 @@ static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *c, st
         return rest_api_dashboard(rs, c, ctx);
     case REST_ROUTE_METRICS:
         return rest_api_metrics(rs, c, ctx);
+    case REST_ROUTE_HEALTHZ:
+        return rest_api_healthz(rs, c, ctx);
     case REST_ROUTE_API_STATS:
         return rest_api_stats(rs, c, ctx);
     case REST_ROUTE_API_LOAD_SUBMIT:
@@ -588,7 +590,7 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
     int rc = -EINVAL, tcp_fd = -1, ctl_fd = -1;
     snprintf(err, errlen, "invalid REST server configuration");
     if (!conf->control_path || !conf->source || !conf->be || !conf->pc || !conf->mc ||
-        !conf->reader)
+        !conf->reader || !conf->health)
         return rc;
     rc = -ENOMEM;
     snprintf(err, errlen, "out of memory");
@@ -613,6 +615,7 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
     rs->budget = conf->budget;
     rs->capacity = conf->cache_capacity;
     rs->secret = conf->cluster_secret;
+    rs->health = conf->health;
     rs->start_ms = rest_mono_ms();
     rc = -pthread_mutex_init(&rs->ids.lock, NULL);
     if (rc < 0)

@@ -1,7 +1,7 @@
 /*
  * rest.h - the daemon's control-plane HTTP server: the Alluxio-compatible worker REST API
- * (/v1/...), Prometheus metrics (/metrics), the JSON API of the dashboard and the CLI
- * (/api/v1/...), and the dashboard page (/).
+ * (/v1/...), Prometheus metrics (/metrics), the health check of probes (/healthz), the JSON API
+ * of the dashboard and the CLI (/api/v1/...), and the dashboard page (/).
  *
  * Two listeners share the handlers: a TCP one (only with -o rest=HOST:PORT; it binds exactly
  * that address) and the control socket, a unix socket at conf->control_path created 0600.
@@ -9,10 +9,9 @@
  * on TCP. Load jobs (rest_load.h) run in the server and are stopped at rest_server_destroy().
  * The server is rest.c (listeners, plumbing), rest_v1.c (Alluxio API), rest_api.c (pagefs API).
  *
- * Ownership: rest_server_create/rest_server_destroy. The backend, caches, reader, budget
- * and file system are borrowed: create the server after they exist and destroy it before any of
- * them is destroyed.
- * Strings in conf are copied.
+ * Ownership: rest_server_create/rest_server_destroy. The backend, caches, reader, budget,
+ * file system and health state are borrowed: create the server after they exist and destroy it
+ * before any of them is destroyed. Strings in conf are copied.
  */
 #ifndef PAGEFS_REST_H
 #define PAGEFS_REST_H
@@ -27,6 +26,7 @@ struct reader;
 struct mem_budget;
 struct pagefs_fs;
 struct peer_secret;
+struct pagefs_health;
 struct rest_server;
 
 struct rest_conf {
@@ -45,6 +45,8 @@ struct rest_conf {
      * this secret, and with it data routes on the TCP listener serve only signed peers and
      * clients on this host (loopback). be is then the cluster layer (backends/peer.h). */
     const struct peer_secret *cluster_secret;
+    /* The daemon's health state (fuse/health.h), answered on GET /healthz; required. */
+    struct pagefs_health *health;
 };
 
 /* Counters of the cluster's server side. */

@@ -1,7 +1,8 @@
 /*
  * rest_api.c - the pagefs part of the control plane (see rest_int.h): GET /api/v1/stats (the
- * counters as JSON), GET /metrics (Prometheus), load jobs by id (submit, status, stop),
- * POST /api/v1/evict, POST /api/v1/refresh, GET /api/v1/cache (residency), and the
+ * counters as JSON), GET /metrics (Prometheus), GET /healthz (fuse/health.h), load jobs by id
+ * (submit, status, stop), POST /api/v1/evict, POST /api/v1/refresh, GET /api/v1/cache
+ * (residency), and the
  * dashboard page.
  *
  * Design: the counters are one snapshot (fuse/stats.h) gathered from the layers the server
@@ -20,6 +21,7 @@
 
 #include "cache/page_cache.h"
 #include "cache/tree.h"
+#include "fuse/health.h"
 #include "fuse/stats.h"
 
 #if defined(__has_include)
@@ -63,6 +65,19 @@ enum MHD_Result rest_api_metrics(struct rest_server *rs, struct MHD_Connection *
     if (!r)
         free(text);
     return rest_queue(c, ctx, 200, r, METRICS_CONTENT_TYPE);
+}
+
+enum MHD_Result rest_api_healthz(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    struct health_facts f;
+    struct health_sources src = {
+        .be = rs->be, .fs = rs->fs, .uptime_s = (double)(rest_mono_ms() - rs->start_ms) / 1000.0};
+    pagefs_health_gather(rs->health, &src, &f);
+    struct json_object *o = health_render(&f);
+    if (!o)
+        return rest_reply_error(c, ctx, 500, "out of memory");
+    return rest_reply_json(c, ctx, health_http_status(health_decide(&f)), o);
 }
 
 enum MHD_Result rest_api_stats(struct rest_server *rs, struct MHD_Connection *c,

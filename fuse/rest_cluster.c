@@ -9,7 +9,9 @@
  * header, a request is an ordinary client's: with a cluster secret, the data routes (page,
  * chunk, load) on the TCP listener serve only clients on this host (a loopback source
  * address), since the listener has to face the network for the peers; the control socket is
- * the local operator's and is not gated. Every refusal is counted.
+ * the local operator's and is not gated. Every refusal is counted. /healthz is answered to
+ * every client without a peer header: a probe (the kubelet's, a load balancer's) comes from
+ * another address, and the body carries no data, no key and no credential.
  *
  * Invariants: no byte of page data is answered to a request that failed the gate. Nothing
  * from a signature or the secret reaches a log or a reply.

@@ -7,8 +7,8 @@
  *               path arguments, load job submission, lifetime;
  *   rest_v1.c   the Alluxio-compatible API (/api/v1/master|worker|...: node, files, info,
  *               page, chunk, load) and the file-id map it needs;
- *   rest_api.c  the pagefs API (/api/v1/stats, load, evict, cache), /metrics and the
- *               dashboard.
+ *   rest_api.c  the pagefs API (/api/v1/stats, load, evict, cache), /metrics, /healthz and
+ *               the dashboard.
  * Requests are parsed (and fuzzed) in rest_parse.c; load jobs run in rest_load.c; counters
  * are rendered by stats.c.
  *
@@ -73,6 +73,7 @@ struct rest_server {
     struct load_engine *loads;
     struct listener tcp, ctl;
     const struct peer_secret *secret; /* the cluster's, or NULL */
+    struct pagefs_health *health;     /* /healthz (fuse/health.h) */
     atomic_uint_fast64_t peer_served, peer_served_bytes, peer_refused_auth, peer_refused_version;
 };
 
@@ -176,6 +177,9 @@ enum MHD_Result rest_cluster_node(struct rest_server *rs, struct MHD_Connection 
 /* ---- rest_api.c: the pagefs API -------------------------------------------------------- */
 
 enum MHD_Result rest_api_metrics(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx);
+/* GET /healthz: 200 or 503 with the JSON of fuse/health.h. */
+enum MHD_Result rest_api_healthz(struct rest_server *rs, struct MHD_Connection *c,
                                  struct req_ctx *ctx);
 enum MHD_Result rest_api_stats(struct rest_server *rs, struct MHD_Connection *c,
                                struct req_ctx *ctx);

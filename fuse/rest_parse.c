@@ -311,6 +311,8 @@ static unsigned match_route(char **seg, size_t nseg, enum method m, struct rest_
         req->route = REST_ROUTE_DASHBOARD;
     } else if (nseg == 1 && SEG(0, "metrics")) {
         req->route = REST_ROUTE_METRICS;
+    } else if (nseg == 1 && SEG(0, "healthz")) {
+        req->route = REST_ROUTE_HEALTHZ;
     } else if (SEG(0, "api") && SEG(1, "v1") && nseg >= 3) {
         if (nseg == 3 && SEG(2, "stats")) {
             req->route = REST_ROUTE_API_STATS;

@@ -34,6 +34,7 @@ enum rest_route {
     REST_ROUTE_NONE = 0,
     REST_ROUTE_DASHBOARD,       /* GET / */
     REST_ROUTE_METRICS,         /* GET /metrics */
+    REST_ROUTE_HEALTHZ,         /* GET /healthz */
     REST_ROUTE_API_STATS,       /* GET /api/v1/stats */
     REST_ROUTE_API_LOAD_SUBMIT, /* POST /api/v1/load (JSON body) */
     REST_ROUTE_API_LOAD_STATUS, /* GET /api/v1/load/<job> */

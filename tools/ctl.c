@@ -4,8 +4,8 @@
  *
  * Design: main() of the pagefs binary (tools/pagefs.c) hands argv to pagefs_ctl_main() when
  * argv[1] names a command (pagefs_ctl_is_command); each command lives in its own file
- * (ctl_load.c, ctl_stats.c, ctl_files.c, ctl_fsck.c), parses its own options and returns an
- * exit code (ctl.h). Nothing here keeps state beyond a call; no locks, no globals.
+ * (ctl_load.c, ctl_stats.c, ctl_files.c, ctl_fsck.c, ctl_health.c), parses its own options
+ * and returns an exit code (ctl.h). Nothing here keeps state beyond a call; no locks, no globals.
  * curl_global_init runs once here, before any command can start a thread.
  */
 #include "tools/ctl.h"
@@ -35,6 +35,7 @@ static const char usage_text[] =
     "  refresh PATH... [-r] [--json]         list directories from the store again\n"
     "  cache ls PATH [--json]                cached pages of a file or a directory's files\n"
     "  fsck CACHE_DIR [--repair] [--json]    check (and repair) a cache directory offline\n"
+    "  health [CACHE_DIR|PATH] [--json]      can the daemon serve reads? (0 yes, 1 no)\n"
     "\n"
     "`pagefs COMMAND --help` describes a command. Mounting: `pagefs mount --help`.\n"
     "Exit status: 0 ok, 1 some files failed (fsck: problems found), 2 usage error,\n"
@@ -48,6 +49,7 @@ struct command {
 static const struct command commands[] = {
     {"load", ctl_cmd_load},   {"stats", ctl_cmd_stats}, {"evict", ctl_cmd_evict},
     {"cache", ctl_cmd_cache}, {"fsck", ctl_cmd_fsck},   {"refresh", ctl_cmd_refresh},
+    {"health", ctl_cmd_health},
 };
 
 int pagefs_ctl_is_command(const char *name)

@@ -1,8 +1,9 @@
 /*
- * ctl.h - the operator commands of the pagefs binary (`pagefs load|stats|evict|cache|fsck`),
- * built as the static library pagefs_ctl.
+ * ctl.h - the operator commands of the pagefs binary
+ * (`pagefs load|stats|evict|cache|fsck|health`), built as the static library pagefs_ctl.
  *
- * All but fsck talk to a running daemon: a PATH inside a pagefs mount leads to the mount root
+ * All but fsck talk to a running daemon (health also by its cache directory or control
+ * socket): a PATH inside a pagefs mount leads to the mount root
  * (walk up while st_dev stays the same), whose `user.pagefs.stats` attribute names the daemon's
  * control socket (control_socket=...); requests go over that unix socket as HTTP (libcurl,
  * CURLOPT_UNIX_SOCKET_PATH) to the JSON API of fuse/rest.c, and replies are parsed with json-c.
@@ -10,9 +11,9 @@
  * with the pagefs-cache tool (ctl_fsck_*).
  *
  * Exit codes of every command: CTL_EXIT_OK, CTL_EXIT_FAILED (some files failed, fsck found
- * problems, the daemon refused the request), CTL_EXIT_USAGE (bad command line, or a PATH that
- * cannot be accessed), CTL_EXIT_UNREACHABLE (not inside a pagefs mount, or the daemon does not
- * answer on its control socket).
+ * problems, the daemon refused the request; health: the daemon cannot serve reads),
+ * CTL_EXIT_USAGE (bad command line, or a PATH that cannot be accessed), CTL_EXIT_UNREACHABLE
+ * (not inside a pagefs mount, or the daemon does not answer on its control socket).
  *
  * The rest of this header is internal to the library, its tests and pagefs-cache.
  */
@@ -24,7 +25,8 @@
 #include <signal.h>
 #include <stdio.h>
 
-/* 1 if name is a command pagefs_ctl_main() handles (load, stats, evict, cache, fsck). */
+/* 1 if name is a command pagefs_ctl_main() handles (load, stats, evict, cache, fsck,
+ * health). */
 int pagefs_ctl_is_command(const char *name);
 
 /* Runs `pagefs <command> ...` (argv[1] is the command); returns the process exit code. */
@@ -47,6 +49,7 @@ int ctl_cmd_evict(int argc, char **argv);
 int ctl_cmd_refresh(int argc, char **argv);
 int ctl_cmd_cache(int argc, char **argv);
 int ctl_cmd_fsck(int argc, char **argv);
+int ctl_cmd_health(int argc, char **argv);
 
 /* "pagefs: <message>\n" on stderr. */
 void ctl_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -96,6 +99,9 @@ struct ctl_http;
 
 int ctl_http_create(const char *socket_path, struct ctl_http **out);
 void ctl_http_destroy(struct ctl_http *h);
+/* Bounds the connection and each whole request to `seconds` (default: 10 s to connect,
+ * 120 s for a GET, 600 s for other methods). */
+void ctl_http_set_timeout(struct ctl_http *h, long seconds);
 
 /* Sends METHOD url_path (e.g. "/api/v1/stats"; already escaped) with an optional JSON body.
  * Returns 0 with *status and *reply (the parsed JSON body; NULL if the body is empty or not

@@ -300,6 +300,7 @@ void ctl_target_clear(struct ctl_target *t)
 struct ctl_http {
     CURL *curl;
     char *socket_path;
+    long timeout_s; /* 0: the defaults of ctl_http_request */
 };
 
 struct body_buf {
@@ -347,6 +348,11 @@ out_free_path:
 out_free_h:
     free(h);
     return -ENOMEM;
+}
+
+void ctl_http_set_timeout(struct ctl_http *h, long seconds)
+{
+    h->timeout_s = seconds;
 }
 
 void ctl_http_destroy(struct ctl_http *h)
@@ -397,8 +403,9 @@ int ctl_http_request(struct ctl_http *h, const char *method, const char *url_pat
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, h->socket_path);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, strcmp(method, "GET") == 0 ? 120L : 600L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->timeout_s ? h->timeout_s : 10L);
+    long timeout = strcmp(method, "GET") == 0 ? 120L : 600L;
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, h->timeout_s ? h->timeout_s : timeout);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);

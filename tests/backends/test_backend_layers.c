@@ -66,6 +66,71 @@ static void test_fault_then_retry(void)
     backend_destroy(stats);
 }
 
+/* The store's health as the stats layer files it (what /healthz reports): the last answer,
+ * the last failure and its errno. stats(fault(local)), no retry layer: every call's result
+ * reaches the stats layer as the fault layer made it. */
+static void test_store_health(void)
+{
+    struct backend *fault, *stats;
+    struct backend_counters c;
+    struct backend_stat st;
+    char buf[16];
+    CHECK_EQ(fault_backend_create(make_local(), 0, 0, &fault), 0);
+    CHECK_EQ(stats_backend_create(fault, &stats), 0);
+
+    /* Nothing asked yet: never answered, never failed. */
+    CHECK_EQ(stats->ops->counters(stats, &c), 0);
+    CHECK_EQ(c.last_success_ms, 0);
+    CHECK_EQ(c.last_failure_ms, 0);
+    CHECK_EQ(c.last_failure_errno, 0);
+
+    uint64_t t0 = backend_now_ms();
+    CHECK_EQ(stats->ops->read_range(stats, "f", NULL, 0, 4, buf), 4);
+    CHECK_EQ(stats->ops->counters(stats, &c), 0);
+    CHECK(c.last_success_ms >= t0 && c.last_success_ms <= backend_now_ms());
+    CHECK_EQ(c.last_failure_ms, 0);
+
+    /* The store unreachable: the failure, its time and errno. */
+    fault_backend_set(fault, 0, ECONNREFUSED, 0);
+    uint64_t t1 = backend_now_ms();
+    CHECK_EQ(stats->ops->list(stats, "", "/", NULL, &(struct backend_list_page){0}), -ECONNREFUSED);
+    CHECK_EQ(stats->ops->counters(stats, &c), 0);
+    uint64_t success = c.last_success_ms;
+    CHECK(c.last_failure_ms >= t1 && c.last_failure_ms <= backend_now_ms());
+    CHECK_EQ(c.last_failure_errno, ECONNREFUSED);
+    CHECK_EQ(c.errors, 1);
+
+    /* A later failure of another kind replaces it, errno and all. */
+    fault_backend_set(fault, 0, EACCES, 0);
+    CHECK_EQ(stats->ops->stat(stats, "f", &st), -EACCES);
+    CHECK_EQ(stats->ops->counters(stats, &c), 0);
+    CHECK_EQ(c.last_failure_errno, EACCES);
+    CHECK_EQ(c.last_success_ms, success);
+
+    /* Neither an answer nor the store's failure: a cancelled call, a bad argument. */
+    fault_backend_set(fault, 0, EINTR, 0);
+    CHECK_EQ(stats->ops->read_range(stats, "f", NULL, 0, 4, buf), -EINTR);
+    fault_backend_set(fault, 0, EINVAL, 0);
+    CHECK_EQ(stats->ops->check(stats), -EINVAL);
+    CHECK_EQ(stats->ops->counters(stats, &c), 0);
+    CHECK_EQ(c.last_failure_errno, EACCES);
+    CHECK_EQ(c.last_success_ms, success);
+
+    /* "No such key" and "changed" are answers: the store is there. */
+    fault_backend_set(fault, 0, 0, 0);
+    usleep(2000); /* so that the answer's millisecond is later than the failure's */
+    CHECK_EQ(stats->ops->stat(stats, "missing", &st), -ENOENT);
+    CHECK_EQ(stats->ops->counters(stats, &c), 0);
+    CHECK(c.last_success_ms > c.last_failure_ms);
+    CHECK_EQ(c.last_failure_errno, EACCES); /* the last failure stays on record */
+    success = c.last_success_ms;
+    usleep(2000);
+    CHECK_EQ(stats->ops->read_range(stats, "f", "\"not-the-version\"", 0, 4, buf), -ESTALE);
+    CHECK_EQ(stats->ops->counters(stats, &c), 0);
+    CHECK(c.last_success_ms > success);
+    backend_destroy(stats);
+}
+
 static void test_counters_without_stats(void)
 {
     struct backend *retry;
@@ -366,6 +431,7 @@ int main(void)
     test_write_file(path, "data", 4);
     RUN(test_fault_then_retry);
     RUN(test_counters_without_stats);
+    RUN(test_store_health);
     RUN(test_retry_vocabulary);
     RUN(test_deadline_bounds_a_hung_call);
     RUN(test_deadline_ends_quick_failures);

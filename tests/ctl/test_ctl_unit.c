@@ -196,6 +196,7 @@ static void test_usage_codes(void)
 {
     CHECK(pagefs_ctl_is_command("load"));
     CHECK(pagefs_ctl_is_command("fsck"));
+    CHECK(pagefs_ctl_is_command("health"));
     CHECK(!pagefs_ctl_is_command("mount"));
     CHECK(!pagefs_ctl_is_command(NULL));
     const char *a1[] = {"pagefs", "load"};

@@ -713,14 +713,21 @@ class DeployMountTest(unittest.TestCase):
         env["PAGEFS_OPTIONS"] = ",".join(o for o in env["PAGEFS_OPTIONS"].split(",")
                                          if not o.startswith("endpoint="))
         container = [rewrite(w) for w in c["command"] + c["args"]]
-        probe = [rewrite(w) for w in c["livenessProbe"]["exec"]["command"]]
+        probes = [[rewrite(w) for w in c[kind]["exec"]["command"]]
+                  for kind in ("startupProbe", "livenessProbe", "readinessProbe")]
         prestop = [rewrite(w) for w in c["lifecycle"]["preStop"]["exec"]["command"]]
         [pc] = pod["spec"]["containers"]
         training = [rewrite(w) for w in pc["command"] + pc["args"]]
 
         def probe_ok():
-            return subprocess.run(probe, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=30).returncode == 0
+            return all(subprocess.run(p, env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, timeout=30).returncode == 0
+                       for p in probes)
+
+        def probe_fails():
+            return not any(subprocess.run(p, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, timeout=30).returncode == 0
+                           for p in probes)
         self.addCleanup(self.cleanup_mount, self.mp)
         logs = []
         for attempt in range(2):  # the second start replaces the crashed container's mount
@@ -740,7 +747,7 @@ class DeployMountTest(unittest.TestCase):
             if attempt == 0:
                 daemon.kill()  # the container dies
                 daemon.wait()
-                self.assertFalse(probe_ok())  # a stale mount fails the liveness probe
+                self.assertTrue(probe_fails())  # a dead daemon fails every probe
         r = subprocess.run(prestop, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout)

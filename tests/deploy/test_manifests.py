@@ -2,8 +2,8 @@
 """Static checks of deploy/kubernetes/*.yaml and deploy/docker/Dockerfile (no cluster and no
 Docker engine run here): every manifest parses; the DaemonSet is privileged, mounts the host
 directory with Bidirectional propagation and the cache on a hostPath, takes its credentials from
-the Secret's keys, has resources (memory limit), a liveness probe and a preStop unmount that name
-its mount point; the training Pod reads the same host directory with HostToContainer; the
+the Secret's keys, has resources (memory limit), startup, liveness and readiness probes that run
+`pagefs health` on its cache directory, and a preStop unmount that names its mount point; the training Pod reads the same host directory with HostToContainer; the
 Dockerfile builds on debian:12 with scripts/install-deps.sh. Needs python3-yaml."""
 
 import os
@@ -166,13 +166,26 @@ class ManifestTest(unittest.TestCase):
             self.assertIn("page cache", f.read())
         self.assertIn("memory", self.pod_spec["containers"][0]["resources"]["limits"])
 
-    def test_liveness_probe_and_prestop_unmount(self):
-        probe = self.daemon["livenessProbe"]
-        cmd = expand_env(self.daemon, " ".join(probe["exec"]["command"]))
-        self.assertIn("mountpoint -q " + self.mountpoint, cmd)
-        self.assertIn("stat -f " + self.mountpoint, cmd)
-        self.assertGreater(probe["timeoutSeconds"], 0)
-        self.assertIn("readinessProbe", self.daemon)
+    def test_probes_and_prestop_unmount(self):
+        # The daemon's cache directory, from its command line.
+        args = expand_env(self.daemon, " ".join(self.daemon["command"] + self.daemon["args"]))
+        m = re.search(r"(\S+/pagefs) mount .*cache_dir=([^,\s]+)", args)
+        self.assertIsNotNone(m, args)
+        binary, cache_dir = m.group(1), m.group(2)
+        # Startup, liveness and readiness ask GET /healthz through `pagefs health CACHE_DIR`
+        # (the control socket there: never through the mount), bounded below the probe's
+        # timeout; no shell, no curl.
+        for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+            probe = self.daemon[kind]
+            cmd = probe["exec"]["command"]
+            self.assertEqual(cmd[:3], [binary, "health", cache_dir], kind)
+            self.assertIn("--timeout", cmd, kind)
+            self.assertLess(int(cmd[cmd.index("--timeout") + 1]), probe["timeoutSeconds"], kind)
+            self.assertNotIn("mountpoint", " ".join(cmd), kind)
+        # The startup probe gives start-up (the store's check, the cache index) its time.
+        start = self.daemon["startupProbe"]
+        self.assertGreaterEqual(start["periodSeconds"] * start["failureThreshold"], 60)
+        self.assertGreaterEqual(self.daemon["livenessProbe"]["failureThreshold"], 2)
         pre = expand_env(self.daemon, " ".join(self.daemon["lifecycle"]["preStop"]["exec"]
                                                ["command"]))
         self.assertIn("umount " + self.mountpoint, pre)
@@ -208,7 +221,7 @@ class ManifestTest(unittest.TestCase):
         self.assertIn("cmake --install", text)
         self.assertIn("COPY --from=build", text)
         # The image has what the DaemonSet's command, probes and preStop call.
-        self.assertIn("util-linux", text)  # mountpoint, umount
+        self.assertIn("util-linux", text)  # umount (preStop)
         self.assertIn("fuse3", text)
         self.assertTrue(os.path.exists(os.path.join(deploylib.source_dir(),
                                                     "scripts", "install-deps.sh")))

@@ -35,6 +35,17 @@ static void test_routes(void)
     CHECK_EQ(parse("GET", "/metrics", NULL, &r), 0);
     CHECK_EQ(r.route, REST_ROUTE_METRICS);
     rest_request_clear(&r);
+    /* /healthz: GET and HEAD (probes), no other method, nothing below it; on both listeners. */
+    CHECK_EQ(parse("GET", "/healthz", NULL, &r), 0);
+    CHECK_EQ(r.route, REST_ROUTE_HEALTHZ);
+    CHECK_EQ(r.control_only, 0);
+    rest_request_clear(&r);
+    CHECK_EQ(parse("HEAD", "/healthz", "verbose=1", &r), 0);
+    CHECK_EQ(r.route, REST_ROUTE_HEALTHZ);
+    CHECK_EQ(r.is_head, 1);
+    rest_request_clear(&r);
+    CHECK_EQ(parse("POST", "/healthz", NULL, &r), 405);
+    CHECK_EQ(parse("GET", "/healthz/x", NULL, &r), 404);
     CHECK_EQ(parse("HEAD", "/api/v1/stats", NULL, &r), 0);
     CHECK_EQ(r.route, REST_ROUTE_API_STATS);
     CHECK_EQ(r.is_head, 1);
