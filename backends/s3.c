@@ -492,15 +492,24 @@ static int build_root_url(const struct backend_conf *conf, const char *custom, c
     u = curl_url();
     if (!u)
         goto out_free;
-    char *scheme = NULL, *query = NULL;
+    char *scheme = NULL, *query = NULL, *user = NULL, *frag = NULL;
     if (curl_url_set(u, CURLUPART_URL, endpoint, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) ||
-        curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_NO_QUERY) {
+        curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_NO_QUERY ||
+        curl_url_get(u, CURLUPART_USER, &user, 0) != CURLUE_NO_USER ||
+        curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0) != CURLUE_NO_FRAGMENT) {
         curl_free(scheme);
         curl_free(query);
-        snprintf(err, errlen, "invalid S3 endpoint URL '%s' (want http[s]://host[:port])",
-                 custom ? custom : endpoint);
+        curl_free(user);
+        curl_free(frag);
+        const char *shown = custom ? custom : endpoint;
+        if (strpbrk(shown, "@?#")) /* it may carry a password or a token: not echoed */
+            snprintf(err, errlen, "invalid S3 endpoint URL (want http[s]://host[:port], "
+                                  "without user, password or query)");
+        else
+            snprintf(err, errlen, "invalid S3 endpoint URL '%s' (want http[s]://host[:port])",
+                     shown);
         ret = -EINVAL;
         goto out_free;
     }

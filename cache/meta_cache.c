@@ -72,6 +72,10 @@ enum mstmt_id {
     MS_DIR_REARM,
     MS_DIR_AGE_ALL,
     MS_DIRS_UNDER,
+    MS_SOURCE_GET,
+    MS_SOURCE_SET,
+    MS_DIRS_DROP_ALL,
+    MS_ENTRIES_DROP_ALL,
     MS_ENTRIES_DEL,
     MS_ENTRY_INS,
     MS_ENTRY_GET,
@@ -89,6 +93,10 @@ static const char *const mstmt_sql[MS_COUNT] = {
     [MS_DIR_DEL] = "DELETE FROM dirs WHERE dir = ?1",
     [MS_DIR_REARM] = "UPDATE dirs SET fetched_ms = ?2 WHERE dir = ?1",
     [MS_DIR_AGE_ALL] = "UPDATE dirs SET fetched_ms = ?1 WHERE fetched_ms > ?1",
+    [MS_SOURCE_GET] = "SELECT v FROM meta WHERE k = 'listing_source'",
+    [MS_SOURCE_SET] = "INSERT OR REPLACE INTO meta(k, v) VALUES('listing_source', ?1)",
+    [MS_DIRS_DROP_ALL] = "DELETE FROM dirs",
+    [MS_ENTRIES_DROP_ALL] = "DELETE FROM entries",
     [MS_DIRS_UNDER] = "SELECT dir FROM dirs WHERE dir > ?1 AND substr(dir, 1, length(?1)) = ?1 "
                       "ORDER BY dir",
     [MS_ENTRIES_DEL] = "DELETE FROM entries WHERE dir = ?1",
@@ -911,6 +919,36 @@ void meta_cache_get_stats(struct meta_cache *mc, struct meta_cache_stats *out)
     pthread_mutex_unlock(&mc->lock);
 }
 
+/* The listings are of `source`: when the index holds listings of another source (or of one
+ * not recorded, before this check existed), drop them all, in one transaction with recording
+ * the new source. Called before any other thread can see mc. */
+static int bind_source(struct meta_cache *mc, const char *source)
+{
+    sqlite3_stmt *s = mc->st[MS_SOURCE_GET];
+    int same = sqlite3_step(s) == SQLITE_ROW &&
+               strcmp((const char *)sqlite3_column_text(s, 0), source) == 0;
+    sqlite3_reset(s);
+    if (same)
+        return 0;
+    int step = mexec(mc->st[MS_BEGIN]);
+    if (step == SQLITE_DONE)
+        step = mexec(mc->st[MS_DIRS_DROP_ALL]);
+    if (step == SQLITE_DONE)
+        step = mexec(mc->st[MS_ENTRIES_DROP_ALL]);
+    if (step == SQLITE_DONE) {
+        s = mc->st[MS_SOURCE_SET];
+        sqlite3_bind_text(s, 1, source, -1, SQLITE_STATIC);
+        step = mexec(s);
+    }
+    if (step == SQLITE_DONE)
+        step = mexec(mc->st[MS_COMMIT]);
+    if (step != SQLITE_DONE) {
+        mexec(mc->st[MS_ROLLBACK]);
+        return cache_db_errno(step);
+    }
+    return 0;
+}
+
 int meta_cache_create(const struct meta_cache_conf *conf, struct backend *be,
                       struct meta_cache **out, char *err, size_t errlen)
 {
@@ -940,6 +978,13 @@ int meta_cache_create(const struct meta_cache_conf *conf, struct backend *be,
         if (sql_rc != SQLITE_OK) {
             snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(mc->db));
             rc = cache_db_errno(sql_rc);
+            goto out_stmts;
+        }
+    }
+    if (conf->source) {
+        rc = bind_source(mc, conf->source);
+        if (rc < 0) {
+            snprintf(err, errlen, "cache index: %s", sqlite3_errmsg(mc->db));
             goto out_stmts;
         }
     }

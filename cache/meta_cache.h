@@ -36,6 +36,10 @@ struct meta_cache_conf {
     /* Listings kept from an earlier run are stale at create (listed again at their first use;
      * still served when the store cannot be reached): a new mount sees the store as it is. */
     int revalidate;
+    /* The SOURCE the listings are of (NULL: not checked). Listings a cache holds of another
+     * source (the same cache directory mounted for another bucket or prefix) are dropped at
+     * create: they would answer for the wrong tree, e.g. as the stale fallback. */
+    const char *source;
 };
 
 struct meta_entry {

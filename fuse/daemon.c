@@ -516,6 +516,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .ttl_ms = (uint64_t)o->meta_ttl * 1000,
         .neg_ttl_ms = (uint64_t)o->negative_ttl * 1000,
         .revalidate = o->revalidate,
+        .source = o->source,
     };
     rc = meta_cache_create(&mconf, be, &mc, err, sizeof(err));
     if (rc < 0) {

@@ -31,6 +31,7 @@ struct env {
     uint64_t ttl_ms;
     uint64_t neg_ttl_ms; /* default: ttl_ms (negative entries live as long as listings) */
     int revalidate;
+    const char *source;
 };
 
 static char *path_join(const char *a, const char *b)
@@ -61,7 +62,8 @@ static void open_mc(struct env *e)
     struct meta_cache_conf conf = {.dir = e->cache,
                                    .ttl_ms = e->ttl_ms,
                                    .neg_ttl_ms = e->neg_ttl_ms,
-                                   .revalidate = e->revalidate};
+                                   .revalidate = e->revalidate,
+                                   .source = e->source};
     CHECK_EQ(meta_cache_create(&conf, e->be, &e->mc, err, sizeof(err)), 0);
 }
 
@@ -394,6 +396,37 @@ static void test_revalidate_on_restart(void)
     env_fini(&e);
 }
 
+/* The same cache directory opened for another source: the listings of the first are dropped
+ * (they would answer for the wrong tree); for the same source again they are kept. */
+static void test_listings_bound_to_source(void)
+{
+    struct env e;
+    struct meta_entry me;
+    env_init(&e, 60000);
+    meta_cache_destroy(e.mc);
+    e.source = "s3://bucket/a";
+    open_mc(&e);
+    check_list(&e, "", root_names, 3);
+    meta_cache_destroy(e.mc);
+    put(&e, "late", "new object");
+    open_mc(&e); /* the same source, revalidate off: the kept listing */
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "late", &me), -ENOENT);
+    meta_cache_destroy(e.mc);
+    e.source = "s3://bucket/b";
+    open_mc(&e);
+    uint64_t calls = list_calls(&e);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "late", &me), 0); /* listed anew */
+    meta_entry_clear(&me);
+    CHECK_EQ(list_calls(&e), calls + 1);
+    meta_cache_destroy(e.mc);
+    open_mc(&e);
+    fault_backend_set(e.fault, 0, ECONNREFUSED, 0);
+    CHECK_EQ(meta_cache_lookup(e.mc, "", "late", &me), 0); /* b's listing, kept */
+    meta_entry_clear(&me);
+    fault_backend_set(e.fault, 0, 0, 0);
+    env_fini(&e);
+}
+
 /* meta_cache_refresh: a directory and, recursive, the ones listed below it; a directory gone
  * from the store is dropped; with the store down the old listings stay and it says -EIO. */
 static void test_refresh(void)
@@ -598,6 +631,7 @@ int main(void)
     RUN(test_negative_ttl_relists);
     RUN(test_revalidate_on_restart);
     RUN(test_refresh);
+    RUN(test_listings_bound_to_source);
     RUN(test_concurrent_refresh_single_flight);
     RUN(test_index_busy_is_ebusy);
     RUN(test_create_errors);

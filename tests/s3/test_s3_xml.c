@@ -645,6 +645,16 @@ static void test_create_no_credentials(void)
     conf.profile = "other";
     CHECK_EQ(s3_backend_create(&conf, &be, err, sizeof(err)), 0);
     backend_destroy(be);
+    /* An endpoint with a user and password (or a query) is refused without echoing it. */
+    const char *bad_eps[] = {"http://user:PaSsWoRd@127.0.0.1:1", "http://127.0.0.1:1/?t=PaSsWoRd",
+                             "http://127.0.0.1:1/#PaSsWoRd"};
+    for (size_t i = 0; i < sizeof(bad_eps) / sizeof(*bad_eps); i++) {
+        conf.endpoint = bad_eps[i];
+        CHECK_EQ(s3_backend_create(&conf, &be, err, sizeof(err)), -EINVAL);
+        CHECK(strstr(err, "PaSsWoRd") == NULL);
+        CHECK(strstr(err, "endpoint") != NULL);
+    }
+    conf.endpoint = "http://127.0.0.1:1";
     unsetenv("AWS_SHARED_CREDENTIALS_FILE");
     unsetenv("AWS_CONFIG_FILE");
     unsetenv("AWS_EC2_METADATA_DISABLED");
