@@ -612,6 +612,19 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
         ret = aws_cred_provider_create(&cconf, &s3->creds, err, errlen);
         if (ret < 0)
             goto out_free_s3;
+        if (conf->log) { /* which identity the mount uses (debug: mount errors stay one line) */
+            struct aws_cred_stats st;
+            char msg[512];
+            aws_cred_provider_stats(s3->creds, &st);
+            if (st.expiration)
+                snprintf(msg, sizeof(msg), "AWS credentials: %s, temporary, valid for %lld s",
+                         aws_cred_provider_source(s3->creds),
+                         (long long)(st.expiration - (int64_t)time(NULL)));
+            else
+                snprintf(msg, sizeof(msg), "AWS credentials: %s",
+                         aws_cred_provider_source(s3->creds));
+            conf->log(conf->log_arg, LOG_DEBUG, msg);
+        }
         if (asprintf(&s3->sigv4, "aws:amz:%s:s3", region) < 0) {
             s3->sigv4 = NULL;
             goto out_nomem_s3;

@@ -132,16 +132,23 @@ static enum health_status assess(const struct health_facts *f, struct json_objec
         break;
     }
     if (f->cache_errno) {
-        if (strcmp(f->cache_step ? f->cache_step : "", "probe") == 0)
+        /* A hung disk hangs reads of cached pages too: fail. A disk that refuses writes (full,
+         * read-only, failing) leaves cached pages readable and misses served from the store,
+         * uncached: degraded, since a restart would not fix it (and a daemon does not start on
+         * an unwritable cache, so failing the probe would only make a pod crash-loop). */
+        if (strcmp(f->cache_step ? f->cache_step : "", "probe") == 0) {
             add_reason(reasons,
                        "the cache directory %s is not writable: a probe write has not "
                        "returned for %.0f s",
                        f->cache_dir ? f->cache_dir : "", (double)f->cache_checked_ago_ms / 1000.0);
-        else
+            st = HEALTH_FAIL;
+        } else {
             add_reason(reasons, "the cache directory %s is not writable: %s: %s",
                        f->cache_dir ? f->cache_dir : "", f->cache_step ? f->cache_step : "probe",
                        strerror(f->cache_errno));
-        st = HEALTH_FAIL;
+            if (st == HEALTH_OK)
+                st = HEALTH_DEGRADED;
+        }
     }
     if (store_down(f)) {
         add_reason(reasons,

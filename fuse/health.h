@@ -18,12 +18,15 @@
  * The rule (the README's "Health" says the same):
  *  - fail (503): the daemon cannot serve reads: the FUSE session is not serving (INIT not
  *    answered yet, or the session has ended: unmounted, aborted, or told to exit), the mount
- *    is no longer listed (it was unmounted or detached while the daemon lives on), or the
- *    cache directory is not writable (the probe failed, or has not returned for
- *    HEALTH_PROBE_STUCK_MS);
+ *    is no longer listed (it was unmounted or detached while the daemon lives on), or a
+ *    probe write in the cache directory has not returned for HEALTH_PROBE_STUCK_MS (a hung
+ *    disk hangs cached reads too);
  *  - degraded (200): none of those, but the store's last request failed (unreachable, timed
- *    out, refused us) and none has succeeded since: reads of cached data go on, misses fail.
- *    Restarting the daemon would not bring the store back, so this does not fail a probe;
+ *    out, refused us) and none has succeeded since: reads of cached data go on, misses fail;
+ *    or the cache directory refuses writes (full, read-only, failing: the probe failed with an
+ *    errno): cached pages are still read, misses are served from the store uncached.
+ *    Restarting the daemon would bring back neither (and a daemon does not start on an
+ *    unwritable cache), so neither fails a probe;
  *  - ok (200) otherwise.
  * Nothing here sends a request to the daemon's own mount (see fuse/daemon.c, serve_init):
  * "answering" is what the session knows of itself, and the store is never asked by a probe.

@@ -25,8 +25,9 @@
 static const char health_usage[] =
     "Usage: pagefs health [CACHE_DIR | SOCKET | PATH] [--json] [--timeout SECONDS]\n"
     "Asks the pagefs daemon whether it can serve reads (GET /healthz) and prints the answer:\n"
-    "ok; degraded (serving, but the store's last request failed); or fail (the FUSE session\n"
-    "is not serving, the mount is gone, or the cache directory is not writable), with the\n"
+    "ok; degraded (serving, but the store's last request failed or the cache directory\n"
+    "refuses writes); or fail (the FUSE session is not serving, the mount is gone, or the\n"
+    "cache disk hangs), with the\n"
     "reasons. The daemon is named by its cache directory (its control.sock: the mount is not\n"
     "touched, the way for probes), its control socket, or a path inside its mount (default:\n"
     "the current directory, or the only pagefs mount).\n"

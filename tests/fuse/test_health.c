@@ -218,7 +218,7 @@ static void test_fail(void)
     f = healthy();
     f.cache_errno = EROFS;
     f.cache_step = "create";
-    CHECK_EQ(health_decide(&f), HEALTH_FAIL);
+    CHECK_EQ(health_decide(&f), HEALTH_DEGRADED); /* cached pages are still read */
     o = health_render(&f);
     CHECK_EQ(boolean(o, "cache", "writable"), 0);
     CHECK_STR(str(o, "cache", "error"), "create: Read-only file system");
@@ -234,15 +234,19 @@ static void test_fail(void)
     CHECK(strstr(reason(o, 0), "has not returned for 7 s") != NULL);
     json_object_put(o);
 
-    /* Fail wins over degraded, and every problem has its reason. */
+    /* A full cache and a store that is down: degraded, each with its reason; a mount that
+     * is gone on top: fail. */
     f = healthy();
     f.cache_errno = ENOSPC;
     f.cache_step = "write";
     f.store_failure_ago_ms = 10;
     f.store_errno = EHOSTUNREACH;
+    CHECK_EQ(health_decide(&f), HEALTH_DEGRADED);
+    f.mounted = 0;
     CHECK_EQ(health_decide(&f), HEALTH_FAIL);
+    f.mounted = 1;
     o = health_render(&f);
-    CHECK_STR(str(o, NULL, "status"), "fail");
+    CHECK_STR(str(o, NULL, "status"), "degraded");
     CHECK_EQ(nreasons(o), 2);
     CHECK(strstr(reason(o, 0), "No space left on device") != NULL);
     CHECK(strstr(reason(o, 1), "host unreachable") != NULL);
@@ -294,7 +298,7 @@ static void test_state(void)
     pagefs_health_gather(h, &src, &f);
     CHECK_EQ(f.cache_errno, ENOENT);
     CHECK_STR(f.cache_step, "create");
-    CHECK_EQ(health_decide(&f), HEALTH_FAIL);
+    CHECK_EQ(health_decide(&f), HEALTH_DEGRADED); /* refuses writes: still serves reads */
     /* Back: writable again at the next check. */
     CHECK_EQ(rename(keep, tmp), 0);
     usleep((HEALTH_CHECK_INTERVAL_MS + 100) * 1000);

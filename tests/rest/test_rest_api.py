@@ -391,8 +391,8 @@ class RestApiBase:
         self.assertEqual(s1["mountpoint"], self.mnt.mountpoint)
         self.assertEqual(s1["fetch_memory"]["limit_bytes"], 256 << 20)  # prefetch_mem default
         groups = {"cache": ("capacity_bytes", "resident_bytes", "resident_pages", "hit_pages",
-                            "miss_pages", "hit_bytes", "fetched_bytes", "evicted_pages",
-                            "corrupt_pages", "write_errors"),
+                            "miss_pages", "fetches", "hit_bytes", "fetched_bytes",
+                            "evicted_pages", "corrupt_pages", "write_errors"),
                   "remote": ("requests", "stat", "list", "read", "bytes", "errors", "inflight"),
                   "prefetch": ("fetched_pages", "used_pages", "inflight", "pending"),
                   "fuse": ("reads", "read_bytes", "opens", "lookups"),
