@@ -142,7 +142,7 @@ static int s3_perform_code(struct s3 *s3, struct curl_req *r, const char *range,
         aws_cred_snap_unref(snap);
         snap = NULL;
         if (aws_cred_provider_refresh(s3->creds, gen) < 0)
-            break; /* keeps -EACCES */
+            break; /* keeps the refusal */
         curl_slist_free_all(r->hdrs); /* the next try adds them again */
         r->hdrs = NULL;
         r->body.len = 0;
