@@ -15,18 +15,23 @@ mounted and the daemon lives on), waits until the mount shows in /proc/self/moun
 exit unmounts with `fusermount3 -u` (falling back to a lazy unmount and SIGKILL) and reaps the
 daemon - also when the test failed. A foreground daemon still running at the end of a `with`
 block that exits non-zero at that unmount fails the test (sanitizer reports, leaks). Every Mount still alive at interpreter exit is cleaned up.
+
+Relay(target_port) is a TCP relay on loopback in front of a test server (radosgw, nginx) that a
+test closes to switch "the store" off and starts again (port=) to switch it on.
 """
 
 import atexit
 import collections
 import http.client
 import os
+import selectors
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 STATS_XATTR = "user.pagefs.stats"
@@ -403,3 +408,71 @@ def wait_for(predicate, timeout=10, interval=0.05):
 __all__ = ["Mount", "MountError", "TempDir", "pagefs_binary", "skip_unless_fuse", "run_pagefs",
            "is_mounted", "is_live_fuse_mount", "mount_entries", "fuse_mount_ids", "daemon_pids", "parse_stats", "tree_listing",
            "drop_kernel_caches", "drop_file_caches", "wait_for", "free_port", "UnixHTTPConnection", "lazy_unmount", "STATS_XATTR", "BACKEND_CALLS"]
+
+
+class Relay:
+    """A TCP relay 127.0.0.1:port -> 127.0.0.1:target_port (radosgw, nginx), so a test can
+    switch "the store" off without stopping the shared server: close() drops the listener and
+    every connection (the store looks switched off: connection refused) until a new Relay is
+    started, on the same port with port=. `accepted` counts the connections relayed."""
+
+    def __init__(self, target_port, port=0):
+        self.target = ("127.0.0.1", target_port)
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", port))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = []
+        self.lock = threading.Lock()
+        self.closed = False
+        self.accepted = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(self.target)
+            except OSError:
+                c.close()
+                continue
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                self.accepted += 1
+                self.conns += [c, u]
+            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+
+    def _pump(self, a, b):
+        sel = selectors.DefaultSelector()
+        sel.register(a, selectors.EVENT_READ, b)
+        sel.register(b, selectors.EVENT_READ, a)
+        try:
+            while not self.closed:
+                for key, _ in sel.select(timeout=0.5):
+                    data = key.fileobj.recv(1 << 20)
+                    if not data:
+                        return
+                    key.data.sendall(data)
+        except OSError:
+            pass
+        finally:
+            sel.close()
+            a.close()
+            b.close()
+
+    def close(self):
+        self.closed = True
+        self.lsock.close()
+        with self.lock:
+            for s in self.conns:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+            self.conns = []

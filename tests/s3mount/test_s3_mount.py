@@ -26,11 +26,9 @@ import hashlib
 import json
 import os
 import random
-import selectors
 import socket
 import subprocess
 import sys
-import threading
 import time
 import unittest
 
@@ -54,69 +52,7 @@ def load_env(path, into=ENV):
                 into[k] = v
 
 
-class Relay:
-    """A TCP relay 127.0.0.1:port -> radosgw. close() drops the listener and every connection,
-    so the store looks switched off (connection refused) until a new Relay is started."""
-
-    def __init__(self, target_port):
-        self.target = ("127.0.0.1", target_port)
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.port = self.lsock.getsockname()[1]
-        self.conns = []
-        self.lock = threading.Lock()
-        self.closed = False
-        self.accepted = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while not self.closed:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            try:
-                u = socket.create_connection(self.target)
-            except OSError:
-                c.close()
-                continue
-            for s in (c, u):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self.lock:
-                self.accepted += 1
-                self.conns += [c, u]
-            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
-
-    def _pump(self, a, b):
-        sel = selectors.DefaultSelector()
-        sel.register(a, selectors.EVENT_READ, b)
-        sel.register(b, selectors.EVENT_READ, a)
-        try:
-            while not self.closed:
-                for key, _ in sel.select(timeout=0.5):
-                    data = key.fileobj.recv(1 << 20)
-                    if not data:
-                        return
-                    key.data.sendall(data)
-        except OSError:
-            pass
-        finally:
-            sel.close()
-            a.close()
-            b.close()
-
-    def close(self):
-        self.closed = True
-        self.lsock.close()
-        with self.lock:
-            for s in self.conns:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
+Relay = mountlib.Relay  # the shared relay (tests/mount/mountlib.py)
 
 
 def s3_client():
