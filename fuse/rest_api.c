@@ -194,24 +194,45 @@ static int evict_path(struct rest_server *rs, const char *path, struct evict_sum
     return rc;
 }
 
-enum MHD_Result rest_api_evict(struct rest_server *rs, struct MHD_Connection *c,
-                               struct req_ctx *ctx)
+/* POST bodies of {"paths": [...]}: runs fn(rs, path, arg) on each path in turn. Returns 0
+ * when every call succeeded (the caller replies), or 1 after replying the body's error or the
+ * first failing path's errno (*ret is the reply's result). */
+static int each_body_path(struct rest_server *rs, struct MHD_Connection *c, struct req_ctx *ctx,
+                          const char *usage,
+                          int (*fn)(struct rest_server *, const char *, int, void *), void *arg,
+                          enum MHD_Result *ret)
 {
     struct rest_body b;
-    struct evict_sum sum = {0};
     int st = body_paths(rs, ctx, &b);
-    if (st)
-        return rest_reply_error(c, ctx, (unsigned)st,
-                                st == 400 ? "expected {\"paths\": [...]}" : rest_status_text(st));
+    if (st) {
+        *ret = rest_reply_error(c, ctx, (unsigned)st, st == 400 ? usage : rest_status_text(st));
+        return 1;
+    }
     for (size_t i = 0; i < b.count; i++) {
-        int rc = evict_path(rs, b.paths[i], &sum);
+        int rc = fn(rs, b.paths[i], b.recursive, arg);
         if (rc < 0) {
-            enum MHD_Result ret = rest_reply_path_errno(c, ctx, rc, b.paths[i]);
+            *ret = rest_reply_path_errno(c, ctx, rc, b.paths[i]);
             rest_body_clear(&b);
-            return ret;
+            return 1;
         }
     }
     rest_body_clear(&b);
+    return 0;
+}
+
+static int evict_one(struct rest_server *rs, const char *path, int recursive, void *arg)
+{
+    (void)recursive; /* evict: a directory always means its whole tree */
+    return evict_path(rs, path, arg);
+}
+
+enum MHD_Result rest_api_evict(struct rest_server *rs, struct MHD_Connection *c,
+                               struct req_ctx *ctx)
+{
+    struct evict_sum sum = {0};
+    enum MHD_Result ret;
+    if (each_body_path(rs, c, ctx, "expected {\"paths\": [...]}", evict_one, &sum, &ret))
+        return ret;
     struct json_object *o = json_object_new_object();
     if (!o)
         return MHD_NO;
@@ -223,8 +244,9 @@ enum MHD_Result rest_api_evict(struct rest_server *rs, struct MHD_Connection *c,
 
 /* Lists path's parent again, then path itself when it is a directory (its subtree too with
  * recursive); *dirs counts the listings made. 0 or -errno. */
-static int refresh_path(struct rest_server *rs, const char *path, int recursive, uint64_t *dirs)
+static int refresh_path(struct rest_server *rs, const char *path, int recursive, void *arg)
 {
+    uint64_t *dirs = arg;
     struct meta_entry me;
     uint64_t n = 0;
     int rc;
@@ -258,22 +280,11 @@ static int refresh_path(struct rest_server *rs, const char *path, int recursive,
 enum MHD_Result rest_api_refresh(struct rest_server *rs, struct MHD_Connection *c,
                                  struct req_ctx *ctx)
 {
-    struct rest_body b;
     uint64_t dirs = 0;
-    int st = body_paths(rs, ctx, &b);
-    if (st)
-        return rest_reply_error(c, ctx, (unsigned)st,
-                                st == 400 ? "expected {\"paths\": [...], \"recursive\": bool}"
-                                          : rest_status_text(st));
-    for (size_t i = 0; i < b.count; i++) {
-        int rc = refresh_path(rs, b.paths[i], b.recursive, &dirs);
-        if (rc < 0) {
-            enum MHD_Result ret = rest_reply_path_errno(c, ctx, rc, b.paths[i]);
-            rest_body_clear(&b);
-            return ret;
-        }
-    }
-    rest_body_clear(&b);
+    enum MHD_Result ret;
+    if (each_body_path(rs, c, ctx, "expected {\"paths\": [...], \"recursive\": bool}", refresh_path,
+                       &dirs, &ret))
+        return ret;
     struct json_object *o = json_object_new_object();
     if (!o)
         return MHD_NO;
