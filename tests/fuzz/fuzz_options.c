@@ -130,6 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int ret = pagefs_parse_size(argv[argc > 1 ? 1 : 0], &v);
     if ((ret != 0 && ret != -EINVAL && ret != -ERANGE) || (ret != 0 && v != 7))
         abort();
+    v = 7;
     ret = pagefs_parse_duration(argv[argc > 1 ? 1 : 0], &v);
     if ((ret != 0 && ret != -EINVAL && ret != -ERANGE) || (ret != 0 && v != 7))
         abort();
