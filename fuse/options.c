@@ -20,8 +20,8 @@
  *
  * Sizes are a number with an optional binary suffix, K, M, G or T (1K = 1024; KB and KiB mean
  * the same), and may have up to six decimals with a suffix (1.5G; rounded down to a byte).
- * Durations are whole seconds: a plain number is seconds, as before durations were accepted,
- * or a number (six decimals at most) with s, m, h or d ("90s", "5m", "1.5h", "1d").
+ * Durations are whole seconds: a plain number is seconds (what these options always took), or
+ * a number (six decimals at most) with s, m, h or d ("90s", "5m", "1.5h", "1d").
  *
  * --help renders each section: rows with a help line as "  NAME[=ARG]  text" (the text
  * wrapped into a right-hand column), then the section's rows without one as a comma list.
@@ -122,11 +122,12 @@ static int parse_octal_mode(const char *s, mode_t *out)
     return 0;
 }
 
+#define PAGEFS_MAX_DECIMALS 6 /* of a size or a duration */
+
 /* "DIGITS[.DIGITS]" at the start of s: the whole part in *whole, the decimals as *frac over
  * *denom (10^n for n decimals, at most PAGEFS_MAX_DECIMALS); *end after the number. 0, -EINVAL
  * when s does not start with a digit or a '.' has no digit after it or too many, -ERANGE when
  * the whole part overflows. */
-#define PAGEFS_MAX_DECIMALS 6
 static int parse_decimal(const char *s, uint64_t *whole, uint64_t *frac, uint64_t *denom,
                          const char **end)
 {
@@ -330,8 +331,8 @@ enum opt_kind {
     OPT_FUSE,    /* a kernel/libfuse mount option, passed through: a flag, or NAME=VALUE when
                     arg is set (a number min..max when max is set) */
     OPT_FSTAB,   /* an fstab word: accepted with or without a value, and dropped */
-    OPT_DURATION, /* -o NAME=DURATION: whole seconds min..max, "30", "30s", "5m", "1.5h", "1d" */
-    OPT_REFUSED, /* -o NAME[=...]: refused with the message in hint */
+    OPT_DURATION, /* -o NAME=DURATION: whole seconds min..max ("30", "30s", "5m", "1.5h", "1d") */
+    OPT_REFUSED,  /* -o NAME[=...]: refused with the message in hint */
 };
 
 #define OPT_F_DEF 0x1u     /* def is stored in the field before anything is parsed */
@@ -784,14 +785,14 @@ static int parse_umask(struct pagefs_options *o, const struct opt *d, const char
 
 /* ---- parsing --------------------------------------------------------------------------- */
 
-/* Appends "name[=val]" to o->given, escaping ',' and '\\' as the -o list does; the value of
- * endpoint= and url= without a user, password, query or fragment. */
+/* Appends "name[=val]" to o->given, escaped as the libfuse list is; the value of endpoint= and
+ * url= without a user, password, query or fragment. */
 static int add_given(struct pagefs_options *o, const struct opt *d, const char *name,
                      const char *val)
 {
     char *item, *shown = NULL;
     int rc = -ENOMEM;
-    if (val && d && d->parse == parse_endpoint) {
+    if (val && d->parse == parse_endpoint) {
         size_t n = strlen(val) + 1;
         shown = malloc(n);
         if (!shown)
