@@ -78,6 +78,7 @@
 #include "cache/prefetch.h"
 #include "cache/reader.h"
 #include "fuse/cluster.h"
+#include "fuse/config.h"
 #include "fuse/fs.h"
 #include "fuse/health.h"
 #include "fuse/mountpoint.h"
@@ -589,12 +590,15 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .cache_capacity = o->cache_size,
         .cluster_secret = pagefs_cluster_secret(cluster),
         .health = health,
+        .options = o,
+        .cache_dir = cache_dir,
     };
     rc = rest_server_create(&rconf, &rest, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_free_args;
     }
+    pagefs_config_warn(o, cache_dir); /* rest= beyond loopback, a cache_size the disk lacks */
 
     if (build_fuse_args(o, &args) < 0) {
         fprintf(stderr, "pagefs: out of memory\n");

@@ -4,8 +4,9 @@
  *
  * Design: `options[]` has one row per option, in the order of --help, split into sections by
  * OPT_SECTION rows. A row says what the option is (enum opt_kind: a command-line flag, an -o
- * flag, a number, a size, a text, a word from a list, a custom value, a kernel/libfuse mount
- * option passed through, an fstab word dropped), where its value goes in struct
+ * flag, a number, a size, a duration, a text, a word from a list, a custom value, a
+ * kernel/libfuse mount option passed through, an fstab word dropped, a word refused with a
+ * message), where its value goes in struct
  * pagefs_options (FIELD(): offset and store type, checked by _Generic), its limits, its
  * default (stored by pagefs_options_parse() before anything is parsed, and printed by --help
  * for "%D" in the help text) and its help line. The parser makes one pass over argv:
@@ -14,7 +15,13 @@
  * as command-line flags, and "-o" lists are split on unescaped commas and each item looked up
  * by name (rows marked OPT_F_PREFIX match a prefix: x-*). Anything else is rejected with
  * -EINVAL and a one-line message naming the offending word. Kernel/libfuse options are
- * collected, re-escaped, in `fuse_opts`.
+ * collected, re-escaped, in `fuse_opts`; every item of the -o lists, in `given` (what the
+ * stats show as the options in force: endpoint=/url= without user, password or query).
+ *
+ * Sizes are a number with an optional binary suffix, K, M, G or T (1K = 1024; KB and KiB mean
+ * the same), and may have up to six decimals with a suffix (1.5G; rounded down to a byte).
+ * Durations are whole seconds: a plain number is seconds (what these options always took), or
+ * a number (six decimals at most) with s, m, h or d ("90s", "5m", "1.5h", "1d").
  *
  * --help renders each section: rows with a help line as "  NAME[=ARG]  text" (the text
  * wrapped into a right-hand column), then the section's rows without one as a comma list.
@@ -115,18 +122,52 @@ static int parse_octal_mode(const char *s, mode_t *out)
     return 0;
 }
 
-int pagefs_parse_size(const char *s, uint64_t *out)
+#define PAGEFS_MAX_DECIMALS 6 /* of a size or a duration */
+
+/* "DIGITS[.DIGITS]" at the start of s: the whole part in *whole, the decimals as *frac over
+ * *denom (10^n for n decimals, at most PAGEFS_MAX_DECIMALS); *end after the number. 0, -EINVAL
+ * when s does not start with a digit or a '.' has no digit after it or too many, -ERANGE when
+ * the whole part overflows. */
+static int parse_decimal(const char *s, uint64_t *whole, uint64_t *frac, uint64_t *denom,
+                         const char **end)
 {
-    uint64_t v = 0;
+    uint64_t v = 0, f = 0, d = 1;
+    int overflow = 0;
     const char *p = s;
     if (!s || *s < '0' || *s > '9')
         return -EINVAL;
     for (; *p >= '0' && *p <= '9'; p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -EINVAL;
-        v = v * 10 + d;
+        unsigned digit = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - digit) / 10)
+            overflow = 1;
+        else
+            v = v * 10 + digit;
     }
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        for (unsigned n = 0; *p >= '0' && *p <= '9'; p++, n++) {
+            if (n == PAGEFS_MAX_DECIMALS)
+                return -EINVAL;
+            f = f * 10 + (unsigned)(*p - '0');
+            d *= 10;
+        }
+    }
+    *whole = v;
+    *frac = f;
+    *denom = d;
+    *end = p;
+    return overflow ? -ERANGE : 0;
+}
+
+int pagefs_parse_size(const char *s, uint64_t *out)
+{
+    uint64_t v, frac, denom;
+    const char *p;
+    int rc = parse_decimal(s, &v, &frac, &denom, &p);
+    if (rc == -EINVAL)
+        return rc;
     unsigned shift = 0;
     switch (*p) {
     case '\0':
@@ -155,10 +196,54 @@ int pagefs_parse_size(const char *s, uint64_t *out)
         if (strcmp(p, "") != 0 && strcmp(p, "B") != 0 && strcmp(p, "iB") != 0)
             return -EINVAL;
     }
-    if (shift && v > (UINT64_MAX >> shift))
-        return -EINVAL;
-    *out = v << shift;
+    if (denom > 1 && shift == 0)
+        return -EINVAL; /* a fraction of a byte */
+    if (rc == -ERANGE || (shift && v > (UINT64_MAX >> shift)))
+        return -ERANGE;
+    /* frac < 10^6 and shift <= 40: frac << shift stays below 2^60. Rounded down to a byte. */
+    uint64_t part = (frac << shift) / denom;
+    if ((v << shift) > UINT64_MAX - part)
+        return -ERANGE;
+    *out = (v << shift) + part;
     return 0;
+}
+
+int pagefs_parse_duration(const char *s, uint64_t *out)
+{
+    uint64_t v, frac, denom, mult;
+    const char *p;
+    int rc = parse_decimal(s, &v, &frac, &denom, &p);
+    if (rc == -EINVAL)
+        return rc;
+    if (strcmp(p, "") == 0 || strcmp(p, "s") == 0)
+        mult = 1;
+    else if (strcmp(p, "m") == 0)
+        mult = 60;
+    else if (strcmp(p, "h") == 0)
+        mult = 3600;
+    else if (strcmp(p, "d") == 0)
+        mult = 86400;
+    else
+        return -EINVAL;
+    /* frac < 10^6: frac * mult stays below 2^37. The result is whole seconds. */
+    if ((frac * mult) % denom != 0)
+        return -EINVAL;
+    if (rc == -ERANGE || v > (UINT64_MAX - frac * mult / denom) / mult)
+        return -ERANGE;
+    *out = v * mult + frac * mult / denom;
+    return 0;
+}
+
+void pagefs_url_shown(const char *url, char *buf, size_t len)
+{
+    const char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    size_t auth_len = strcspn(auth, "/?#");
+    const char *at = memrchr(auth, '@', auth_len);
+    const char *host = at ? at + 1 : auth;
+    size_t path_len = strcspn(auth + auth_len, "?#");
+    snprintf(buf, len, "%.*s%.*s%.*s", (int)(auth - url), url, (int)(auth + auth_len - host),
+             host, (int)path_len, auth + auth_len);
 }
 
 int pagefs_default_cache_dir(const struct pagefs_env *env, char *buf, size_t len)
@@ -187,15 +272,16 @@ static int set_str(char **dst, const char *val)
     return 0;
 }
 
-/* Appends one option to the comma-separated libfuse list, escaping ',' and '\'. */
-static int add_fuse_opt(struct pagefs_options *o, const char *opt)
+/* Appends one option to the comma-separated list *list (heap, or NULL), escaping ',' and
+ * '\'. */
+static int append_opt(char **list, const char *opt)
 {
-    size_t cur = o->fuse_opts ? strlen(o->fuse_opts) : 0;
+    size_t cur = *list ? strlen(*list) : 0;
     size_t need = cur + 1 + 2 * strlen(opt) + 1;
-    char *s = realloc(o->fuse_opts, need);
+    char *s = realloc(*list, need);
     if (!s)
         return -ENOMEM;
-    o->fuse_opts = s;
+    *list = s;
     char *p = s + cur;
     if (cur)
         *p++ = ',';
@@ -206,6 +292,12 @@ static int add_fuse_opt(struct pagefs_options *o, const char *opt)
     }
     *p = '\0';
     return 0;
+}
+
+/* Appends one option to the libfuse list. */
+static int add_fuse_opt(struct pagefs_options *o, const char *opt)
+{
+    return append_opt(&o->fuse_opts, opt);
 }
 
 /* HOST:PORT with a non-empty host (a name, an IPv4 address or a [bracketed] IPv6 address)
@@ -239,6 +331,8 @@ enum opt_kind {
     OPT_FUSE,    /* a kernel/libfuse mount option, passed through: a flag, or NAME=VALUE when
                     arg is set (a number min..max when max is set) */
     OPT_FSTAB,   /* an fstab word: accepted with or without a value, and dropped */
+    OPT_DURATION, /* -o NAME=DURATION: whole seconds min..max ("30", "30s", "5m", "1.5h", "1d") */
+    OPT_REFUSED,  /* -o NAME[=...]: refused with the message in hint */
 };
 
 #define OPT_F_DEF 0x1u     /* def is stored in the field before anything is parsed */
@@ -276,7 +370,7 @@ struct opt {
     size_t also;                  /* ALSO(), with OPT_F_ALSO */
     long long val;                /* OPT_ARGV, OPT_FLAG: the value stored */
     long long def;                /* with OPT_F_DEF: the default */
-    uint64_t min, max;            /* OPT_UINT, OPT_SIZE, OPT_FUSE with arg */
+    uint64_t min, max;            /* OPT_UINT, OPT_SIZE, OPT_DURATION, OPT_FUSE with arg */
     const struct opt_word *words; /* OPT_WORD: the words, then {NULL} */
     /* OPT_CUSTOM: checks val and stores it; 0, -EINVAL (message in err), -ENOMEM. */
     int (*parse)(struct pagefs_options *o, const struct opt *d, const char *val, char *err,
@@ -344,6 +438,8 @@ static const struct opt options[] = {
     {.name = "endpoint", .kind = OPT_CUSTOM, FIELD(endpoint), .parse = parse_endpoint,
      .arg = "URL", .help = "S3 endpoint (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, the "
                            "profile's endpoint_url, AWS)"},
+    {.name = "url", .kind = OPT_CUSTOM, FIELD(endpoint), .parse = parse_endpoint, .arg = "URL",
+     .help = "the same as endpoint= (s3fs's name for it)"},
     {.name = "region", .kind = OPT_STRING, FIELD(region), .arg = "NAME",
      .help = "region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's region, "
              "us-east-1)"},
@@ -361,19 +457,19 @@ static const struct opt options[] = {
     {.name = "retries", .kind = OPT_UINT, FIELD(retries), .max = PAGEFS_MAX_RETRIES,
      .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_RETRIES, .arg = "N",
      .help = "retries of a failed request (default %D)"},
-    {.name = "timeout", .kind = OPT_UINT, FIELD(timeout), .min = 1, .max = PAGEFS_MAX_TIMEOUT,
-     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_TIMEOUT, .hint = "seconds, ",
-     .arg = "SECONDS", .help = "time one request may take in all, its retries included; then "
-                               "the operation fails with EIO (default %D)"},
-    {.name = "stall_timeout", .kind = OPT_UINT, FIELD(stall_timeout), .min = 1,
-     .max = PAGEFS_MAX_TIMEOUT, .flags = OPT_F_DEF | OPT_F_RANGE,
-     .def = PAGEFS_DEFAULT_STALL_TIMEOUT, .hint = "seconds, ", .arg = "SECONDS",
+    {.name = "timeout", .kind = OPT_DURATION, FIELD(timeout), .min = 1,
+     .max = PAGEFS_MAX_TIMEOUT, .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_TIMEOUT,
+     .arg = "DURATION", .help = "time one request may take in all, its retries included; then "
+                                "the operation fails with EIO (default %D)"},
+    {.name = "stall_timeout", .kind = OPT_DURATION, FIELD(stall_timeout), .min = 1,
+     .max = PAGEFS_MAX_TIMEOUT, .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_STALL_TIMEOUT,
+     .arg = "DURATION",
      .help = "an attempt that receives nothing for this long is given up and retried while "
              "time is left (default %D)"},
-    {.name = "fail_fast", .kind = OPT_UINT, FIELD(fail_fast), .max = PAGEFS_MAX_TIMEOUT,
-     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_FAIL_FAST, .hint = "seconds, ",
-     .arg = "SECONDS", .help = "after a request ran out of time, requests fail at once for this "
-                               "long, then one tries the store again (default %D; 0: off)"},
+    {.name = "fail_fast", .kind = OPT_DURATION, FIELD(fail_fast), .max = PAGEFS_MAX_TIMEOUT,
+     .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_FAIL_FAST, .arg = "DURATION",
+     .help = "after a request ran out of time, requests fail at once for this long, then one "
+             "tries the store again (default %D; 0: off)"},
 
     {.kind = OPT_SECTION, .help = "cache (-o; sizes take K, M, G, T suffixes, binary):"},
     {.name = "cache_dir", .kind = OPT_STRING, FIELD(cache_dir), .flags = OPT_F_ENV_DEF,
@@ -389,14 +485,15 @@ static const struct opt options[] = {
      .max = PAGEFS_MAX_PAGE_SIZE, .flags = OPT_F_DEF | OPT_F_POW2,
      .def = PAGEFS_DEFAULT_PAGE_SIZE, .hint = "a power of two from 64K to 64M", .arg = "SIZE",
      .help = "page size, power of two, 64K..64M (default %D)"},
-    {.name = "meta_ttl", .kind = OPT_UINT, FIELD(meta_ttl), .max = PAGEFS_MAX_META_TTL,
-     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_META_TTL, .hint = "seconds, ",
-     .arg = "SECONDS", .help = "lifetime of cached listings and attributes (default %D)"},
-    {.name = "negative_ttl", .kind = OPT_UINT, FIELD(negative_ttl), .max = PAGEFS_MAX_META_TTL,
-     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_NEGATIVE_TTL, .hint = "seconds, ",
-     .arg = "SECONDS", .help = "a name missing from a listing older than this lists the "
-                               "directory again before the answer is 'no such file'; also the "
-                               "kernel's negative-entry lifetime (default %D; at most meta_ttl)"},
+    {.name = "meta_ttl", .kind = OPT_DURATION, FIELD(meta_ttl), .max = PAGEFS_MAX_META_TTL,
+     .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_META_TTL, .arg = "DURATION",
+     .help = "lifetime of cached listings and attributes (default %D)"},
+    {.name = "negative_ttl", .kind = OPT_DURATION, FIELD(negative_ttl),
+     .max = PAGEFS_MAX_META_TTL, .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_NEGATIVE_TTL,
+     .arg = "DURATION",
+     .help = "a name missing from a listing older than this lists the directory again before "
+             "the answer is 'no such file'; also the kernel's negative-entry lifetime (default "
+             "%D; at most meta_ttl)"},
     {.name = "revalidate", .kind = OPT_WORD, FIELD(revalidate), .words = on_off_words,
      .flags = OPT_F_DEF, .def = 1, .arg = "on|off",
      .help = "on: listings kept from an earlier mount are listed again at first use (still "
@@ -467,9 +564,8 @@ static const struct opt options[] = {
      .help = "off: pages of units other nodes own are kept only until room is needed (evicted "
              "before any page of this node's units), so the cluster holds about the sum of its "
              "caches; on: kept like any page, reads of them stay local (default off)"},
-    {.name = "peer_timeout", .kind = OPT_UINT, FIELD(peer_timeout), .min = 1, .max = 60,
-     .flags = OPT_F_DEF | OPT_F_RANGE, .def = PAGEFS_DEFAULT_PEER_TIMEOUT, .hint = "seconds, ",
-     .arg = "SECONDS",
+    {.name = "peer_timeout", .kind = OPT_DURATION, FIELD(peer_timeout), .min = 1, .max = 60,
+     .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_PEER_TIMEOUT, .arg = "DURATION",
      .help = "a peer that does not connect or goes quiet this long is marked down for a while "
              "and its units are read elsewhere (default %D)"},
 
@@ -505,11 +601,15 @@ static const struct opt options[] = {
     FUSE("suid"), FUSE("dev"), FUSE("exec"), FUSE("async"), FUSE("sync"), FUSE("dirsync"),
     FUSE("ro"), FUSE_VALUE("subtype"), FUSE_VALUE("context"), FUSE_VALUE("fscontext"),
     FUSE_VALUE("defcontext"), FUSE_VALUE("rootcontext"),
+    /* Refused, not dropped: asked for on the command line, it is a mistake to point out. The
+     * mount helper (mount_pagefs.sh.in) drops the "rw" that mount(8) hands every helper. */
+    {.name = "rw", .kind = OPT_REFUSED,
+     .hint = "option 'rw' refused: pagefs mounts are read-only; drop rw",
+     .help = "refused: pagefs mounts are read-only (the mount helper drops the rw mount(8) adds)"},
 
-    /* Words mount(8)/fstab put into option lists that mean nothing to a FUSE file system.
-     * "rw" is dropped too: pagefs is always mounted read-only. */
+    /* Words mount(8)/fstab put into option lists that mean nothing to a FUSE file system. */
     {.kind = OPT_SECTION, .help = "fstab words, accepted and ignored:"},
-    FSTAB("defaults"), FSTAB("rw"), FSTAB("_netdev"), FSTAB("nofail"), FSTAB("auto"),
+    FSTAB("defaults"), FSTAB("_netdev"), FSTAB("nofail"), FSTAB("auto"),
     FSTAB("noauto"), FSTAB("user"), FSTAB("users"), FSTAB("nouser"), FSTAB("owner"),
     FSTAB("group"), {.name = "comment", .kind = OPT_FSTAB, .arg = ""},
     {.name = "x-", .kind = OPT_FSTAB, .flags = OPT_F_PREFIX},
@@ -567,9 +667,34 @@ static char **field_str(struct pagefs_options *o, const struct opt *d)
     return (char **)((char *)o + d->field);
 }
 
+/* "300", "5m", "1h", "3650d": seconds in the largest unit that divides them. */
+static void format_duration(uint64_t v, char *buf, size_t len)
+{
+    static const struct {
+        uint64_t s;
+        char unit;
+    } units[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (v && v % units[i].s == 0) {
+            snprintf(buf, len, "%llu%c", (unsigned long long)(v / units[i].s), units[i].unit);
+            return;
+        }
+    }
+    snprintf(buf, len, "%llus", (unsigned long long)v);
+}
+
 /* "invalid NAME 'VALUE' (HINT)" for d. */
 static int invalid(const struct opt *d, const char *val, char *err, size_t errlen)
 {
+    if (d->kind == OPT_DURATION) {
+        char lo[32], hi[32];
+        format_duration(d->min, lo, sizeof(lo));
+        format_duration(d->max, hi, sizeof(hi));
+        return fail(err, errlen,
+                    "invalid %s '%s' (seconds, or a duration like 30s, 5m, 1.5h, 1d; whole "
+                    "seconds from %s to %s)",
+                    d->name, val, lo, hi);
+    }
     if (d->words) {
         char words[128] = "";
         for (const struct opt_word *w = d->words; w->name; w++) {
@@ -604,20 +729,21 @@ static bool looks_like_region(const char *s)
     return dashes >= 2;
 }
 
-/* endpoint=http[s]://host... s3fs's endpoint= is the region: say so (the value is repeated
- * only then, since an endpoint may hold user:password@). */
+/* endpoint=http[s]://host... (and url=, s3fs's name for it). s3fs's endpoint= is the region:
+ * say so (the value is repeated only then, since an endpoint may hold user:password@). */
 static int parse_endpoint(struct pagefs_options *o, const struct opt *d, const char *val,
                           char *err, size_t errlen)
 {
+    int is_url = strcmp(d->name, "url") == 0; /* s3fs's url= is the URL: no hint about it */
     if (looks_like_region(val))
         return fail(err, errlen,
-                    "invalid endpoint '%s': that looks like a region (s3fs's endpoint=); use "
-                    "region=%s, and endpoint= only for a URL (http[s]://host[:port])",
-                    val, val);
+                    "invalid %s '%s': that looks like a region%s; use region=%s, and %s= only "
+                    "for a URL (http[s]://host[:port])",
+                    d->name, val, is_url ? "" : " (s3fs's endpoint=)", val, d->name);
     if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
-        return fail(err, errlen, "invalid endpoint: must start with http:// or https://");
+        return fail(err, errlen, "invalid %s: must start with http:// or https://", d->name);
     if (!val[strncmp(val, "http://", 7) == 0 ? 7 : 8])
-        return fail(err, errlen, "invalid endpoint: missing host");
+        return fail(err, errlen, "invalid %s: missing host", d->name);
     return set_str(field_str(o, d), val);
 }
 
@@ -659,6 +785,30 @@ static int parse_umask(struct pagefs_options *o, const struct opt *d, const char
 
 /* ---- parsing --------------------------------------------------------------------------- */
 
+/* Appends "name[=val]" to o->given, escaped as the libfuse list is; the value of endpoint= and
+ * url= without a user, password, query or fragment. */
+static int add_given(struct pagefs_options *o, const struct opt *d, const char *name,
+                     const char *val)
+{
+    char *item, *shown = NULL;
+    int rc = -ENOMEM;
+    if (val && d->parse == parse_endpoint) {
+        size_t n = strlen(val) + 1;
+        shown = malloc(n);
+        if (!shown)
+            return -ENOMEM;
+        pagefs_url_shown(val, shown, n);
+        val = shown;
+    }
+    if (asprintf(&item, "%s%s%s", name, val ? "=" : "", val ? val : "") < 0)
+        goto out_free_shown;
+    rc = append_opt(&o->given, item);
+    free(item);
+out_free_shown:
+    free(shown);
+    return rc;
+}
+
 /* One "name[=value]" item of an -o list. */
 static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t errlen)
 {
@@ -680,8 +830,11 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
     const struct opt *d = find_opt(name);
     if (!d)
         return fail(err, errlen, "unknown option '%s' (see pagefs --help)", name);
-    if (d->kind == OPT_FSTAB)
-        return 0;
+    if (d->kind == OPT_REFUSED)
+        return fail(err, errlen, "%s", d->hint);
+    rc = add_given(o, d, name, val);
+    if (rc < 0 || d->kind == OPT_FSTAB)
+        return rc;
     bool takes_value = d->kind != OPT_FLAG && !(d->kind == OPT_FUSE && !d->arg);
     if (takes_value && (!val || !*val))
         return fail(err, errlen, "option '%s' needs a value", name);
@@ -699,9 +852,16 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
             return invalid(d, val, err, errlen);
         store_num(o, d, u);
         break;
+    case OPT_DURATION:
+        if (pagefs_parse_duration(val, &u) < 0 || u < d->min || u > d->max)
+            return invalid(d, val, err, errlen);
+        store_num(o, d, u);
+        break;
     case OPT_SIZE:
-        if (pagefs_parse_size(val, &u) < 0 || u < d->min || u > d->max ||
-            ((d->flags & OPT_F_POW2) && (u & (u - 1)) != 0))
+        rc = pagefs_parse_size(val, &u);
+        if (rc == -ERANGE)
+            return fail(err, errlen, "invalid %s '%s' (too large: 16 EiB at most)", name, val);
+        if (rc < 0 || u < d->min || u > d->max || ((d->flags & OPT_F_POW2) && (u & (u - 1)) != 0))
             return invalid(d, val, err, errlen);
         store_num(o, d, u);
         break;
@@ -735,6 +895,7 @@ static int apply_opt(struct pagefs_options *o, char *item, char *err, size_t err
     case OPT_SECTION:
     case OPT_ARGV:
     case OPT_FSTAB:
+    case OPT_REFUSED:
         break;
     }
     if (rc == 0 && (d->flags & OPT_F_ALSO))
@@ -780,7 +941,8 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
         err[0] = '\0';
 
     out->fuse_opts = strdup("");
-    if (!out->fuse_opts)
+    out->given = strdup("");
+    if (!out->fuse_opts || !out->given)
         return -ENOMEM;
 
     int i = 1;
@@ -873,6 +1035,7 @@ void pagefs_options_clear(struct pagefs_options *o)
     free(o->cache_dir);
     free(o->rest);
     free(o->fuse_opts);
+    free(o->given);
     memset(o, 0, sizeof(*o));
 }
 
@@ -1035,10 +1198,12 @@ void pagefs_options_help(FILE *out, const char *prog, const struct pagefs_env *e
         "       mount -t fuse.pagefs SOURCE MOUNTPOINT -o opt[,opt...]   (mount.fuse.pagefs)\n"
         "       %s load|stats|evict|cache ls|fsck ...   (a running mount; COMMAND --help)\n"
         "\n"
-        "Mounts SOURCE read-only at MOUNTPOINT and keeps what was read in a local page cache.\n"
-        "SOURCE is s3://bucket[/prefix], http(s)://host[:port]/path/ (an index listing tree, or\n"
-        "a single file) or file:///dir. Without -f the command returns once the mount is usable\n"
-        "(or fails with the reason) and the daemon lives on in the background.\n",
+        "Mounts SOURCE read-only (-o rw is refused) at MOUNTPOINT and keeps what was read in a\n"
+        "local page cache. SOURCE is s3://bucket[/prefix], http(s)://host[:port]/path/ (an index\n"
+        "listing tree, or a single file) or file:///dir. Without -f the command returns once the\n"
+        "mount is usable (or fails with the reason) and the daemon lives on in the background.\n"
+        "SIZE: bytes, or a number with K, M, G or T, binary (1K = 1024): 1.5G, 512M, 10GiB.\n"
+        "DURATION: seconds, or a number with s, m, h or d: 30s, 5m, 1.5h, 1d.\n",
         prog, prog, prog, prog);
     const struct opt *end = options + N_OPTIONS;
     for (const struct opt *s = options; s < end;) {

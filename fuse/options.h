@@ -120,6 +120,10 @@ struct pagefs_options {
     int foreground;
     int debug;
     char *fuse_opts; /* comma-separated options for libfuse ("" if none) */
+    /* Every item of the -o lists as given, comma-separated and escaped as they were ("" if
+     * none), but endpoint=/url= without user, password, query or fragment: what the stats
+     * show as the options in force. */
+    char *given;
 };
 
 /* Parses argv (argv[0] is the program name). Returns 0, or -EINVAL with a one-line message
@@ -132,8 +136,17 @@ void pagefs_options_clear(struct pagefs_options *o);
 int pagefs_parse_log_level(const char *s, enum pagefs_log_level *out);
 const char *pagefs_log_level_name(enum pagefs_log_level level);
 
-/* Parses a size with an optional binary suffix (K, M, G, T; also KB/KiB, ...). 0 or -EINVAL. */
+/* Parses a size: bytes, or a number with a binary suffix (K, M, G, T; also KB/KiB, ...; 1K =
+ * 1024) and up to six decimals ("1.5G", rounded down to a byte). -EINVAL for anything else or
+ * a fraction without a suffix, -ERANGE for more than 2^64 - 1 bytes; *out is then untouched. */
 int pagefs_parse_size(const char *s, uint64_t *out);
+/* Parses a duration into whole seconds: seconds ("30"), or a number with up to six decimals
+ * and s, m, h or d ("30s", "5m", "1.5h", "1d"). -EINVAL for anything else or a result that is
+ * not whole seconds ("1.5s"), -ERANGE for more than 2^64 - 1 seconds; *out is then untouched. */
+int pagefs_parse_duration(const char *s, uint64_t *out);
+/* url into buf (truncated to len) without a user:password@ part, query or fragment: for
+ * messages and the stats. */
+void pagefs_url_shown(const char *url, char *buf, size_t len);
 /* The default cache directory for env into buf. 0, or -ENAMETOOLONG. */
 int pagefs_default_cache_dir(const struct pagefs_env *env, char *buf, size_t len);
 

@@ -48,6 +48,7 @@
 #include "backends/backend.h"
 #include "backends/source.h"
 #include "cache/tree.h"
+#include "fuse/config.h"
 
 #define MAX_CONNECTIONS 64
 /* The TCP listener of a cluster node: every peer keeps a few keep-alive connections to it (one
@@ -575,6 +576,7 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int fd)
 
 static void server_free(struct rest_server *rs)
 {
+    pagefs_config_destroy(rs->config);
     free(rs->source_base);
     free(rs->source);
     free(rs->mountpoint);
@@ -606,6 +608,10 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
         goto out_free_server;
     rs->source_base = strndup(conf->source, backend_source_base_len(conf->source));
     if (!rs->source_base)
+        goto out_free_server;
+    if (conf->options &&
+        pagefs_config_create(conf->options, rs->mountpoint, conf->cache_dir ? conf->cache_dir : "",
+                             &rs->config) < 0)
         goto out_free_server;
     rs->be = conf->be;
     rs->pc = conf->pc;

@@ -27,6 +27,7 @@ struct mem_budget;
 struct pagefs_fs;
 struct peer_secret;
 struct pagefs_health;
+struct pagefs_options;
 struct rest_server;
 
 struct rest_conf {
@@ -47,6 +48,11 @@ struct rest_conf {
     const struct peer_secret *cluster_secret;
     /* The daemon's health state (fuse/health.h), answered on GET /healthz; required. */
     struct pagefs_health *health;
+    /* The command line and the absolute cache directory the daemon runs with, shown as the
+     * "config" object of GET /api/v1/stats (fuse/config.h); NULL: no such object. Read at
+     * create time only. */
+    const struct pagefs_options *options;
+    const char *cache_dir;
 };
 
 /* Counters of the cluster's server side. */

@@ -1,6 +1,7 @@
 /*
  * rest_api.c - the pagefs part of the control plane (see rest_int.h): GET /api/v1/stats (the
- * counters as JSON), GET /metrics (Prometheus), GET /healthz (fuse/health.h), load jobs by id
+ * counters and the configuration in force as JSON; fractions with a few decimals, not json-c's
+ * 17 digits), GET /metrics (Prometheus), GET /healthz (fuse/health.h), load jobs by id
  * (submit, status, stop), POST /api/v1/evict, POST /api/v1/refresh, GET /api/v1/cache
  * (residency), and the
  * dashboard page.
@@ -21,6 +22,7 @@
 
 #include "cache/page_cache.h"
 #include "cache/tree.h"
+#include "fuse/config.h"
 #include "fuse/health.h"
 #include "fuse/stats.h"
 
@@ -93,10 +95,17 @@ enum MHD_Result rest_api_stats(struct rest_server *rs, struct MHD_Connection *c,
     json_object_object_add(o, "version", json_object_new_string(PAGEFS_VERSION));
     json_object_object_add(o, "source", json_object_new_string(rs->source));
     json_object_object_add(o, "mountpoint", json_object_new_string(rs->mountpoint));
-    json_object_object_add(o, "uptime_s", json_object_new_double(st.uptime_s));
+    json_object_object_add(o, "uptime_s", stats_json_double(st.uptime_s, 3));
     rest_add_u64(o, "time_ms", (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u);
     int rc = stats_render_json(&st, o);
     pagefs_stats_clear(&st);
+    if (rc == 0 && rs->config) {
+        struct json_object *cfg = pagefs_config_json(rs->config);
+        if (!cfg || json_object_object_add(o, "config", cfg) != 0) {
+            json_object_put(cfg);
+            rc = -ENOMEM;
+        }
+    }
     if (rc < 0) {
         json_object_put(o);
         return rest_reply_error(c, ctx, 500, "out of memory");

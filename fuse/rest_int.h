@@ -30,6 +30,8 @@
 #include "fuse/rest_load.h"
 #include "fuse/rest_parse.h"
 
+struct pagefs_config;
+
 #define ID_MAP_BUCKETS 65536u
 #define ID_MAP_MAX (1u << 20)
 
@@ -74,6 +76,7 @@ struct rest_server {
     struct listener tcp, ctl;
     const struct peer_secret *secret; /* the cluster's, or NULL */
     struct pagefs_health *health;     /* /healthz (fuse/health.h) */
+    struct pagefs_config *config;     /* "config" of /api/v1/stats (fuse/config.h), or NULL */
     atomic_uint_fast64_t peer_served, peer_served_bytes, peer_refused_auth, peer_refused_version;
 };
 

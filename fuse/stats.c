@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,6 +308,15 @@ int stats_render_text(const struct pagefs_stats *s, char **out, size_t *len)
 
 /* ---- JSON ------------------------------------------------------------------------------ */
 
+struct json_object *stats_json_double(double v, int decimals)
+{
+    char text[64];
+    if (!isfinite(v))
+        v = 0; /* JSON has no NaN or infinity */
+    snprintf(text, sizeof(text), "%.*f", decimals, v);
+    return json_object_new_double_s(v, text);
+}
+
 /* Sets o[name] (o[group][member] for "group.member", the group made on first use). */
 static int json_put(struct json_object *o, const char *name, uint64_t v)
 {
@@ -370,9 +380,9 @@ static int json_peers(const struct pagefs_stats *s, struct json_object *o)
         json_object_object_add(e, "down_events", json_object_new_int64((int64_t)p->down_events));
         json_object_object_add(
             e, "latency_ms_avg",
-            json_object_new_double(p->latency.count
-                                       ? (double)p->latency.sum_us / 1e3 / (double)p->latency.count
-                                       : 0.0));
+            stats_json_double(
+                p->latency.count ? (double)p->latency.sum_us / 1e3 / (double)p->latency.count : 0.0,
+                3));
     }
     return 0;
 }

@@ -82,9 +82,15 @@ void pagefs_stats_clear(struct pagefs_stats *s);
  * *len. 0 or -ENOMEM. */
 int stats_render_text(const struct pagefs_stats *s, char **out, size_t *len);
 /* Adds the /api/v1/stats members (page_size and the groups cache, remote, prefetch, fuse,
- * fetch_memory) to the JSON object o. 0 or -ENOMEM. */
+ * fetch_memory; cluster with its peers, whose latency_ms_avg has three decimals) to the JSON
+ * object o. 0 or -ENOMEM. */
 int stats_render_json(const struct pagefs_stats *s, struct json_object *o);
 /* The Prometheus text into *out (caller frees), its length into *len. 0 or -ENOMEM. */
 int stats_render_prometheus(const struct pagefs_stats *s, char **out, size_t *len);
+
+/* A JSON number that prints with `decimals` decimals (json-c would print 446.961 as
+ * 446.96100000000001); every fraction of the stats JSON goes through it. NULL when out of
+ * memory. */
+struct json_object *stats_json_double(double v, int decimals);
 
 #endif

@@ -2,13 +2,16 @@
  * ctl_stats.c - `pagefs stats [PATH] [--json] [--watch [SECONDS]]`: the daemon's counters.
  *
  * Design: one GET /api/v1/stats, printed as a table of sections (cache, remote, prefetch,
- * fuse) with the derived figures a person wants (hit ratio, cache fill, prefetch use), or as
+ * fuse, then the configuration in force: the daemon's "config" object, each member a row,
+ * sizes in binary units and times in seconds) with the derived figures a person wants (hit
+ * ratio, cache fill, prefetch use), or as
  * the daemon's JSON object with --json, or with --get KEY[,KEY...] the values of those members
  * (dotted paths into the JSON object, e.g. cache.hit_bytes), one a line, for scripts that
  * have no JSON parser. --watch prints the table once and then, every
  * SECONDS (default 1), one line of rates computed from the deltas of the monotonic counters
- * between two samples (hit ratio of the interval, MB/s from cache and from remote, remote
- * requests/s); with --json, one compact JSON object per sample and line. A watch ends on
+ * between two samples (hit ratio of the interval, MiB/s from cache and from remote, remote
+ * requests/s); with --json, one compact JSON object per sample and line. Byte counts and rates
+ * are in binary units (KiB, MiB, GiB: ctl_fmt_bytes()) everywhere. A watch ends on
  * SIGINT/SIGTERM (exit 0); the signals are blocked and taken with sigtimedwait, so there is
  * no handler and no global flag.
  *
@@ -46,6 +49,34 @@ static const char stats_usage[] =
 static double pct(uint64_t part, uint64_t whole)
 {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* The "config" object, a member a row in the daemon's order: sizes (NAME_size, cache_free) in
+ * binary units with the bytes, times (NAME_ttl) in seconds, the rest as they are. Nothing
+ * without one (an older daemon). */
+static void print_config(struct json_object *cfg)
+{
+    char b[32];
+    if (!cfg || !json_object_is_type(cfg, json_type_object))
+        return;
+    printf("\nconfiguration\n");
+    json_object_object_foreach(cfg, key, v)
+    {
+        size_t kl = strlen(key);
+        int is_int = json_object_is_type(v, json_type_int);
+        int64_t n = is_int ? json_object_get_int64(v) : 0;
+        if (is_int && n >= 0 &&
+            ((kl > 5 && strcmp(key + kl - 5, "_size") == 0) || strcmp(key, "cache_free") == 0))
+            printf("  %-16s %s (%" PRId64 " bytes)\n", key, ctl_fmt_bytes((double)n, b, sizeof(b)),
+                   n);
+        else if (is_int && kl > 4 && strcmp(key + kl - 4, "_ttl") == 0)
+            printf("  %-16s %" PRId64 " s\n", key, n);
+        else if (json_object_is_type(v, json_type_string))
+            printf("  %-16s %s\n", key,
+                   *json_object_get_string(v) ? json_object_get_string(v) : "(none)");
+        else
+            printf("  %-16s %s\n", key, json_object_to_json_string(v));
+    }
 }
 
 #define U(path) ctl_json_u64(s, path)
@@ -100,7 +131,10 @@ static void print_table(struct json_object *s)
            ctl_fmt_bytes((double)U("fuse.read_bytes"), b1, sizeof(b1)));
     printf("  %-16s %" PRIu64 "\n", "opens", U("fuse.opens"));
     printf("  %-16s %" PRIu64 "\n", "lookups", U("fuse.lookups"));
+    print_config(ctl_json_get(s, "config"));
 }
+
+#define MIB 1048576.0
 
 /* Difference of a counter between two samples; 0 when it went down (daemon restarted). */
 static double delta(struct json_object *s, struct json_object *p, const char *path)
@@ -111,7 +145,7 @@ static double delta(struct json_object *s, struct json_object *p, const char *pa
 
 static void print_rate_header(void)
 {
-    printf("%-8s %7s %11s %12s %9s %12s\n", "TIME", "HIT%", "CACHE MB/s", "REMOTE MB/s", "REQ/s",
+    printf("%-8s %7s %12s %13s %9s %12s\n", "TIME", "HIT%", "CACHE MiB/s", "REMOTE MiB/s", "REQ/s",
            "RESIDENT");
 }
 
@@ -127,8 +161,8 @@ static void print_rate_line(struct json_object *s, struct json_object *p, double
         snprintf(hit, sizeof(hit), "%.1f", 100.0 * dh / (dh + dm));
     else
         snprintf(hit, sizeof(hit), "--");
-    printf("%-8s %7s %11.2f %12.2f %9.1f %12s\n", clock, hit,
-           delta(s, p, "cache.hit_bytes") / dt / 1e6, delta(s, p, "remote.bytes") / dt / 1e6,
+    printf("%-8s %7s %12.2f %13.2f %9.1f %12s\n", clock, hit,
+           delta(s, p, "cache.hit_bytes") / dt / MIB, delta(s, p, "remote.bytes") / dt / MIB,
            delta(s, p, "remote.requests") / dt,
            ctl_fmt_bytes((double)U("cache.resident_bytes"), b, sizeof(b)));
 }

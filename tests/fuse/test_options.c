@@ -193,7 +193,7 @@ static void test_fuse_passthrough(void)
     char err[256];
     CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o",
                    "allow_other,default_permissions,nosuid,fsname=my\\,fs,_netdev,nofail,"
-                   "rw,defaults,x-systemd.automount,max_read=131072"),
+                   "defaults,x-systemd.automount,max_read=131072"),
              0);
     CHECK_EQ(o.allow_other, 1);
     /* fstab-only words are dropped; a literal comma is re-escaped for libfuse. */
@@ -211,6 +211,18 @@ static void test_fuse_passthrough(void)
     CHECK_STR(o.fuse_opts, "nosuid");
     pagefs_options_clear(&o);
     EXPECT_EINVAL("option 'nonempty' takes no value", "s3://b", "/mnt", "-o", "nonempty=1");
+
+    /* ro is the kernel's and harmless (the mount is read-only anyway); rw is refused with one
+     * line, not dropped, wherever it stands in the list and with or without a value. */
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "ro,nosuid"), 0);
+    CHECK_STR(o.fuse_opts, "ro,nosuid");
+    pagefs_options_clear(&o);
+    EXPECT_EINVAL("option 'rw' refused: pagefs mounts are read-only; drop rw", "s3://b", "/mnt",
+                  "-o", "rw");
+    EXPECT_EINVAL("option 'rw' refused: pagefs mounts are read-only; drop rw", "s3://b", "/mnt",
+                  "-o", "nosuid,rw,_netdev");
+    EXPECT_EINVAL("option 'rw' refused", "s3://b", "/mnt", "-o", "rw=1");
+    EXPECT_EINVAL("option 'rw' refused", "s3://b", "/mnt", "-orw");
 }
 
 static void test_help_version(void)
@@ -240,7 +252,8 @@ static void test_help_version(void)
         return;
     pagefs_options_help(f, "pagefs", &user_env);
     fclose(f);
-    const char *names[] = {"endpoint=",  "region=",      "profile=",
+    const char *names[] = {"url=",       "DURATION",     "1.5G",
+                           "endpoint=",  "region=",      "profile=",
                            "path_style", "virtual_host", "no_sign_request",
                            "cache_dir=", "cache_size=",  "cache_free=",
                            "page_size=", "meta_ttl=",    "retries=",
@@ -314,14 +327,36 @@ static void test_parse_size(void)
         {"10G", 0, 10ull << 30},
         {"1T", 0, 1ull << 40},
         {"16777215T", 0, 16777215ull << 40},
-        {"16777216T", -EINVAL, 0}, /* 2^64: overflows */
-        {"99999999999999999999", -EINVAL, 0},
+        {"16777216T", -ERANGE, 0}, /* 2^64: overflows */
+        {"99999999999999999999", -ERANGE, 0},
+        {"99999999999999999999X", -EINVAL, 0}, /* garbage first */
         {"", -EINVAL, 0},
         {"-1", -EINVAL, 0},
         {"+1", -EINVAL, 0},
         {" 1", -EINVAL, 0},
         {"1 ", -EINVAL, 0},
-        {"1.5G", -EINVAL, 0},
+        {"1.5G", 0, 3ull << 29},
+        {"0.5M", 0, 512ull << 10},
+        {"512M", 0, 512ull << 20},
+        {"10GiB", 0, 10ull << 30},
+        {"100k", 0, 102400},
+        {"1.1K", 0, 1126}, /* 1126.4: rounded down to a byte */
+        {"0.000001T", 0, 1099511},
+        {"2.25GB", 0, 9ull << 28},
+        {"1.123456G", 0, 1206301694},
+        {"16777215.999999T", 0, (16777215ull << 40) + 1099510528264ull},
+        {"17179869184G", -ERANGE, 0}, /* 2^64 */
+        {"1.5", -EINVAL, 0}, /* a fraction of a byte */
+        {"1.0", -EINVAL, 0},
+        {"1.", -EINVAL, 0},
+        {"1.G", -EINVAL, 0},
+        {".5G", -EINVAL, 0},
+        {"1.1234567G", -EINVAL, 0}, /* seven decimals */
+        {"1..5G", -EINVAL, 0},
+        {"1,5G", -EINVAL, 0},
+        {"1.5 G", -EINVAL, 0},
+        {"1e3", -EINVAL, 0},
+        {"0x10", -EINVAL, 0},
         {"G", -EINVAL, 0},
         {"1Q", -EINVAL, 0},
         {"1KX", -EINVAL, 0},
@@ -340,6 +375,132 @@ static void test_parse_size(void)
             CHECK_EQ(v, 777); /* untouched on error */
     }
     CHECK_EQ(pagefs_parse_size(NULL, &(uint64_t){0}), -EINVAL);
+}
+
+static void test_parse_duration(void)
+{
+    struct {
+        const char *s;
+        int rc;
+        uint64_t v;
+    } cases[] = {
+        {"0", 0, 0},
+        {"30", 0, 30}, /* a plain number: seconds, as before */
+        {"30s", 0, 30},
+        {"5m", 0, 300},
+        {"1h", 0, 3600},
+        {"1d", 0, 86400},
+        {"1.5h", 0, 5400},
+        {"0.5m", 0, 30},
+        {"2.0", 0, 2},
+        {"0.25d", 0, 21600},
+        {"3650d", 0, 315360000},
+        {"213503982334601d", 0, 213503982334601ull * 86400},
+        {"213503982334602d", -ERANGE, 0},
+        {"99999999999999999999", -ERANGE, 0},
+        {"1.5", -EINVAL, 0},  /* not whole seconds */
+        {"1.5s", -EINVAL, 0},
+        {"1.001m", -EINVAL, 0},
+        {"1.0000001h", -EINVAL, 0}, /* seven decimals */
+        {"", -EINVAL, 0},
+        {"s", -EINVAL, 0},
+        {"-5", -EINVAL, 0},
+        {"5 m", -EINVAL, 0},
+        {"5M", -EINVAL, 0}, /* not a month, not minutes: refused */
+        {"1w", -EINVAL, 0},
+        {"1ms", -EINVAL, 0},
+        {"1hm", -EINVAL, 0},
+        {"1h30m", -EINVAL, 0},
+        {".5h", -EINVAL, 0},
+    };
+    for (size_t i = 0; i < ARGC(cases); i++) {
+        uint64_t v = 777;
+        int rc = pagefs_parse_duration(cases[i].s, &v);
+        if (rc != cases[i].rc)
+            fprintf(stderr, "  duration '%s': rc %d\n", cases[i].s, rc);
+        CHECK_EQ(rc, cases[i].rc);
+        if (cases[i].rc == 0)
+            CHECK_EQ(v, cases[i].v);
+        else
+            CHECK_EQ(v, 777); /* untouched on error */
+    }
+    CHECK_EQ(pagefs_parse_duration(NULL, &(uint64_t){0}), -EINVAL);
+
+    /* Every time option takes them; plain numbers keep meaning seconds. */
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o",
+                   "meta_ttl=1h,negative_ttl=30s,timeout=1.5m,stall_timeout=20,fail_fast=0s",
+                   "-o", "rest=10.0.0.5:1,cluster=t,peers=/p,cluster_secret=/s,peer_timeout=1m"),
+             0);
+    CHECK_EQ(o.meta_ttl, 3600);
+    CHECK_EQ(o.negative_ttl, 30);
+    CHECK_EQ(o.timeout, 90);
+    CHECK_EQ(o.stall_timeout, 20);
+    CHECK_EQ(o.fail_fast, 0);
+    CHECK_EQ(o.peer_timeout, 60);
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "meta_ttl=3650d,timeout=1h"), 0);
+    CHECK_EQ(o.meta_ttl, PAGEFS_MAX_META_TTL);
+    CHECK_EQ(o.timeout, PAGEFS_MAX_TIMEOUT);
+    pagefs_options_clear(&o);
+    EXPECT_EINVAL("invalid timeout '61m' (seconds, or a duration like 30s, 5m, 1.5h, 1d; whole "
+                  "seconds from 1s to 1h)",
+                  "s3://b", "/m", "-o", "timeout=61m");
+    EXPECT_EINVAL("whole seconds from 0s to 3650d", "s3://b", "/m", "-o", "meta_ttl=3651d");
+    EXPECT_EINVAL("invalid meta_ttl '1.5s'", "s3://b", "/m", "-o", "meta_ttl=1.5s");
+    EXPECT_EINVAL("invalid negative_ttl '5 m'", "s3://b", "/m", "-o", "negative_ttl=5 m");
+    EXPECT_EINVAL("invalid stall_timeout '0s'", "s3://b", "/m", "-o", "stall_timeout=0s");
+    EXPECT_EINVAL("invalid fail_fast '1w'", "s3://b", "/m", "-o", "fail_fast=1w");
+    EXPECT_EINVAL("from 1s to 1m", "s3://bkt", "/m", "-o",
+                  "rest=10.0.0.5:1,cluster=t,peers=/p,cluster_secret=/s,peer_timeout=61");
+    EXPECT_EINVAL("invalid meta_ttl '99999999999999999999'", "s3://b", "/m", "-o",
+                  "meta_ttl=99999999999999999999");
+}
+
+/* url= is s3fs's name for endpoint=; the options as given keep no user, password or query. */
+static void test_url_alias_and_given(void)
+{
+    struct pagefs_options o;
+    char err[256];
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "url=http://127.0.0.1:7480"), 0);
+    CHECK_STR(o.endpoint, "http://127.0.0.1:7480");
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "endpoint=http://a:1,url=https://b"), 0);
+    CHECK_STR(o.endpoint, "https://b"); /* the last one wins */
+    pagefs_options_clear(&o);
+    EXPECT_EINVAL("invalid url 'us-east-1': that looks like a region; use region=us-east-1, and "
+                  "url= only for a URL",
+                  "s3://b", "/m", "-o", "url=us-east-1");
+    EXPECT_EINVAL("invalid url: must start with http:// or https://", "s3://b", "/m", "-o",
+                  "url=s3.amazonaws.com");
+    EXPECT_EINVAL("invalid url: missing host", "s3://b", "/m", "-o", "url=https://");
+    EXPECT_EINVAL("'url' needs a value", "s3://b", "/m", "-o", "url=");
+
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", ""), 0);
+    CHECK_STR(o.given, "");
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "-f", "s3://bkt", "/m", "-o",
+                   "endpoint=http://user:pw@h:7480/p?tok=1#f,cache_size=1.5G", "-o",
+                   ",,fsname=a\\,b,_netdev,url=https://k@h2,nonempty"),
+             0);
+    CHECK_STR(o.given, "endpoint=http://h:7480/p,cache_size=1.5G,fsname=a\\,b,_netdev,"
+                       "url=https://h2,nonempty");
+    CHECK_STR(o.endpoint, "https://k@h2"); /* the backend gets it whole (and refuses it) */
+    pagefs_options_clear(&o);
+    CHECK(o.given == NULL);
+
+    char buf[128];
+    pagefs_url_shown("https://u:p@h:1/x/y?q=1#f", buf, sizeof(buf));
+    CHECK_STR(buf, "https://h:1/x/y");
+    pagefs_url_shown("http://h/a@b", buf, sizeof(buf)); /* '@' in the path is no user */
+    CHECK_STR(buf, "http://h/a@b");
+    pagefs_url_shown("http://a@b@h", buf, sizeof(buf));
+    CHECK_STR(buf, "http://h");
+    pagefs_url_shown("h:1?x", buf, sizeof(buf));
+    CHECK_STR(buf, "h:1");
+    pagefs_url_shown("https://u:p@host", buf, 9);
+    CHECK_STR(buf, "https://");
 }
 
 static void test_einval_arguments(void)
@@ -388,6 +549,14 @@ static void test_einval_options(void)
     EXPECT_EINVAL("invalid cache_size '0'", "s3://b", "/m", "-o", "cache_size=0");
     EXPECT_EINVAL("invalid cache_size '1E'", "s3://b", "/m", "-o", "cache_size=1E");
     EXPECT_EINVAL("invalid cache_free '-5G'", "s3://b", "/m", "-o", "cache_free=-5G");
+    EXPECT_EINVAL("invalid cache_size '1.5' (expected a size like 10G)", "s3://b", "/m", "-o",
+                  "cache_size=1.5");
+    EXPECT_EINVAL("invalid cache_size '1,5G'", "s3://b", "/m", "-o", "cache_size=1\\,5G");
+    EXPECT_EINVAL("invalid cache_size '16777216T' (too large: 16 EiB at most)", "s3://b", "/m",
+                  "-o", "cache_size=16777216T");
+    EXPECT_EINVAL("invalid max_readahead '1.5T' (a size like 32M, at most 1T)", "s3://b", "/m",
+                  "-o", "max_readahead=1.5T");
+    EXPECT_EINVAL("invalid page_size '1.5M'", "s3://b", "/m", "-o", "page_size=1.5M");
     EXPECT_EINVAL("option 'cache_size' needs a value", "s3://b", "/m", "-o", "cache_size");
     EXPECT_EINVAL("'cache_size' needs a value", "s3://b", "/m", "-o", "cache_size=");
     EXPECT_EINVAL("at least one page", "s3://bkt", "/m", "-o", "cache_size=512K,page_size=1M");
@@ -400,7 +569,7 @@ static void test_einval_options(void)
     EXPECT_EINVAL("invalid page_size 'big'", "s3://b", "/m", "-o", "page_size=big");
     /* numbers */
     EXPECT_EINVAL("invalid meta_ttl '-5'", "s3://b", "/m", "-o", "meta_ttl=-5");
-    EXPECT_EINVAL("invalid meta_ttl '1h'", "s3://b", "/m", "-o", "meta_ttl=1h");
+    EXPECT_EINVAL("invalid meta_ttl '1w'", "s3://b", "/m", "-o", "meta_ttl=1w");
     EXPECT_EINVAL("invalid meta_ttl '999999999999'", "s3://b", "/m", "-o", "meta_ttl=999999999999");
     EXPECT_EINVAL("invalid retries '-1'", "s3://b", "/m", "-o", "retries=-1");
     EXPECT_EINVAL("invalid retries '101'", "s3://b", "/m", "-o", "retries=101");
@@ -620,6 +789,8 @@ int main(void)
     RUN(test_positional_order);
     RUN(test_default_cache_dir);
     RUN(test_parse_size);
+    RUN(test_parse_duration);
+    RUN(test_url_alias_and_given);
     RUN(test_source_grammar_of_the_backends);
     RUN(test_einval_arguments);
     RUN(test_einval_options);

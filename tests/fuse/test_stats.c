@@ -2,7 +2,7 @@
  * test_stats.c - unit tests of the counters' key=value and JSON renderings (fuse/stats.c; the
  * Prometheus one is tested in tests/rest/test_rest_parse.c): values land under their names,
  * parts that do not exist are left out of the text and zero in the JSON, no key appears twice,
- * and the text ends with the control socket.
+ * and the text ends with the control socket; fractions in the JSON have a few decimals.
  */
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -153,9 +153,66 @@ static void test_json(void)
     json_object_put(o);
 }
 
+/* The longest run of digits after a '.' in text (json-c's default prints 446.961 as
+ * 446.96100000000001: 14). */
+static size_t max_decimals(const char *text)
+{
+    size_t most = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p != '.' || p == text || p[-1] < '0' || p[-1] > '9')
+            continue;
+        size_t n = strspn(p + 1, "0123456789");
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* Fractions in the JSON print with a few decimals, not 17 significant digits. */
+static void test_json_decimals(void)
+{
+    struct pagefs_stats s = sample();
+    struct peer_node_stats peers[2];
+    memset(peers, 0, sizeof(peers));
+    snprintf(peers[0].id, sizeof(peers[0].id), "a");
+    peers[0].latency.count = 1;
+    peers[0].latency.sum_us = 446961; /* 446.961 ms */
+    snprintf(peers[1].id, sizeof(peers[1].id), "b");
+    peers[1].latency.count = 3;
+    peers[1].latency.sum_us = 1000; /* 0.333... ms */
+    s.have_cluster = 1;
+    s.peers = peers;
+    s.npeers = 2;
+    struct json_object *o = json_object_new_object();
+    CHECK_EQ(stats_render_json(&s, o), 0);
+    json_object_object_add(o, "uptime_s", stats_json_double(0.1 + 0.2, 3));
+    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    CHECK(strstr(text, "\"latency_ms_avg\":446.961") != NULL);
+    CHECK(strstr(text, "\"latency_ms_avg\":0.333}") != NULL);
+    CHECK(strstr(text, "\"uptime_s\":0.300") != NULL);
+    CHECK(max_decimals(text) <= 6);
+    /* The value reads back as the number it is. */
+    struct json_object *arr = NULL, *cl = NULL;
+    CHECK(json_object_object_get_ex(o, "cluster", &cl) &&
+          json_object_object_get_ex(cl, "peers", &arr));
+    struct json_object *lat = NULL;
+    CHECK(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "latency_ms_avg", &lat));
+    CHECK(json_object_get_double(lat) > 446.96 && json_object_get_double(lat) < 446.962);
+    json_object_put(o);
+
+    /* What json-c would have printed: the check above can fail. */
+    o = json_object_new_double(446.961);
+    CHECK(max_decimals(json_object_to_json_string(o)) > 6);
+    json_object_put(o);
+    /* JSON has no NaN or infinity. */
+    o = stats_json_double(0.0 / 0.0, 2);
+    CHECK_STR(json_object_to_json_string(o), "0.00");
+    json_object_put(o);
+}
+
 int main(void)
 {
     RUN(test_text);
     RUN(test_json);
+    RUN(test_json_decimals);
     return test_finish();
 }

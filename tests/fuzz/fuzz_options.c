@@ -8,7 +8,8 @@
  *      option names, values, sizes and the "\," escapes rather than on finding "-o".
  * Invariants: the result is 0, -EINVAL (with a non-empty one-line message) or -ENOMEM; a
  * successful mount parse has its strings set, a power-of-two page size in range, every value
- * within its documented bounds, and a libfuse option list whose escapes are well formed;
+ * within its documented bounds, and a libfuse option list (and the list of options as given)
+ * whose escapes are well formed;
  * pagefs_options_clear() frees everything (LeakSanitizer checks) and zeroes the struct.
  * Seeds: tests/fuzz/corpus/fuzz_options/ (one argv word per line).
  */
@@ -55,7 +56,7 @@ static void check_result(int ret, const struct pagefs_options *o, const char *er
     if (ret != 0 || o->action != PAGEFS_ACTION_MOUNT)
         return;
     if (!o->source || !o->source[0] || !o->mountpoint || !o->mountpoint[0] || !o->cache_dir ||
-        !o->cache_dir[0] || !o->fuse_opts)
+        !o->cache_dir[0] || !o->fuse_opts || !o->given)
         abort();
     if (o->page_size < PAGEFS_MIN_PAGE_SIZE || o->page_size > PAGEFS_MAX_PAGE_SIZE ||
         (o->page_size & (o->page_size - 1)) != 0)
@@ -73,6 +74,7 @@ static void check_result(int ret, const struct pagefs_options *o, const char *er
     if (o->endpoint && strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8))
         abort();
     check_fuse_opts(o->fuse_opts);
+    check_fuse_opts(o->given); /* escaped as the libfuse list */
 }
 
 static void parse_and_check(int argc, char *const argv[], const struct pagefs_env *env,
@@ -85,7 +87,7 @@ static void parse_and_check(int argc, char *const argv[], const struct pagefs_en
     ret = pagefs_options_parse(argc, argv, env, &o, err, sizeof(err));
     check_result(ret, &o, err, one_line);
     pagefs_options_clear(&o);
-    if (o.source || o.mountpoint || o.cache_dir || o.fuse_opts || o.endpoint || o.rest)
+    if (o.source || o.mountpoint || o.cache_dir || o.fuse_opts || o.endpoint || o.rest || o.given)
         abort();
 }
 
@@ -122,10 +124,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     argv[argc] = NULL;
     parse_and_check(argc, argv, (size & 1) ? &env_root : &env_user, 1);
 
-    /* A size on its own: 0 or -EINVAL, whatever the text. */
-    uint64_t v;
+    /* A size and a duration on their own: 0, -EINVAL or -ERANGE, whatever the text, and the
+     * value untouched on an error. */
+    uint64_t v = 7;
     int ret = pagefs_parse_size(argv[argc > 1 ? 1 : 0], &v);
-    if (ret != 0 && ret != -EINVAL)
+    if ((ret != 0 && ret != -EINVAL && ret != -ERANGE) || (ret != 0 && v != 7))
+        abort();
+    v = 7;
+    ret = pagefs_parse_duration(argv[argc > 1 ? 1 : 0], &v);
+    if ((ret != 0 && ret != -EINVAL && ret != -ERANGE) || (ret != 0 && v != 7))
         abort();
     free(buf);
     return 0;

@@ -1,10 +1,17 @@
 #!/usr/bin/python3
 """Command-line behaviour of the pagefs binary: --help/--version, bad options and bad sources
-exit 1 with one line on stderr and mount nothing, FUSE pass-through options are accepted.
-Run by ctest (label mount) with PAGEFS_BIN set."""
+exit 1 with one line on stderr and mount nothing (rw among them), FUSE pass-through options are
+accepted, sizes and durations are read as written, start-up warnings (rest= beyond loopback, a
+cache_size the disk cannot hold) reach the terminal as one line each, and `pagefs stats` shows
+the configuration in force. Run by ctest (label mount) with PAGEFS_BIN set."""
 
+import json
 import os
+import re
+import signal
+import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -62,6 +69,13 @@ class CliTest(unittest.TestCase):
             (["mount", src, self.mp, "-o", "cache_size=banana"], "invalid cache_size"),
             (["mount", src, self.mp, "-o", "meta_ttl=x"], "invalid meta_ttl"),
             (["mount", src, self.mp, "-o", "timeout=0"], "invalid timeout"),
+            (["mount", src, self.mp, "-o", "meta_ttl=1.5s"], "invalid meta_ttl '1.5s'"),
+            (["mount", src, self.mp, "-o", "cache_size=99999999T"],
+             "invalid cache_size '99999999T' (too large"),
+            (["mount", src, self.mp, "-o", "url=us-east-1"], "use region=us-east-1"),
+            (["mount", src, self.mp, "-o", "rw"],
+             "option 'rw' refused: pagefs mounts are read-only; drop rw"),
+            (["mount", src, self.mp, "-o", "nosuid,rw", "-f"], "option 'rw' refused"),
             (["mount", src, self.mp, "-q"], "unknown option '-q'"),
             (["mount", src], "missing MOUNTPOINT"),
             (["mount"], "missing SOURCE"),
@@ -140,10 +154,120 @@ class CliTest(unittest.TestCase):
             self.assertIn("default_permissions", line)
             self.assertEqual(m.unmount(), 0)
 
+    def test_ro_is_accepted(self):
+        m = mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path, mountpoint=self.mp,
+                           options=["ro"])
+        with m:
+            entry = [e for e in mountlib.mount_entries() if e.mountpoint == self.mp][-1]
+            self.assertIn("ro", entry.options.split(","))
+            self.assertEqual(m.unmount(), 0, m.log())
+
+    def test_startup_warnings(self):
+        # rest= on a wildcard address and a cache_size no disk holds: the mount is made, and
+        # the terminal gets one line for each (the background form: the command returns once
+        # mounted, after the daemon printed them).
+        port = mountlib.free_port()
+        r = self.run_pagefs("mount", "file://" + self.src, self.mp, "-o",
+                            "cache_dir=%s,rest=0.0.0.0:%d,cache_size=1000000T,cache_free=1.5G"
+                            % (self.cache, port))
+        try:
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stderr.strip("\n").split("\n")
+            self.assertEqual(len(lines), 2, r.stderr)
+            self.assertTrue(lines[0].startswith(
+                "pagefs: rest=0.0.0.0:%d listens on 0.0.0.0, not on loopback: the REST API has "
+                "no authentication, so anyone who can reach it can read the mount's files"
+                % port), lines[0])
+            st = os.statvfs(self.cache)
+            room = (st.f_blocks - (st.f_bfree - st.f_bavail)) * st.f_frsize - (3 << 29)
+            m = re.match(r"^pagefs: cache_size=(\S+ \S+) is more than the file system of "
+                         r"(\S+) can hold: of its (\S+ \S+), cache_free=1\.50 GiB stays "
+                         r"free, so the cache holds (\S+) (\S+) at most", lines[1])
+            self.assertTrue(m, lines[1])
+            self.assertEqual(m.group(1), "976.6 PiB")
+            self.assertEqual(m.group(2), self.cache)
+            self.assertAlmostEqual(float(m.group(4)) * {"GiB": 1 << 30, "TiB": 1 << 40,
+                                                        "MiB": 1 << 20}[m.group(5)],
+                                   room, delta=room * 0.01)
+            self.assertTrue(mountlib.is_live_fuse_mount(self.mp))
+        finally:
+            mountlib.lazy_unmount(self.mp)
+        self.assertTrue(mountlib.wait_for(lambda: not mountlib.daemon_pids(self.mp), 20))
+        # A loopback rest= and a cache that fits: nothing but the mount (in the foreground too).
+        m = mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path, mountpoint=self.mp,
+                           cache_dir=self.cache,
+                           options=["rest=127.0.0.1:%d" % port, "cache_size=64M"])
+        with m:
+            self.assertEqual(m.unmount(), 0, m.log())
+        self.assertNotIn("loopback", m.log())
+        self.assertNotIn("cache_size=", m.log())
+
+    def test_stats_show_the_configuration(self):
+        m = mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path, mountpoint=self.mp,
+                           cache_dir=self.cache,
+                           options=["cache_size=1.5G", "cache_free=512M", "page_size=256K",
+                                    "meta_ttl=1.5h", "negative_ttl=30s",
+                                    "url=http://user:pw@h:1/?sig=x", "nosuid", "_netdev"])
+        with m:
+            with open(os.path.join(self.mp, "d", "f")) as f:
+                self.assertEqual(f.read(), "hello\n")
+            # The daemon's JSON as it sends it: numbers with a few decimals at most.
+            conn = mountlib.UnixHTTPConnection(os.path.join(self.cache, "control.sock"))
+            conn.request("GET", "/api/v1/stats")
+            resp = conn.getresponse()
+            raw = resp.read().decode()
+            conn.close()
+            self.assertEqual(resp.status, 200, raw)
+            self.assertIsNone(re.search(r"\d\.\d{7,}", raw), raw)
+            self.assertNotIn("pw", raw)
+            self.assertNotIn("sig=", raw)
+            cfg = json.loads(raw)["config"]
+            self.assertEqual(cfg, {
+                "source": "file://" + self.src, "mountpoint": self.mp, "cache_dir": self.cache,
+                "options": "cache_dir=%s,cache_size=1.5G,cache_free=512M,page_size=256K,"
+                           "meta_ttl=1.5h,negative_ttl=30s,url=http://h:1/,nosuid,_netdev"
+                           % self.cache,
+                "page_size": 256 << 10, "cache_size": 3 << 29, "cache_free": 512 << 20,
+                "meta_ttl": 5400, "negative_ttl": 30})
+            # `pagefs stats --json` and --get pass it on; the table has a section for it.
+            r = self.run_pagefs("stats", self.mp, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["config"], cfg)
+            self.assertIsNone(re.search(r"\d\.\d{7,}", r.stdout), r.stdout)
+            r = self.run_pagefs("stats", self.mp, "--get", "config.cache_size,config.options")
+            self.assertEqual(r.stdout.splitlines(), [str(3 << 29), cfg["options"]])
+            r = self.run_pagefs("stats", self.mp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            table = r.stdout.split("\nconfiguration\n")
+            self.assertEqual(len(table), 2, r.stdout)
+            rows = dict(re.split(r"\s{2,}", ln.strip(), maxsplit=1)
+                        for ln in table[1].splitlines() if ln.strip())
+            self.assertEqual(rows["cache_size"], "1.50 GiB (1610612736 bytes)")
+            self.assertEqual(rows["cache_free"], "512.0 MiB (536870912 bytes)")
+            self.assertEqual(rows["page_size"], "256.0 KiB (262144 bytes)")
+            self.assertEqual(rows["meta_ttl"], "5400 s")
+            self.assertEqual(rows["negative_ttl"], "30 s")
+            self.assertEqual(rows["cache_dir"], self.cache)
+            self.assertEqual(rows["options"], cfg["options"])
+            # Binary units everywhere: no decimal MB, kB or GB in the text.
+            self.assertIsNone(re.search(r"\b[kMGT]B\b", r.stdout), r.stdout)
+            p = subprocess.Popen([self.pagefs, "stats", self.mp, "--watch", "0.2"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=30)
+            self.assertEqual(p.returncode, 0, err)
+            [head] = [ln for ln in out.splitlines() if ln.startswith("TIME ")]
+            self.assertEqual(head.split(), ["TIME", "HIT%", "CACHE", "MiB/s", "REMOTE", "MiB/s",
+                                            "REQ/s", "RESIDENT"])
+            self.assertEqual(m.unmount(), 0, m.log())
+
     def test_mount_helper_form(self):
         # `pagefs SOURCE MOUNTPOINT -o ...` (no "mount" word) in the background: returns once
-        # mounted, the daemon lives on, fusermount3 -u ends it.
-        r = self.run_pagefs("file://" + self.src, self.mp, "-o", "cache_dir=" + self.cache)
+        # mounted, the daemon lives on, fusermount3 -u ends it. (A cache_size any test disk
+        # holds: the default 10G on a smaller one would add a warning line.)
+        r = self.run_pagefs("file://" + self.src, self.mp, "-o",
+                            "cache_dir=%s,cache_size=64M" % self.cache)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stderr, "")
         try:

@@ -1,0 +1,278 @@
+/*
+ * config.c - the configuration in force, for the stats and the start-up warnings (see
+ * config.h).
+ *
+ * Design: pagefs_config_create() copies what the options say and resolves what they leave to
+ * the environment. The S3 endpoint and region follow the order of s3_backend_create() (the
+ * option, $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL unless $AWS_IGNORE_CONFIGURED_ENDPOINT_URLS
+ * is true, $AWS_REGION / $AWS_DEFAULT_REGION, the profile's endpoint_url / region, then AWS's
+ * endpoint for the region / us-east-1); the backend does not hand its resolved values out, so
+ * the order is repeated here, and a change there must be made here too. Every URL passes
+ * pagefs_url_shown() before it is kept.
+ *
+ * The warnings are built by functions that return the line (unit-tested with made-up file
+ * systems and addresses) and logged by pagefs_config_warn(). The rest= address is resolved as
+ * the REST server resolves it (fuse/rest.c listen_tcp(): getaddrinfo() with AI_PASSIVE, the
+ * first answer), so the warning is about the address the server binds.
+ *
+ * Invariants: no member of the config holds a user, password, query or fragment of a URL. No
+ * state, no locks.
+ */
+#include "fuse/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fuse_log.h>
+#include <json-c/json.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "backends/aws_config.h"
+#include "backends/source.h"
+
+/* A heap copy of url without user, password, query or fragment; NULL when out of memory. */
+static char *url_copy(const char *url)
+{
+    size_t n = strlen(url) + 1;
+    char *s = malloc(n);
+    if (s)
+        pagefs_url_shown(url, s, n);
+    return s;
+}
+
+static const char *env_or(const char *name, const char *fallback)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+/* c->endpoint and c->region for an s3:// source, in s3_backend_create()'s order. */
+static int resolve_s3(const struct pagefs_options *o, struct pagefs_config *c)
+{
+    struct aws_profile *profile = NULL;
+    char perr[256];
+    if (aws_profile_load(o->profile, &profile, perr, sizeof(perr)) < 0)
+        profile = NULL;
+    const char *region = o->region && *o->region ? o->region : NULL;
+    region = region ? region : env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", NULL));
+    if (!region && profile)
+        region = aws_profile_get(profile, "region");
+    if (!region || !*region)
+        region = "us-east-1";
+    const char *endpoint = o->endpoint && *o->endpoint ? o->endpoint : NULL;
+    const char *ignore = getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
+    if (!endpoint && !(ignore && strcasecmp(ignore, "true") == 0)) {
+        endpoint = env_or("AWS_ENDPOINT_URL_S3", env_or("AWS_ENDPOINT_URL", NULL));
+        if (!endpoint && profile)
+            endpoint = aws_profile_get(profile, "endpoint_url");
+    }
+    int rc = -ENOMEM;
+    c->region = strdup(region);
+    if (endpoint && *endpoint)
+        c->endpoint = url_copy(endpoint);
+    else if (asprintf(&c->endpoint, "https://s3.%s.amazonaws.com", region) < 0)
+        c->endpoint = NULL;
+    if (c->region && c->endpoint)
+        rc = 0;
+    aws_profile_free(profile);
+    return rc;
+}
+
+int pagefs_config_create(const struct pagefs_options *o, const char *mountpoint,
+                         const char *cache_dir, struct pagefs_config **out)
+{
+    struct backend_source src;
+    char perr[256];
+    struct pagefs_config *c = calloc(1, sizeof(*c));
+    *out = NULL;
+    if (!c)
+        return -ENOMEM;
+    c->source = url_copy(o->source);
+    c->mountpoint = strdup(mountpoint);
+    c->cache_dir = strdup(cache_dir);
+    c->options = strdup(o->given ? o->given : "");
+    if (!c->source || !c->mountpoint || !c->cache_dir || !c->options)
+        goto out_nomem;
+    if (backend_source_parse(o->source, &src, perr, sizeof(perr)) == 0 &&
+        src.kind == BACKEND_SOURCE_S3 && resolve_s3(o, c) < 0)
+        goto out_nomem;
+    c->page_size = o->page_size;
+    c->cache_size = o->cache_size;
+    c->cache_free = o->cache_free;
+    c->meta_ttl = o->meta_ttl;
+    c->negative_ttl = o->negative_ttl;
+    *out = c;
+    return 0;
+out_nomem:
+    pagefs_config_destroy(c);
+    return -ENOMEM;
+}
+
+void pagefs_config_destroy(struct pagefs_config *c)
+{
+    if (!c)
+        return;
+    free(c->source);
+    free(c->mountpoint);
+    free(c->cache_dir);
+    free(c->endpoint);
+    free(c->region);
+    free(c->options);
+    free(c);
+}
+
+struct json_object *pagefs_config_json(const struct pagefs_config *c)
+{
+    const struct {
+        const char *name;
+        const char *value; /* NULL: not shown */
+    } strs[] = {{"source", c->source},       {"mountpoint", c->mountpoint},
+                {"cache_dir", c->cache_dir}, {"endpoint", c->endpoint},
+                {"region", c->region},       {"options", c->options}};
+    const struct {
+        const char *name;
+        uint64_t value;
+    } nums[] = {{"page_size", c->page_size},
+                {"cache_size", c->cache_size},
+                {"cache_free", c->cache_free},
+                {"meta_ttl", c->meta_ttl},
+                {"negative_ttl", c->negative_ttl}};
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return NULL;
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        if (!strs[i].value)
+            continue;
+        struct json_object *v = json_object_new_string(strs[i].value);
+        if (!v || json_object_object_add(o, strs[i].name, v) != 0)
+            goto out_put;
+    }
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        struct json_object *v = json_object_new_int64((int64_t)nums[i].value);
+        if (!v || json_object_object_add(o, nums[i].name, v) != 0)
+            goto out_put;
+    }
+    return o;
+out_put:
+    json_object_put(o);
+    return NULL;
+}
+
+/* ---- warnings -------------------------------------------------------------------------- */
+
+static int is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+int pagefs_config_rest_warning(const struct pagefs_options *o, char *buf, size_t len)
+{
+    const char *colon = o->rest ? strrchr(o->rest, ':') : NULL;
+    char host[256], shown[NI_MAXHOST];
+    struct addrinfo *res = NULL;
+    if (!colon || (size_t)(colon - o->rest) >= sizeof(host))
+        return 0;
+    /* The host as the REST server takes it: brackets of an IPv6 literal removed. */
+    const char *h = o->rest;
+    size_t hl = (size_t)(colon - o->rest);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)hl, h);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+        return 0;
+    int warn = !is_loopback(res->ai_addr);
+    if (warn && getnameinfo(res->ai_addr, res->ai_addrlen, shown, sizeof(shown), NULL, 0,
+                            NI_NUMERICHOST) != 0)
+        snprintf(shown, sizeof(shown), "%s", host);
+    freeaddrinfo(res);
+    if (!warn)
+        return 0;
+    if (o->cluster)
+        snprintf(buf, len,
+                 "pagefs: rest=%s listens on %s, not on loopback: file data and load jobs there "
+                 "are served only to signed peers and to this host, but anyone who can reach it "
+                 "can read the counters and list the mount's files (the REST API has no other "
+                 "authentication)",
+                 o->rest, shown);
+    else
+        snprintf(buf, len,
+                 "pagefs: rest=%s listens on %s, not on loopback: the REST API has no "
+                 "authentication, so anyone who can reach it can read the mount's files and "
+                 "start and stop load jobs that fill the cache; give a loopback address "
+                 "(127.0.0.1:PORT) unless the network is trusted",
+                 o->rest, shown);
+    return 1;
+}
+
+uint64_t pagefs_config_cache_room(const struct statvfs *sv, uint64_t cache_free)
+{
+    /* The blocks only root may use are never free to the cache (page_cache.c counts
+     * f_bavail). */
+    uint64_t reserved = sv->f_bfree > sv->f_bavail ? sv->f_bfree - sv->f_bavail : 0;
+    uint64_t blocks = sv->f_blocks > reserved ? sv->f_blocks - reserved : 0;
+    uint64_t usable = blocks * (uint64_t)sv->f_frsize;
+    return usable > cache_free ? usable - cache_free : 0;
+}
+
+/* "10.0 GiB": bytes in binary units, as the operator commands print them (tools/ctl.c). */
+static const char *fmt_bytes(uint64_t n, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)n;
+    size_t u = 0;
+    while (v >= 1024 && u < sizeof(units) / sizeof(units[0]) - 1) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)n);
+    else
+        snprintf(buf, len, v < 10 ? "%.2f %s" : "%.1f %s", v, units[u]);
+    return buf;
+}
+
+int pagefs_config_cache_warning(const struct pagefs_options *o, const char *dir,
+                                const struct statvfs *sv, char *buf, size_t len)
+{
+    char want[32], total[32], keep[32], room[32];
+    uint64_t r = pagefs_config_cache_room(sv, o->cache_free);
+    if (o->cache_size <= r)
+        return 0;
+    snprintf(buf, len,
+             "pagefs: cache_size=%s is more than the file system of %s can hold: of its %s, "
+             "cache_free=%s stays free, so the cache holds %s at most (less what else is "
+             "stored there)",
+             fmt_bytes(o->cache_size, want, sizeof(want)), dir,
+             fmt_bytes(pagefs_config_cache_room(sv, 0), total, sizeof(total)),
+             fmt_bytes(o->cache_free, keep, sizeof(keep)), fmt_bytes(r, room, sizeof(room)));
+    return 1;
+}
+
+void pagefs_config_warn(const struct pagefs_options *o, const char *cache_dir)
+{
+    char line[1024];
+    struct statvfs sv;
+    if (pagefs_config_rest_warning(o, line, sizeof(line)))
+        fuse_log(FUSE_LOG_WARNING, "%s\n", line);
+    if (statvfs(cache_dir, &sv) == 0 &&
+        pagefs_config_cache_warning(o, cache_dir, &sv, line, sizeof(line)))
+        fuse_log(FUSE_LOG_WARNING, "%s\n", line);
+}
