@@ -177,6 +177,14 @@ int backend_layer_counters(struct backend *be, struct backend_counters *out)
     return inner->ops->counters(inner, out);
 }
 
+int backend_layer_where(struct backend *be, struct backend_where *out)
+{
+    struct backend *inner = backend_layer_inner(be);
+    if (!inner->ops->where)
+        return -ENOTSUP;
+    return inner->ops->where(inner, out);
+}
+
 void backend_layer_destroy(struct backend *be)
 {
     backend_destroy(backend_layer_inner(be));

@@ -107,6 +107,13 @@ struct backend_counters {
     int last_failure_errno;
 };
 
+/* Where a store's requests go, for the operator (the "config" of the stats): no credentials,
+ * no query. Empty strings when there is nothing to say. */
+struct backend_where {
+    char endpoint[1024]; /* the endpoint URL in force, e.g. "https://s3.eu-west-1.amazonaws.com" */
+    char region[64];     /* the signing region in force */
+};
+
 struct backend;
 
 struct backend_ops {
@@ -131,6 +138,9 @@ struct backend_ops {
     /* 1 when another node of a cluster owns the unit holding byte off of key (the cluster
      * layer, peer.h), else 0. NULL: no cluster, every unit is this node's. */
     int (*owned_elsewhere)(struct backend *be, const char *key, uint64_t off);
+    /* The endpoint and region the store's requests go to (resolved from the options, the
+     * environment and the profile as the backend did); NULL: the source URL says it all. */
+    int (*where)(struct backend *be, struct backend_where *out);
     void (*destroy)(struct backend *be);
 };
 
@@ -205,6 +215,7 @@ static inline struct backend *backend_layer_inner(const struct backend *be)
 
 /* Pass-through counters: the inner backend's, or -ENOTSUP when it keeps none. */
 int backend_layer_counters(struct backend *be, struct backend_counters *out);
+int backend_layer_where(struct backend *be, struct backend_where *out);
 /* Pass-through destroy: destroys the inner backend, frees priv and the layer. */
 void backend_layer_destroy(struct backend *be);
 

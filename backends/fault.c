@@ -106,6 +106,7 @@ static const struct backend_ops fault_ops = {
     .read_range = fault_read_range,
     .check = fault_check,
     .counters = backend_layer_counters,
+    .where = backend_layer_where,
     .destroy = backend_layer_destroy,
 };
 

@@ -437,6 +437,7 @@ static const struct backend_ops peer_ops = {
     .read_range = peer_read_range,
     .check = peer_check,
     .counters = backend_layer_counters,
+    .where = backend_layer_where,
     .owned_elsewhere = peer_owned_elsewhere,
     .destroy = peer_destroy,
 };

@@ -216,6 +216,7 @@ static const struct backend_ops retry_ops = {
     .read_range = retry_read_range,
     .check = retry_check,
     .counters = backend_layer_counters,
+    .where = backend_layer_where,
     .destroy = backend_layer_destroy,
 };
 

@@ -70,6 +70,8 @@ struct s3 {
     char *bucket;
     char *prefix;       /* "" or "some/prefix/" */
     char *root_url;     /* object URL = root_url "/" key; no trailing '/' */
+    char *endpoint;     /* the endpoint in force, no trailing '/' (for the stats) */
+    char *region;       /* the region in force (signing; for the stats) */
     int vhost;          /* virtual-hosted addressing (the bucket is in the host name) */
     char *sigv4;        /* "aws:amz:REGION:s3"; NULL for anonymous requests */
     struct aws_cred_provider *creds; /* NULL for anonymous requests */
@@ -406,6 +408,8 @@ static void s3_free(struct s3 *s3)
     aws_cred_provider_destroy(s3->creds);
     free(s3->sigv4);
     free(s3->root_url);
+    free(s3->endpoint);
+    free(s3->region);
     free(s3->prefix);
     free(s3->bucket);
     free(s3);
@@ -417,6 +421,14 @@ static void s3_destroy(struct backend *be)
         return;
     s3_free(be->priv);
     free(be);
+}
+
+static int s3_where(struct backend *be, struct backend_where *out)
+{
+    const struct s3 *s3 = be->priv;
+    snprintf(out->endpoint, sizeof(out->endpoint), "%s", s3->endpoint);
+    snprintf(out->region, sizeof(out->region), "%s", s3->region);
+    return 0;
 }
 
 static int s3_counters(struct backend *be, struct backend_counters *out)
@@ -442,6 +454,7 @@ static const struct backend_ops s3_ops = {
     .read_range = s3_read_range,
     .check = s3_check,
     .counters = s3_counters, /* credentials only: the stats layer above counts requests */
+    .where = s3_where,
     .destroy = s3_destroy,
 };
 
@@ -514,6 +527,9 @@ static int build_root_url(const struct backend_conf *conf, const char *custom, c
         goto out_free;
     }
     curl_free(scheme);
+    s3->endpoint = strdup(endpoint);
+    if (!s3->endpoint)
+        goto out_free;
 
     int path_style = conf->path_style;
     if (path_style < 0)
@@ -602,6 +618,9 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
     ret = build_root_url(conf, endpoint, region, s3, err, errlen);
     if (ret < 0)
         goto out_free_s3;
+    s3->region = strdup(region);
+    if (!s3->region)
+        goto out_nomem_s3;
 
     if (!conf->no_sign_request) {
         struct aws_cred_conf cconf = {.profile = conf->profile,

@@ -166,6 +166,7 @@ static const struct backend_ops stats_ops = {
     .read_range = stats_read_range,
     .check = stats_check,
     .counters = stats_counters,
+    .where = backend_layer_where,
     .destroy = backend_layer_destroy,
 };
 

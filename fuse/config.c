@@ -2,12 +2,9 @@
  * config.c - the configuration in force, for the stats and the start-up warnings (see
  * config.h).
  *
- * Design: pagefs_config_create() copies what the options say and resolves what they leave to
- * the environment. The S3 endpoint and region follow the order of s3_backend_create() (the
- * option, $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL unless $AWS_IGNORE_CONFIGURED_ENDPOINT_URLS
- * is true, $AWS_REGION / $AWS_DEFAULT_REGION, the profile's endpoint_url / region, then AWS's
- * endpoint for the region / us-east-1); the backend does not hand its resolved values out, so
- * the order is repeated here, and a change there must be made here too. Every URL passes
+ * Design: pagefs_config_create() copies what the options say; the endpoint and region in force
+ * are the backend's answer (backend_ops.where: the S3 backend resolved them from the option,
+ * the environment and the profile), so nothing here repeats that order. Every URL passes
  * pagefs_url_shown() before it is kept.
  *
  * The warnings are built by functions that return the line (unit-tested with made-up file
@@ -29,11 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 
-#include "backends/aws_config.h"
-#include "backends/source.h"
+#include "backends/backend.h"
 
 /* A heap copy of url without user, password, query or fragment; NULL when out of memory. */
 static char *url_copy(const char *url)
@@ -45,49 +40,10 @@ static char *url_copy(const char *url)
     return s;
 }
 
-static const char *env_or(const char *name, const char *fallback)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
-
-/* c->endpoint and c->region for an s3:// source, in s3_backend_create()'s order. */
-static int resolve_s3(const struct pagefs_options *o, struct pagefs_config *c)
-{
-    struct aws_profile *profile = NULL;
-    char perr[256];
-    if (aws_profile_load(o->profile, &profile, perr, sizeof(perr)) < 0)
-        profile = NULL;
-    const char *region = o->region && *o->region ? o->region : NULL;
-    region = region ? region : env_or("AWS_REGION", env_or("AWS_DEFAULT_REGION", NULL));
-    if (!region && profile)
-        region = aws_profile_get(profile, "region");
-    if (!region || !*region)
-        region = "us-east-1";
-    const char *endpoint = o->endpoint && *o->endpoint ? o->endpoint : NULL;
-    const char *ignore = getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
-    if (!endpoint && !(ignore && strcasecmp(ignore, "true") == 0)) {
-        endpoint = env_or("AWS_ENDPOINT_URL_S3", env_or("AWS_ENDPOINT_URL", NULL));
-        if (!endpoint && profile)
-            endpoint = aws_profile_get(profile, "endpoint_url");
-    }
-    int rc = -ENOMEM;
-    c->region = strdup(region);
-    if (endpoint && *endpoint)
-        c->endpoint = url_copy(endpoint);
-    else if (asprintf(&c->endpoint, "https://s3.%s.amazonaws.com", region) < 0)
-        c->endpoint = NULL;
-    if (c->region && c->endpoint)
-        rc = 0;
-    aws_profile_free(profile);
-    return rc;
-}
-
 int pagefs_config_create(const struct pagefs_options *o, const char *mountpoint,
-                         const char *cache_dir, struct pagefs_config **out)
+                         const char *cache_dir, struct backend *be, struct pagefs_config **out)
 {
-    struct backend_source src;
-    char perr[256];
+    struct backend_where where;
     struct pagefs_config *c = calloc(1, sizeof(*c));
     *out = NULL;
     if (!c)
@@ -98,9 +54,13 @@ int pagefs_config_create(const struct pagefs_options *o, const char *mountpoint,
     c->options = strdup(o->given ? o->given : "");
     if (!c->source || !c->mountpoint || !c->cache_dir || !c->options)
         goto out_nomem;
-    if (backend_source_parse(o->source, &src, perr, sizeof(perr)) == 0 &&
-        src.kind == BACKEND_SOURCE_S3 && resolve_s3(o, c) < 0)
-        goto out_nomem;
+    memset(&where, 0, sizeof(where));
+    if (be && be->ops->where && be->ops->where(be, &where) == 0) {
+        if (where.endpoint[0] && !(c->endpoint = url_copy(where.endpoint)))
+            goto out_nomem;
+        if (where.region[0] && !(c->region = strdup(where.region)))
+            goto out_nomem;
+    }
     c->page_size = o->page_size;
     c->cache_size = o->cache_size;
     c->cache_free = o->cache_free;
@@ -254,7 +214,7 @@ int pagefs_config_cache_warning(const struct pagefs_options *o, const char *dir,
 {
     char want[32], total[32], keep[32], room[32];
     uint64_t r = pagefs_config_cache_room(sv, o->cache_free);
-    if (o->cache_size <= r)
+    if (!o->cache_size_set || o->cache_size <= r)
         return 0;
     snprintf(buf, len,
              "pagefs: cache_size=%s is more than the file system of %s can hold: of its %s, "

@@ -5,7 +5,7 @@
  *
  * The "config" object is flat (strings and numbers only; the dashboard shows it as key/value
  * rows): source, mountpoint, cache_dir, endpoint and region (s3:// sources only: the ones in
- * force, resolved as the S3 backend resolves them), page_size, cache_size, cache_free (bytes),
+ * force, as the S3 backend resolved them), page_size, cache_size, cache_free (bytes),
  * meta_ttl, negative_ttl (seconds) and options (every -o item as given). No member holds a
  * credential: URLs are shown without user, password, query or fragment.
  *
@@ -13,8 +13,8 @@
  * daemon detaches):
  *   - rest= binds an address that is not loopback (0.0.0.0, a public address, a name that
  *     resolves to one): the REST API has no authentication;
- *   - cache_size is more than the file system of the cache directory can hold, cache_free
- *     kept free: the line says the real limit.
+ *   - a cache_size= given is more than the file system of the cache directory can hold,
+ *     cache_free kept free: the line says the real limit.
  *
  * Ownership: pagefs_config_create/pagefs_config_destroy; the strings are copies. The warning
  * functions are pure apart from name resolution (rest=) and statvfs() of the cache directory.
@@ -28,6 +28,7 @@
 
 #include "fuse/options.h"
 
+struct backend;
 struct json_object;
 
 struct pagefs_config {
@@ -41,11 +42,11 @@ struct pagefs_config {
     uint64_t meta_ttl, negative_ttl;            /* seconds */
 };
 
-/* The configuration of a daemon started with o on mountpoint and cache_dir (absolute paths).
- * For an s3:// SOURCE the endpoint and region are resolved as backends/s3.c does: the option,
- * the environment, the profile's endpoint_url / region, else AWS's / us-east-1. 0 or -ENOMEM. */
+/* The configuration of a daemon started with o on mountpoint and cache_dir (absolute paths)
+ * over backend stack be (NULL: none): the endpoint and region are those be reports
+ * (backend_ops.where), none for a source without them. 0 or -ENOMEM. */
 int pagefs_config_create(const struct pagefs_options *o, const char *mountpoint,
-                         const char *cache_dir, struct pagefs_config **out);
+                         const char *cache_dir, struct backend *be, struct pagefs_config **out);
 void pagefs_config_destroy(struct pagefs_config *c);
 
 /* A new JSON object of c's members (see above), or NULL when out of memory. */
@@ -62,7 +63,8 @@ int pagefs_config_rest_warning(const struct pagefs_options *o, char *buf, size_t
 uint64_t pagefs_config_cache_room(const struct statvfs *sv, uint64_t cache_free);
 
 /* The warning about o->cache_size for a cache directory dir on file system sv into buf.
- * Returns 1 when cache_size is more than pagefs_config_cache_room(), else 0. */
+ * Returns 1 when cache_size= was given and is more than pagefs_config_cache_room(), else 0
+ * (the default is not warned about: cache_free bounds the cache whatever its size). */
 int pagefs_config_cache_warning(const struct pagefs_options *o, const char *dir,
                                 const struct statvfs *sv, char *buf, size_t len);
 

@@ -476,7 +476,8 @@ static const struct opt options[] = {
      .arg = "DIR", .help = "cache directory (default here %D; root: /var/cache/pagefs, other "
                            "users: $XDG_CACHE_HOME/pagefs, else ~/.cache/pagefs)"},
     {.name = "cache_size", .kind = OPT_SIZE, FIELD(cache_size), .min = 1, .max = UINT64_MAX,
-     .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_CACHE_SIZE, .hint = "expected a size like 10G",
+     .flags = OPT_F_DEF | OPT_F_ALSO, ALSO(cache_size_set), .def = PAGEFS_DEFAULT_CACHE_SIZE,
+     .hint = "expected a size like 10G",
      .arg = "SIZE", .help = "bytes of pages kept at most (default %D)"},
     {.name = "cache_free", .kind = OPT_SIZE, FIELD(cache_free), .max = UINT64_MAX,
      .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_CACHE_FREE, .hint = "expected a size like 1G",

@@ -80,6 +80,7 @@ struct pagefs_options {
     int no_sign_request;
     char *cache_dir;     /* never NULL after a successful parse */
     uint64_t cache_size; /* bytes */
+    int cache_size_set;  /* cache_size= given (the default is not warned about) */
     uint64_t cache_free; /* bytes kept free on the cache file system */
     uint32_t page_size;  /* bytes, power of two */
     unsigned meta_ttl;   /* seconds */

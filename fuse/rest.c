@@ -611,7 +611,7 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
         goto out_free_server;
     if (conf->options &&
         pagefs_config_create(conf->options, rs->mountpoint, conf->cache_dir ? conf->cache_dir : "",
-                             &rs->config) < 0)
+                             conf->be, &rs->config) < 0)
         goto out_free_server;
     rs->be = conf->be;
     rs->pc = conf->pc;
