@@ -255,6 +255,8 @@ struct json_object *rest_job_json(const struct load_job_status *js)
     rest_add_u64(o, "bytes_total", js->bytes_total);
     rest_add_u64(o, "bytes_done", js->bytes_done);
     rest_add_u64(o, "elapsed_ms", js->elapsed_ms);
+    json_object_object_add(o, "path", json_object_new_string(js->path));
+    rest_add_u64(o, "paths", js->npaths);
     struct json_object *errs = json_object_new_array();
     for (size_t i = 0; errs && i < js->nerrors; i++)
         json_object_array_add(errs, json_object_new_string(js->errors[i]));
@@ -308,8 +310,12 @@ static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *c, st
         return rest_api_healthz(rs, c, ctx);
     case REST_ROUTE_API_STATS:
         return rest_api_stats(rs, c, ctx);
+    case REST_ROUTE_API_HISTORY:
+        return rest_api_history(rs, c, ctx);
     case REST_ROUTE_API_LOAD_SUBMIT:
         return rest_api_load_submit(rs, c, ctx);
+    case REST_ROUTE_API_LOAD_LIST:
+        return rest_api_load_list(rs, c, ctx);
     case REST_ROUTE_API_LOAD_STATUS:
         return rest_api_load_status(rs, c, ctx, 0);
     case REST_ROUTE_API_LOAD_STOP:
@@ -635,11 +641,18 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
     rc = load_engine_create(&lconf, &rs->loads);
     if (rc < 0)
         goto out_destroy_lock;
+    struct history_conf hconf = {.capacity = HISTORY_DEFAULT_CAPACITY,
+                                 .interval_ms = HISTORY_DEFAULT_INTERVAL_MS,
+                                 .read_counters = rest_history_counters,
+                                 .ud = rs};
+    rc = history_create(&hconf, &rs->history);
+    if (rc < 0)
+        goto out_destroy_loads;
 
     if (conf->listen) {
         rc = listen_tcp(rs, conf->listen, &tcp_fd, err, errlen);
         if (rc < 0)
-            goto out_destroy_loads;
+            goto out_destroy_history;
     }
     rc = listen_unix(conf->control_path, &ctl_fd, err, errlen);
     if (rc < 0)
@@ -669,10 +682,12 @@ out_stop_daemons:
     if (rs->ctl.daemon)
         MHD_stop_daemon(rs->ctl.daemon);
     unlink(conf->control_path);
-    goto out_destroy_loads;
+    goto out_destroy_history;
 out_close_tcp:
     if (tcp_fd >= 0)
         close(tcp_fd);
+out_destroy_history:
+    history_destroy(rs->history);
 out_destroy_loads:
     load_engine_destroy(rs->loads);
 out_destroy_lock:
@@ -691,6 +706,7 @@ void rest_server_destroy(struct rest_server *rs)
         MHD_stop_daemon(rs->tcp.daemon);
     MHD_stop_daemon(rs->ctl.daemon);
     unlink(rs->control_path);
+    history_destroy(rs->history); /* its sampler reads the layers the server borrows */
     load_engine_destroy(rs->loads);
     pthread_mutex_lock(&rs->ids.lock);
     rest_id_map_clear_locked(&rs->ids);

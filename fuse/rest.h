@@ -7,6 +7,8 @@
  * that address) and the control socket, a unix socket at conf->control_path created 0600.
  * Everything is read-only except the control endpoints (POST /api/v1/evict), which answer 403
  * on TCP. Load jobs (rest_load.h) run in the server and are stopped at rest_server_destroy().
+ * The server also keeps the last hour of the daemon's counters (fuse/history.h, a sampler thread
+ * from create to destroy) for GET /api/v1/history and the dashboard.
  * The server is rest.c (listeners, plumbing), rest_v1.c (Alluxio API), rest_api.c (pagefs API).
  *
  * Ownership: rest_server_create/rest_server_destroy. The backend, caches, reader, budget,

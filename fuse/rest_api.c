@@ -1,10 +1,10 @@
 /*
  * rest_api.c - the pagefs part of the control plane (see rest_int.h): GET /api/v1/stats (the
  * counters and the configuration in force as JSON; fractions with a few decimals, not json-c's
- * 17 digits), GET /metrics (Prometheus), GET /healthz (fuse/health.h), load jobs by id
- * (submit, status, stop), POST /api/v1/evict, POST /api/v1/refresh, GET /api/v1/cache
- * (residency), and the
- * dashboard page.
+ * 17 digits), GET /api/v1/history (the last hour of them, fuse/history.h; this file also reads
+ * the counters for its sampler), GET /metrics (Prometheus), GET /healthz (fuse/health.h), load
+ * jobs (list, and by id: submit, status, stop), POST /api/v1/evict, POST /api/v1/refresh, GET
+ * /api/v1/cache (residency), and the dashboard page.
  *
  * Design: the counters are one snapshot (fuse/stats.h) gathered from the layers the server
  * borrows and rendered by stats.c. Evict walks a directory's tree through the metadata cache
@@ -50,6 +50,7 @@ static void gather_stats(struct rest_server *rs, struct pagefs_stats *st)
         pagefs_fs_get_counters(rs->fs, &st->fs);
     }
     st->load_jobs_running = load_engine_running(rs->loads);
+    st->rest_read_bytes = atomic_load(&rs->api_read_bytes);
 }
 
 enum MHD_Result rest_api_metrics(struct rest_server *rs, struct MHD_Connection *c,
@@ -146,6 +147,25 @@ enum MHD_Result rest_api_load_submit(struct rest_server *rs, struct MHD_Connecti
     enum MHD_Result ret = rest_start_job(rs, c, ctx, b.paths, b.count, b.threads, NULL, 0);
     rest_body_clear(&b);
     return ret;
+}
+
+enum MHD_Result rest_api_load_list(struct rest_server *rs, struct MHD_Connection *c,
+                                   struct req_ctx *ctx)
+{
+    char ids[LOAD_MAX_JOBS_RUNNING + LOAD_KEEP_FINISHED][LOAD_JOB_ID_LEN + 1];
+    struct load_job_status js;
+    size_t n = load_job_list(rs->loads, ids, sizeof(ids) / sizeof(ids[0]));
+    struct json_object *o = json_object_new_object();
+    struct json_object *jobs = json_object_new_array();
+    if (!o || !jobs || json_object_object_add(o, "jobs", jobs) != 0) {
+        json_object_put(o);
+        json_object_put(jobs);
+        return MHD_NO;
+    }
+    for (size_t i = 0; i < n && i < sizeof(ids) / sizeof(ids[0]); i++)
+        if (load_job_get_status(rs->loads, ids[i], &js) == 0) /* else reaped meanwhile */
+            json_object_array_add(jobs, rest_job_json(&js));
+    return rest_reply_json(c, ctx, 200, o);
 }
 
 enum MHD_Result rest_api_load_status(struct rest_server *rs, struct MHD_Connection *c,
@@ -356,6 +376,53 @@ out_clear_entry:
     meta_entry_clear(&me);
     free(path);
     return ret;
+}
+
+/* ---- history ----------------------------------------------------------------------------- */
+
+void rest_history_counters(void *ud, struct history_counters *out)
+{
+    struct rest_server *rs = ud;
+    struct pagefs_stats st;
+    gather_stats(rs, &st);
+    memset(out, 0, sizeof(*out));
+    out->served_bytes = st.fs.read_bytes + st.rest_read_bytes;
+    out->hits = st.pc.hits;
+    out->misses = st.pc.misses;
+    out->store_requests =
+        st.be.stat_calls + st.be.list_calls + st.be.read_calls + st.be.check_calls;
+    /* Without the stats layer's counters, the page cache's fetches are what is known. */
+    out->store_bytes = st.have_backend ? st.be.bytes_read : st.pc.bytes_fetched;
+    out->store_errors = st.be.errors;
+    out->prefetch_bytes = st.pc.prefetch_fetched * st.page_size; /* whole pages: at most */
+    out->read_errors = st.fs.read_errors;
+    out->cache_errors = st.pc.write_errors + st.pc.corrupt;
+    out->cache_used = st.pc.bytes_resident;
+    for (unsigned i = 0; i < BACKEND_LATENCY_BUCKETS; i++)
+        out->latency[i] =
+            st.be.lat_stat.buckets[i] + st.be.lat_list.buckets[i] + st.be.lat_read.buckets[i];
+    pagefs_stats_clear(&st);
+}
+
+enum MHD_Result rest_api_history(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx)
+{
+    struct history_sample *s;
+    size_t n, len;
+    char *text;
+    uint64_t latest;
+    int rc = history_read(rs->history, ctx->req.since, &s, &n, &latest);
+    if (rc < 0)
+        return rest_reply_error(c, ctx, 500, "out of memory");
+    rc = history_render_json(s, n, latest, history_interval_ms(rs->history),
+                             history_capacity(rs->history), &text, &len);
+    free(s);
+    if (rc < 0)
+        return rest_reply_error(c, ctx, 500, "out of memory");
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r)
+        free(text);
+    return rest_queue(c, ctx, 200, r, "application/json");
 }
 
 enum MHD_Result rest_api_dashboard(struct rest_server *rs, struct MHD_Connection *c,

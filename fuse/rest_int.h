@@ -7,8 +7,8 @@
  *               path arguments, load job submission, lifetime;
  *   rest_v1.c   the Alluxio-compatible API (/api/v1/master|worker|...: node, files, info,
  *               page, chunk, load) and the file-id map it needs;
- *   rest_api.c  the pagefs API (/api/v1/stats, load, evict, cache), /metrics, /healthz and
- *               the dashboard.
+ *   rest_api.c  the pagefs API (/api/v1/stats, history, load, evict, cache), /metrics,
+ *               /healthz and the dashboard.
  * Requests are parsed (and fuzzed) in rest_parse.c; load jobs run in rest_load.c; counters
  * are rendered by stats.c.
  *
@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "cache/meta_cache.h"
+#include "fuse/history.h"
 #include "fuse/rest.h"
 #include "fuse/rest_load.h"
 #include "fuse/rest_parse.h"
@@ -74,9 +75,11 @@ struct rest_server {
     struct id_map ids;
     struct load_engine *loads;
     struct listener tcp, ctl;
-    const struct peer_secret *secret; /* the cluster's, or NULL */
-    struct pagefs_health *health;     /* /healthz (fuse/health.h) */
-    struct pagefs_config *config;     /* "config" of /api/v1/stats (fuse/config.h), or NULL */
+    const struct peer_secret *secret;    /* the cluster's, or NULL */
+    struct pagefs_health *health;        /* /healthz (fuse/health.h) */
+    struct pagefs_config *config;        /* "config" of /api/v1/stats (fuse/config.h), or NULL */
+    struct history *history;             /* /api/v1/history: the last hour, sampled each second */
+    atomic_uint_fast64_t api_read_bytes; /* bytes of page and chunk reads (not peers') served */
     atomic_uint_fast64_t peer_served, peer_served_bytes, peer_refused_auth, peer_refused_version;
 };
 
@@ -186,8 +189,16 @@ enum MHD_Result rest_api_healthz(struct rest_server *rs, struct MHD_Connection *
                                  struct req_ctx *ctx);
 enum MHD_Result rest_api_stats(struct rest_server *rs, struct MHD_Connection *c,
                                struct req_ctx *ctx);
+/* GET /api/v1/history[?since=SEQ]: the samples after SEQ (all kept without), fuse/history.h. */
+enum MHD_Result rest_api_history(struct rest_server *rs, struct MHD_Connection *c,
+                                 struct req_ctx *ctx);
+/* The history's counter reader (struct history_conf.read_counters; ud is the server). */
+void rest_history_counters(void *ud, struct history_counters *out);
 enum MHD_Result rest_api_load_submit(struct rest_server *rs, struct MHD_Connection *c,
                                      struct req_ctx *ctx);
+/* GET /api/v1/load: {"jobs": [status, ...]}, newest first. */
+enum MHD_Result rest_api_load_list(struct rest_server *rs, struct MHD_Connection *c,
+                                   struct req_ctx *ctx);
 /* A load job's status (stop: after stopping it). */
 enum MHD_Result rest_api_load_status(struct rest_server *rs, struct MHD_Connection *c,
                                      struct req_ctx *ctx, int stop);

@@ -553,6 +553,8 @@ int load_job_get_status(struct load_engine *le, const char *id, struct load_job_
     out->bytes_total = get(&j->bytes_total);
     out->bytes_done = get(&j->bytes_done);
     out->elapsed_ms = (finished ? atomic_load(&j->end_ms) : now_ms()) - j->start_ms;
+    out->npaths = j->npaths;
+    snprintf(out->path, sizeof(out->path), "%s", j->npaths ? j->paths[0] : "");
     pthread_mutex_unlock(&le->lock);
     return 0;
 }
@@ -570,6 +572,17 @@ int load_job_stop(struct load_engine *le, const char *id)
     }
     pthread_mutex_unlock(&le->lock);
     return j ? 0 : -ENOENT;
+}
+
+size_t load_job_list(struct load_engine *le, char (*ids)[LOAD_JOB_ID_LEN + 1], size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&le->lock);
+    for (struct load_job *j = le->jobs; j; j = j->next, n++)
+        if (n < max)
+            memcpy(ids[n], j->id, sizeof(j->id));
+    pthread_mutex_unlock(&le->lock);
+    return n;
 }
 
 uint64_t load_engine_running(struct load_engine *le)

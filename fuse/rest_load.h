@@ -30,6 +30,7 @@ struct load_engine;
 #define LOAD_MAX_ERRORS 5  /* messages kept per job */
 #define LOAD_KEEP_FINISHED 64
 #define LOAD_MAX_JOBS_RUNNING 16
+#define LOAD_PATH_SHOWN 256 /* bytes of a job's first path kept in its status */
 
 enum load_state {
     LOAD_RUNNING = 0,
@@ -55,6 +56,8 @@ struct load_job_status {
     uint64_t files_total, files_done, files_failed;
     uint64_t bytes_total, bytes_done;
     uint64_t elapsed_ms;
+    size_t npaths;
+    char path[LOAD_PATH_SHOWN]; /* the first path (mount-relative), cut to fit */
     size_t nerrors;
     char errors[LOAD_MAX_ERRORS][256];
 };
@@ -73,6 +76,9 @@ int load_job_find(struct load_engine *le, const char *tag, char id[LOAD_JOB_ID_L
 int load_job_get_status(struct load_engine *le, const char *id, struct load_job_status *out);
 /* Asks a job to stop (it ends as STOPPED unless it had already finished). 0 or -ENOENT. */
 int load_job_stop(struct load_engine *le, const char *id);
+/* The ids of the jobs the engine keeps (those under way and the most recent finished ones),
+ * newest first: at most max of them into ids. Returns how many it keeps (may exceed max). */
+size_t load_job_list(struct load_engine *le, char (*ids)[LOAD_JOB_ID_LEN + 1], size_t max);
 /* Jobs under way now. */
 uint64_t load_engine_running(struct load_engine *le);
 

@@ -202,10 +202,11 @@ static int take_hex(const char *s, size_t min, size_t max, char *out)
 #define ARG_RANGE 0x2u
 #define ARG_UFS 0x4u
 #define ARG_OP 0x8u
+#define ARG_SINCE 0x10u
 
 static int parse_query(const char *query, unsigned accept, struct rest_request *req)
 {
-    int have_path = 0, have_op = 0;
+    int have_path = 0, have_op = 0, have_since = 0;
     const char *q = query;
     while (q && *q) {
         const char *amp = strchr(q, '&');
@@ -247,6 +248,13 @@ static int parse_query(const char *query, unsigned accept, struct rest_request *
             if (rc == 0)
                 rc = parse_u64(val, &req->length);
             req->has_length = 1;
+        } else if ((accept & ARG_SINCE) && kn == 5 && memcmp(q, "since", 5) == 0) {
+            if (have_since)
+                return 400;
+            have_since = 1;
+            rc = pct_decode(v, vn, URL_DECODE_PLUS_SPACE, &val);
+            if (rc == 0)
+                rc = parse_u64(val, &req->since);
         } else if ((accept & ARG_OP) && kn == 6 && memcmp(q, "opType", 6) == 0) {
             if (have_op)
                 return 400;
@@ -316,6 +324,10 @@ static unsigned match_route(char **seg, size_t nseg, enum method m, struct rest_
     } else if (SEG(0, "api") && SEG(1, "v1") && nseg >= 3) {
         if (nseg == 3 && SEG(2, "stats")) {
             req->route = REST_ROUTE_API_STATS;
+        } else if (nseg == 3 && SEG(2, "history")) {
+            req->route = REST_ROUTE_API_HISTORY;
+            if (is_get)
+                return ARG_SINCE;
         } else if (nseg == 3 && SEG(2, "cache")) {
             req->route = REST_ROUTE_API_CACHE;
             if (is_get)
@@ -328,6 +340,10 @@ static unsigned match_route(char **seg, size_t nseg, enum method m, struct rest_
                 *status = 405;
             return 0;
         } else if (nseg == 3 && SEG(2, "load")) {
+            if (is_get) {
+                req->route = REST_ROUTE_API_LOAD_LIST;
+                return 0;
+            }
             req->route = REST_ROUTE_API_LOAD_SUBMIT;
             req->takes_body = 1;
             if (m != M_POST)

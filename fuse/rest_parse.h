@@ -36,7 +36,9 @@ enum rest_route {
     REST_ROUTE_METRICS,         /* GET /metrics */
     REST_ROUTE_HEALTHZ,         /* GET /healthz */
     REST_ROUTE_API_STATS,       /* GET /api/v1/stats */
+    REST_ROUTE_API_HISTORY,     /* GET /api/v1/history[?since=SEQ] */
     REST_ROUTE_API_LOAD_SUBMIT, /* POST /api/v1/load (JSON body) */
+    REST_ROUTE_API_LOAD_LIST,   /* GET /api/v1/load */
     REST_ROUTE_API_LOAD_STATUS, /* GET /api/v1/load/<job> */
     REST_ROUTE_API_LOAD_STOP,   /* DELETE /api/v1/load/<job> */
     REST_ROUTE_API_EVICT,       /* POST /api/v1/evict (JSON body; control socket only) */
@@ -72,6 +74,7 @@ struct rest_request {
     uint64_t offset;                  /* V1_PAGE: offset inside the page (has_offset) */
     uint64_t length;                  /* V1_PAGE: bytes wanted (has_length) */
     int has_offset, has_length;
+    uint64_t since;           /* API_HISTORY: samples numbered after this one (0: all) */
     enum rest_load_op op;     /* V1_LOAD */
     char *ufs_full_path;      /* decoded ufsFullPath value, NULL if absent or undecodable */
     char *ufs_full_path_raw;  /* the raw value as sent, NULL if absent */

@@ -398,6 +398,8 @@ enum MHD_Result rest_v1_page(struct rest_server *rs, struct MHD_Connection *c, s
     struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r)
         free(buf);
+    else
+        atomic_fetch_add(&rs->api_read_bytes, len);
     ret = rest_queue(c, ctx, 200, r, "application/octet-stream");
 out_unref:
     reader_close(rf);
@@ -406,6 +408,7 @@ out_unref:
 }
 
 struct chunk_stream {
+    struct rest_server *rs;
     struct reader_file *rf;
     uint64_t size;
 };
@@ -422,6 +425,7 @@ static ssize_t chunk_read(void *cls, uint64_t pos, char *buf, size_t max)
                  n < 0 ? strerror((int)-n) : "short object");
         return MHD_CONTENT_READER_END_WITH_ERROR;
     }
+    atomic_fetch_add(&cs->rs->api_read_bytes, (uint64_t)n);
     return n;
 }
 
@@ -445,6 +449,7 @@ enum MHD_Result rest_v1_chunk(struct rest_server *rs, struct MHD_Connection *c, 
         reader_close(rf);
         return rest_reply_error(c, ctx, 500, "out of memory");
     }
+    cs->rs = rs;
     cs->rf = rf;
     cs->size = reader_file_size(rf);
     struct MHD_Response *r =

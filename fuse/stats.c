@@ -209,6 +209,8 @@ static const struct row rows[] = {
     {CLUSTER, AT(served.refused_version), "cluster_refused_version", "cluster.refused_version",
      "pagefs_cluster_refused_version_total", 'c',
      "Peer requests refused because this node lists another version."},
+    {ALL, AT(rest_read_bytes), NULL, "rest.read_bytes", "pagefs_rest_read_bytes_total", 'c',
+     "Bytes returned by REST page and chunk reads (not counting peers' requests)."},
 };
 
 static uint64_t value(const struct pagefs_stats *s, const struct row *r)

@@ -60,6 +60,9 @@ struct pagefs_stats {
     struct rest_cluster_counters served; /* the REST server's side (filled by the server) */
     struct peer_node_stats *peers; /* with want_peers: one per peer (owned) */
     size_t npeers;
+    /* Bytes the REST API's page and chunk reads returned to applications (filled by the
+     * server; peers' page requests are in `served`). */
+    uint64_t rest_read_bytes;
 };
 
 /* What pagefs_stats_gather() reads. The budget may be NULL. */

@@ -80,6 +80,35 @@ static void test_routes(void)
     CHECK_EQ(r.route, REST_ROUTE_API_CACHE);
     CHECK_STR(r.path, "a/b");
     rest_request_clear(&r);
+    CHECK_EQ(parse("GET", "/api/v1/load", NULL, &r), 0);
+    CHECK_EQ(r.route, REST_ROUTE_API_LOAD_LIST);
+    CHECK_EQ(r.takes_body, 0);
+    rest_request_clear(&r);
+    CHECK_EQ(parse("GET", "/api/v1/history", NULL, &r), 0);
+    CHECK_EQ(r.route, REST_ROUTE_API_HISTORY);
+    CHECK_EQ(r.since, 0);
+    rest_request_clear(&r);
+    CHECK_EQ(parse("GET", "/api/v1/history", "since=1234&x=1", &r), 0);
+    CHECK_EQ(r.route, REST_ROUTE_API_HISTORY);
+    CHECK_EQ(r.since, 1234);
+    rest_request_clear(&r);
+}
+
+/* GET /api/v1/history?since=: a sample number, nothing else. */
+static void test_history_args(void)
+{
+    CHECK_EQ(status_of("GET", "/api/v1/history", "since="), 400);
+    CHECK_EQ(status_of("GET", "/api/v1/history", "since=-1"), 400);
+    CHECK_EQ(status_of("GET", "/api/v1/history", "since=1.5"), 400);
+    CHECK_EQ(status_of("GET", "/api/v1/history", "since=abc"), 400);
+    CHECK_EQ(status_of("GET", "/api/v1/history", "since=1&since=2"), 400);
+    CHECK_EQ(status_of("GET", "/api/v1/history", "since=99999999999999999999"), 400);
+    CHECK_EQ(status_of("POST", "/api/v1/history", NULL), 405);
+    CHECK_EQ(status_of("GET", "/api/v1/history/x", NULL), 404);
+    /* since is the history's argument only */
+    struct rest_request r;
+    CHECK_EQ(parse("GET", "/api/v1/stats", "since=abc", &r), 0);
+    rest_request_clear(&r);
 }
 
 static void test_not_found_and_methods(void)
@@ -105,7 +134,8 @@ static void test_not_found_and_methods(void)
     CHECK_EQ(status_of("POST", "/v1/mv", NULL), 405);
     CHECK_EQ(status_of("GET", "/v1/touch", NULL), 405);
     CHECK_EQ(status_of("GET", "/api/v1/evict", NULL), 405);
-    CHECK_EQ(status_of("GET", "/api/v1/load", NULL), 405);
+    CHECK_EQ(status_of("PUT", "/api/v1/load", NULL), 405);
+    CHECK_EQ(status_of("DELETE", "/api/v1/load", NULL), 405);
     CHECK_EQ(status_of("PUT", "/api/v1/load/ab", NULL), 405);
     CHECK_EQ(status_of("DELETE", "/api/v1/stats", NULL), 405);
     CHECK_EQ(status_of("BREW", "/", NULL), 405);
@@ -448,6 +478,7 @@ int main(void)
     RUN(test_routes);
     RUN(test_not_found_and_methods);
     RUN(test_page_args);
+    RUN(test_history_args);
     RUN(test_path_confinement);
     RUN(test_load_args);
     RUN(test_path_from_uri);
