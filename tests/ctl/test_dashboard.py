@@ -365,15 +365,21 @@ class DashboardTest(unittest.TestCase):
         rows = self.js("""
             var out = {};
             document.querySelectorAll('#config-rows tr').forEach(function (tr) {
-              out[tr.getAttribute('data-key')] = tr.cells[1].textContent;
+              out[tr.getAttribute('data-key')] = [tr.cells[1].textContent,
+                                                   tr.cells[1].getAttribute('data-value')];
             });
             return out;""")
         self.assertEqual(set(rows), set(cfg))
         for k, v in cfg.items():
+            text, value = rows[k]
             if isinstance(v, str):
-                self.assertEqual(rows[k], v, k)
+                self.assertEqual(text, v, k)
             elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                self.assertEqual(float(rows[k]), float(v), k)
+                self.assertEqual(float(value), float(v), k)
+        # Sizes read as sizes, times as seconds.
+        self.assertEqual(rows["cache_size"][0], "10.0 GiB (10737418240 bytes)")
+        self.assertEqual(rows["page_size"][0], "1.00 MiB (1048576 bytes)")
+        self.assertEqual(rows["meta_ttl"][0], "300 s")
 
     def step_browse(self):
         mnt = self.m.mountpoint
