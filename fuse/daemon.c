@@ -55,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -264,47 +263,23 @@ static void detach_finish(int notify_fd, enum pagefs_log_level level)
     close(notify_fd);
 }
 
-/* The S3 endpoint the operator gave (-o endpoint=, else $AWS_ENDPOINT_URL_S3 or
- * $AWS_ENDPOINT_URL, as s3.c takes them) for a message: without a user:password@ part and
- * without the query, or "" when none was given (AWS, or a profile's endpoint_url). */
-static void shown_endpoint(const struct pagefs_options *o, char *buf, size_t len)
-{
-    const char *ep = o->endpoint;
-    const char *ignore = getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
-    if ((!ep || !*ep) && !(ignore && strcasecmp(ignore, "true") == 0)) {
-        ep = getenv("AWS_ENDPOINT_URL_S3");
-        if (!ep || !*ep)
-            ep = getenv("AWS_ENDPOINT_URL");
-    }
-    buf[0] = '\0';
-    if (!ep || !*ep)
-        return;
-    const char *auth = strstr(ep, "://");
-    auth = auth ? auth + 3 : ep;
-    size_t auth_len = strcspn(auth, "/?#");
-    const char *at = memrchr(auth, '@', auth_len);
-    const char *host = at ? at + 1 : auth;
-    size_t path_len = strcspn(auth + auth_len, "?#");
-    snprintf(buf, len, "%.*s%.*s%.*s", (int)(auth - ep), ep, (int)(auth + auth_len - host), host,
-             (int)path_len, auth + auth_len);
-    size_t n = strlen(buf);
-    while (n > 0 && buf[n - 1] == '/')
-        buf[--n] = '\0';
-}
-
 /* Prints the one line that says why the backend check (backend.h's check op; for s3
- * s3_check()) refused o->source. */
-static void check_message(const struct pagefs_options *o, int rc)
+ * s3_check()) refused o->source, naming the endpoint the backend used. */
+static void check_message(const struct pagefs_options *o, struct backend *be, int rc)
 {
     struct backend_source src;
-    char perr[256], ep[512];
+    struct backend_where where;
+    char perr[256];
     if (backend_source_parse(o->source, &src, perr, sizeof(perr)) < 0 ||
         src.kind != BACKEND_SOURCE_S3) {
         fprintf(stderr, "pagefs: %s: %s\n", o->source,
                 rc == -ENOENT ? "no such directory" : backend_strerror(-rc));
         return;
     }
-    shown_endpoint(o, ep, sizeof(ep));
+    memset(&where, 0, sizeof(where));
+    if (be->ops->where)
+        be->ops->where(be, &where); /* the endpoint in force, without user, password or query */
+    const char *ep = where.endpoint;
     switch (-rc) {
     case ENOENT:
         fprintf(stderr, "pagefs: %s: bucket %s not found%s%s\n", o->source, src.bucket,
@@ -465,7 +440,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     }
     rc = be->ops->check(be);
     if (rc < 0) {
-        check_message(o, rc);
+        check_message(o, be, rc);
         goto out_destroy_backend;
     }
 
