@@ -30,10 +30,10 @@
  * (backend_call_set_attempt()), so the transport's debug line for the request says which
  * attempt it was. Log lines (conf->log): a call that got the store's answer after retries
  * (LOG_INFO, "succeeded on attempt 3 after EIO"), a call that ends in a store error - a
- * transient one after the last attempt, or a refusal (EACCES, EPERM) - (LOG_WARNING; not the
- * mount-time check, whose error the daemon words in one line), the breaker opening
- * (LOG_WARNING) and closing again (LOG_INFO). Calls the open breaker fails at once are not
- * logged one by one.
+ * transient one after the last attempt, or a refusal (EACCES, EPERM) - (LOG_WARNING), the
+ * breaker opening (LOG_WARNING) and closing again (LOG_INFO). Calls the open breaker fails at
+ * once are not logged one by one. The mount-time check logs none of these: the daemon words
+ * its outcome, a mount error in one line.
  *
  * Invariants: open_until == 0 (closed) or the end of the window (monotonic ms), open_err the
  * errno calls fail with while it is set; probing is 1 only while one probe call runs.
@@ -124,17 +124,20 @@ static int store_answered(long rc)
            rc == -ERANGE || rc == -EINVAL;
 }
 
-/* After a call that ended with rc; out_of_time: its deadline had passed. */
-static void breaker_record(struct retry_priv *rp, long rc, int probe, int out_of_time)
+/* After a call that ended with rc; out_of_time: its deadline had passed; quiet: no log line
+ * (the mount-time check). */
+static void breaker_record(struct retry_priv *rp, long rc, int probe, int out_of_time,
+                           int quiet)
 {
+    backend_log_fn log = quiet ? NULL : rp->log;
     if (store_answered(rc)) {
         if (atomic_exchange(&rp->open_until, 0) != 0)
-            backend_logf(rp->log, rp->log_arg, LOG_INFO,
+            backend_logf(log, rp->log_arg, LOG_INFO,
                          "pagefs: the store answers again: calls go to it again");
     } else if (is_transient(rc) && rp->fail_fast_ms && (probe || out_of_time || rc == -ETIMEDOUT)) {
         atomic_store(&rp->open_err, (int)-rc);
         if (atomic_exchange(&rp->open_until, backend_now_ms() + rp->fail_fast_ms) == 0)
-            backend_logf(rp->log, rp->log_arg, LOG_WARNING,
+            backend_logf(log, rp->log_arg, LOG_WARNING,
                          "pagefs: the store did not answer in time (%s): calls fail at once for "
                          "%" PRIu64 " ms, then one tries it again",
                          backend_errno_name((int)rc), rp->fail_fast_ms);
@@ -212,8 +215,7 @@ static void log_outcome(const struct retry_priv *rp, const struct attempt *a, ss
                          "pagefs: store %s answered %s on attempt %d after %s, %" PRIu64 " ms",
                          describe(a, what, sizeof(what)), backend_errno_name((int)rc), attempts,
                          backend_errno_name((int)prev), ms);
-    } else if (a->op != OP_CHECK &&
-               (is_transient(rc) || rc == -EACCES || rc == -EPERM)) {
+    } else if (is_transient(rc) || rc == -EACCES || rc == -EPERM) {
         backend_logf(rp->log, rp->log_arg, LOG_WARNING,
                      "pagefs: store %s failed after %d attempt%s: %s (%s), %" PRIu64 " ms",
                      describe(a, what, sizeof(what)), attempts, attempts == 1 ? "" : "s",
@@ -254,8 +256,8 @@ static ssize_t retry_call(struct retry_priv *rp, const struct attempt *a)
     if (backend_call_remaining_ms(&scope) == 0)
         out_of_time = 1;
     backend_call_end(&scope);
-    breaker_record(rp, rc, probe, out_of_time);
-    if (rp->log)
+    breaker_record(rp, rc, probe, out_of_time, a->op == OP_CHECK);
+    if (rp->log && a->op != OP_CHECK)
         log_outcome(rp, a, rc, attempts, prev, start_us);
     return rc;
 }
