@@ -12,7 +12,7 @@
  *   backend stack -> backend check (missing bucket, an endpoint that is not S3, a key given as
  *   the prefix, bad credentials, an unreachable store end here, before anything is mounted;
  *   check_message() words them) -> cache directory lock -> [no syslog daemon: the fallback
- *   log file, said on the terminal] -> fetch buffer pool + page cache
+ *   log file] -> fetch buffer pool + page cache
  *   + metadata cache -> the fetch memory budget (one bound, -o prefetch_mem, on the page
  *   buffers of read-ahead and load jobs together; the pool keeps the memory mapped for them
  *   within it) -> reader (cache/reader.h: its prefetcher draws on the budget) -> file system ->
@@ -20,7 +20,8 @@
  *   control-plane server (load jobs draw on the budget too; fuse/rest.h: control socket, -o
  *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers (SIGHUP
  *   reopens a log file) -> clean a stale mount point and check again -> mount -> [tell the
- *   parent: ok; stdio to /dev/null, log to the log file or syslog] -> INIT served in this thread, then the readahead raised (serve_init) ->
+ *   parent: ok (after a line on the fallback log file, if any); stdio to /dev/null, log to the
+ *   log file or syslog] -> INIT served in this thread, then the readahead raised (serve_init) ->
  *   multithreaded loop until unmount / SIGINT / SIGTERM.
  *
  * The cache directory lock (cache/cache_lock.h) makes the daemon the only user of CACHE_DIR:
@@ -49,7 +50,8 @@
  * foreground too, opened before anything else (a bad path is the one-line error, nothing is
  * mounted). In the background without log_file, when no syslog daemon takes datagrams at
  * /dev/log (a container, a minimal host: syslog() would drop every line), the lines go to
- * CACHE_DIR/pagefs.log, which the daemon says on the terminal before it detaches. Whenever a
+ * CACHE_DIR/pagefs.log, which the daemon says on the terminal (one line, once mounted: a mount
+ * that fails says only its error) before it detaches. Whenever a
  * file is the log, SIGHUP reopens it (logrotate's postrotate) instead of ending the session
  * (libfuse's meaning of it, kept otherwise). Messages above -o log_level= (default info; -d
  * means debug) are dropped; with debug the backends log every store request and the page
@@ -200,11 +202,14 @@ static int detach_start(int *notify_fd)
     return 0;
 }
 
-/* Mounted: release the parent, leave the terminal, log to the log file if one is open
- * (log_file=, or the fallback of log_fallback()), else to syslog. */
-static void detach_finish(int notify_fd)
+/* Mounted: say where the lines go if that is news (note: log_fallback()'s, or ""), release
+ * the parent, leave the terminal, log to the log file if one is open (log_file=, or the
+ * fallback), else to syslog. */
+static void detach_finish(int notify_fd, const char *note)
 {
     char ok = 0;
+    if (*note)
+        fprintf(stderr, "pagefs: %s\n", note);
     int fd = open("/dev/null", O_RDWR);
     if (fd >= 0) {
         dup2(fd, STDIN_FILENO);
@@ -225,24 +230,26 @@ static void detach_finish(int notify_fd)
 
 /* In the background without log_file: when no syslog daemon listens (no /dev/log, or
  * $PAGEFS_TEST_SYSLOG_SOCKET for the tests), opens CACHE_DIR/pagefs.log for the lines of the
- * detached daemon and says so on the terminal, in one line; when that cannot be opened
- * either, says that the lines are lost. */
-static void log_fallback(const char *cache_dir)
+ * detached daemon, and puts in note the line that says so (or, when it cannot be opened
+ * either, that the lines are lost), which detach_finish() prints once the mount is made: a
+ * mount that fails still says one line, its error. note is "" when syslog listens. */
+static void log_fallback(const char *cache_dir, char *note, size_t len)
 {
     const char *sock = getenv("PAGEFS_TEST_SYSLOG_SOCKET");
     if (!sock || !*sock)
         sock = PAGEFS_LOG_SYSLOG_SOCKET;
+    note[0] = '\0';
     if (pagefs_log_syslog_reachable(sock))
         return;
     char *path = NULL, err[600];
     if (asprintf(&path, "%s/pagefs.log", cache_dir) < 0) {
-        fprintf(stderr, "pagefs: no syslog at %s and out of memory: log lines are lost\n", sock);
+        snprintf(note, len, "no syslog at %s, and out of memory: log lines are lost", sock);
         return;
     }
     if (pagefs_log_open_file(path, 0, err, sizeof(err)) < 0)
-        fprintf(stderr, "pagefs: no syslog at %s, and %s: log lines are lost\n", sock, err);
+        snprintf(note, len, "no syslog at %s, and %s: log lines are lost", sock, err);
     else
-        fprintf(stderr, "pagefs: no syslog at %s: logging to %s\n", sock, path);
+        snprintf(note, len, "no syslog at %s: logging to %s", sock, path);
     free(path);
 }
 
@@ -377,7 +384,7 @@ static void set_process_wide(const struct pagefs_options *o)
 
 int pagefs_daemon_run(const struct pagefs_options *o)
 {
-    char err[512] = "";
+    char err[512] = "", log_note[1024] = "";
     int rc, exit_code = 1, notify_fd = -1;
     struct backend *be = NULL;
     struct pagefs_cluster *cluster = NULL;
@@ -471,7 +478,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         goto out_destroy_backend;
     }
     if (notify_fd >= 0 && !log_path)
-        log_fallback(cache_dir); /* the directory exists now, the terminal is still there */
+        log_fallback(cache_dir, log_note, sizeof(log_note)); /* the directory exists now */
 
     rc = pagefs_cluster_create(o, cache_dir, o->page_size, &be, &cluster, err, sizeof(err));
     if (rc < 0) {
@@ -626,7 +633,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     pagefs_health_mounted(health, mp_real ? mp_real : mp);
     free(mp_real);
     if (notify_fd >= 0) {
-        detach_finish(notify_fd);
+        detach_finish(notify_fd, log_note);
         notify_fd = -1;
     }
     fuse_log(FUSE_LOG_INFO, "pagefs: %s mounted on %s\n", o->source, mp);
