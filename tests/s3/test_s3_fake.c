@@ -415,15 +415,15 @@ static int count_level(int level)
 #define LOG_SECRET "LogTestSecretValue/0042"
 #define LOG_TOKEN "LogTestSessionToken0042"
 
-/* A signed s3://bkt stack (retry layer included) logging into `logged`. */
-static struct backend *logging_stack(int debug)
+/* A signed s3://bkt stack (retry layer included) at endpoint `at` logging into `logged`. */
+static struct backend *logging_stack_at(const char *at, int debug)
 {
     char err[512];
     struct backend *b = NULL;
     setenv("AWS_ACCESS_KEY_ID", LOG_KEY_ID, 1);
     setenv("AWS_SECRET_ACCESS_KEY", LOG_SECRET, 1);
     setenv("AWS_SESSION_TOKEN", LOG_TOKEN, 1);
-    struct backend_conf conf = {.source = "s3://bkt", .endpoint = ep, .path_style = 1,
+    struct backend_conf conf = {.source = "s3://bkt", .endpoint = at, .path_style = 1,
                                 .retries = 3, .timeout_ms = 5000, .log = capture,
                                 .log_debug = debug};
     CHECK_EQ(backend_stack_create(&conf, &b, err, sizeof(err)), 0);
@@ -431,6 +431,11 @@ static struct backend *logging_stack(int debug)
     unsetenv("AWS_SECRET_ACCESS_KEY");
     unsetenv("AWS_SESSION_TOKEN");
     return b;
+}
+
+static struct backend *logging_stack(int debug)
+{
+    return logging_stack_at(ep, debug);
 }
 
 /* No captured line holds a credential, a header or a query. */
@@ -508,6 +513,22 @@ static void test_request_log(void)
     CHECK_EQ(count_level(LOG_DEBUG), 0);
     CHECK_EQ(count_level(LOG_INFO), 1);
     CHECK_EQ(count_level(LOG_WARNING), 1);
+    backend_destroy(b);
+
+    /* The mount-time check against a closed port: its attempts at debug (no reply: status 0),
+     * but no warning - the daemon words a mount error in one line. */
+    char closed[64];
+    struct server gone;
+    CHECK_EQ(server_start(&gone), 0);
+    snprintf(closed, sizeof(closed), "http://127.0.0.1:%d", gone.port);
+    server_stop(&gone);
+    b = logging_stack_at(closed, 1);
+    logged.n = 0;
+    CHECK_EQ(b->ops->check(b), -ECONNREFUSED);
+    CHECK_EQ(count_level(LOG_DEBUG), 4);
+    CHECK(find_line(LOG_DEBUG, "store LIST key= attempt=4 status=0 bytes=0 ms=",
+                    " error=ECONNREFUSED", NULL) >= 0);
+    CHECK_EQ(count_level(LOG_INFO) + count_level(LOG_WARNING), 0);
     backend_destroy(b);
 }
 
