@@ -49,8 +49,9 @@ static void log_op(const struct local_priv *lp, const char *method, const char *
                             rc < 0 ? (int)rc : 0);
     if (rc < 0 && (backend_errno_is_transient((int)rc) || rc == -EACCES || rc == -EPERM)) {
         char shown[512];
-        backend_logf(lp->log, lp->log_arg, LOG_WARNING, "pagefs: store %s key=%s%s%s failed: %s (%s)",
-                     method, backend_log_text(shown, sizeof(shown), key), range ? " range=" : "",
+        backend_logf(lp->log, lp->log_arg, LOG_WARNING,
+                     "pagefs: store %s key=%s%s%s failed: %s (%s)", method,
+                     backend_log_text(shown, sizeof(shown), key), range ? " range=" : "",
                      range ? range : "", backend_errno_name((int)rc), strerror((int)-rc));
     }
 }

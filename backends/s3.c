@@ -212,9 +212,9 @@ out_free:
 /* ListObjectsV2 of `full_prefix` (already including the source prefix; `prefix` is it without,
  * for the debug line). Query parameters are appended in sorted order, each value
  * SigV4-encoded. err_code: as s3_perform_code(). */
-static int list_request(struct s3 *s3, const char *full_prefix, const char *prefix, const char *delim,
-                        const char *token, int max_keys, struct backend_list_page *out,
-                        char *err_code, size_t err_codelen)
+static int list_request(struct s3 *s3, const char *full_prefix, const char *prefix,
+                        const char *delim, const char *token, int max_keys,
+                        struct backend_list_page *out, char *err_code, size_t err_codelen)
 {
     struct curl_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
     char *url = NULL, *etok = NULL, *edelim = NULL, *epre = NULL;
