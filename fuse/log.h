@@ -66,7 +66,8 @@ int pagefs_log_hup_start(void);
 /* Ignores SIGHUP from now on, and ends and joins the thread. A no-op when not started. */
 void pagefs_log_hup_stop(void);
 
-/* Back to standard error (no timestamps lost) and closes the log file, if any. */
+/* Stops the SIGHUP watch, sends lines to standard error again and closes the log file, if
+ * any. Call once no other thread logs any more (the daemon: last, after its teardown). */
 void pagefs_log_close(void);
 
 /* The log callback of the modules' confs (backend_conf, page_cache_conf): msg at a syslog
