@@ -7,8 +7,11 @@
  * Call scopes (backend.h): the innermost open scope of each thread is a _Thread_local
  * pointer; a scope links to the one it is nested in and carries the earliest deadline of the
  * chain, so asking for the deadline is O(1) and asking whether a call is cancelled walks the
- * (short) chain. Layers: a layer's priv starts with its inner backend pointer, which is how the
- * pass-through defaults find it.
+ * (short) chain; the retry layer marks its scope with the attempt under way, which the
+ * transports' request lines read back (backend_call_attempt()). Log lines: one format for a
+ * store request (backend_log_request()), shared by the HTTP transports and the local backend,
+ * with keys escaped so that no key can forge a line or a field. Layers: a layer's priv starts with
+ * its inner backend pointer, which is how the pass-through defaults find it.
  *
  * Invariants: `current` is NULL or the innermost scope still open on this thread; a layer's
  * priv is never NULL and its first member is its (owned) inner backend.
@@ -17,8 +20,12 @@
 #include "backends/backend.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 
 static _Thread_local const struct backend_call *current; /* this thread's innermost scope */
@@ -61,6 +68,7 @@ void backend_call_begin_flags(struct backend_call *call, uint64_t deadline_ms,
     call->deadline_ms = deadline_ms;
     call->cancel = cancel;
     call->outer = outer;
+    call->attempt = 0;
     current = call;
 }
 
@@ -94,6 +102,84 @@ int64_t backend_call_remaining_ms(const struct backend_call *call)
         return -1;
     uint64_t now = backend_now_ms();
     return now >= call->deadline_ms ? 0 : (int64_t)(call->deadline_ms - now);
+}
+
+void backend_call_set_attempt(struct backend_call *call, unsigned attempt)
+{
+    call->attempt = attempt;
+}
+
+unsigned backend_call_attempt(void)
+{
+    for (const struct backend_call *c = current; c; c = c->outer)
+        if (c->attempt)
+            return c->attempt;
+    return 1;
+}
+
+/* --- log lines -------------------------------------------------------------------------- */
+
+void backend_logf(backend_log_fn log, void *arg, int level, const char *fmt, ...)
+{
+    if (!log)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log(arg, level, msg);
+}
+
+const char *backend_log_text(char *buf, size_t len, const char *key)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        int plain = *p > ' ' && *p != 0x7f && *p != '\\';
+        if (n + (plain ? 1 : 4) + 4 > len) { /* room for this byte, "..." and the NUL */
+            memcpy(buf + n, "...", 3);
+            n += 3;
+            break;
+        }
+        if (plain) {
+            buf[n++] = (char)*p;
+        } else {
+            buf[n++] = '\\';
+            buf[n++] = 'x';
+            buf[n++] = hex[*p >> 4];
+            buf[n++] = hex[*p & 15];
+        }
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+const char *backend_errno_name(int err)
+{
+    if (err == 0)
+        return "0";
+    const char *name = strerrorname_np(err < 0 ? -err : err);
+    return name ? name : "EUNKNOWN";
+}
+
+void backend_log_request(backend_log_fn log, void *arg, const char *method, const char *key,
+                         const char *range, long status, uint64_t bytes, uint64_t us, int err)
+{
+    if (!log)
+        return;
+    char shown[512], what[64];
+    if (status < 0)
+        snprintf(what, sizeof(what), "errno=%s", backend_errno_name(err));
+    else
+        snprintf(what, sizeof(what), "status=%ld", status);
+    backend_logf(log, arg, LOG_DEBUG,
+                 "pagefs: store %s key=%s%s%s attempt=%u %s bytes=%" PRIu64 " ms=%" PRIu64
+                 ".%03" PRIu64 "%s%s",
+                 method, backend_log_text(shown, sizeof(shown), key), range ? " range=" : "",
+                 range ? range : "", backend_call_attempt(), what, bytes, us / 1000, us % 1000,
+                 status >= 0 && err ? " error=" : "",
+                 status >= 0 && err ? backend_errno_name(err) : "");
 }
 
 void backend_stat_clear(struct backend_stat *st)

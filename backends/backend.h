@@ -170,9 +170,13 @@ struct backend_conf {
                                then one tries the store again (the retry layer); 0 = off */
     int fault_fail_after;   /* fault layer (tests): fail every call after N calls; 0 = off */
     /* Where a backend reports what happens after creation (a credentials refresh that
-     * failed, ...): level is syslog's; NULL: warnings to stderr. No message holds a secret. */
+     * failed, a retry that succeeded, a store error, ...): level is syslog's; NULL: warnings
+     * to stderr. No message holds a secret. */
     void (*log)(void *arg, int level, const char *msg);
     void *log_arg;
+    /* 1: also one LOG_DEBUG line per store request (backend_log_request()); 0: those lines
+     * are never formatted. */
+    int log_debug;
 };
 
 /* Convenience wrappers over be->ops. */
@@ -237,6 +241,7 @@ struct backend_call {
     const atomic_int *cancel;         /* non-zero: cancelled; NULL = this scope cannot be */
     const struct backend_call *outer; /* the scope this one is nested in, or NULL */
     unsigned flags;                   /* BACKEND_CALL_*: this scope's and every outer one's */
+    unsigned attempt;                 /* the retry layer's attempt under way, 1-based; 0: none */
 };
 
 /* Flags of a call scope (backend_call_begin_flags()), inherited by the scopes nested in it. */
@@ -267,6 +272,39 @@ int backend_call_cancelled(const struct backend_call *call);
 /* Milliseconds left before the deadline of `call` (0 when it has passed), or -1 when `call`
  * is NULL or has no deadline. */
 int64_t backend_call_remaining_ms(const struct backend_call *call);
+
+/* Sets the attempt number (1 for the first try) of the calls made within `call` from now on:
+ * the retry layer's, which the transports' request lines show. */
+void backend_call_set_attempt(struct backend_call *call, unsigned attempt);
+/* The attempt number of the innermost open scope that has one; 1 when none has (a call no
+ * retry layer repeats is its own first attempt). */
+unsigned backend_call_attempt(void);
+
+/* --- log lines -------------------------------------------------------------------------- */
+
+/* The log callback of struct backend_conf. */
+typedef void (*backend_log_fn)(void *arg, int level, const char *msg);
+
+/* log(arg, level, printf(fmt, ...)), cut at 1 KiB; nothing when log is NULL. */
+void backend_logf(backend_log_fn log, void *arg, int level, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A key (or any text from outside) made safe for a log line into buf (len bytes, at least 8,
+ * NUL-terminated): control bytes, space, DEL and the backslash become \xHH, so a key can break
+ * neither a line nor a key=value field; a key too long is cut, ending in "...". Returns buf. */
+const char *backend_log_text(char *buf, size_t len, const char *key);
+
+/* The symbolic name of errno err (negative or positive), e.g. "EIO"; "0" for 0. */
+const char *backend_errno_name(int err);
+
+/* One store request done, as a LOG_DEBUG line through log (nothing when log is NULL):
+ *   pagefs: store METHOD key=KEY[ range=A-B] attempt=N status=S bytes=B ms=T[ error=E]
+ * method: GET, HEAD, LIST, ...; key: escaped here (backend_log_text()); range: "A-B" or
+ * NULL; attempt: backend_call_attempt(); status: the HTTP status (0: no reply); err: 0 or the
+ * -errno the request ended with. A store without HTTP (the local backend) passes status -1:
+ * the line then says errno=E (0 for success) in place of status and error. */
+void backend_log_request(backend_log_fn log, void *arg, const char *method, const char *key,
+                         const char *range, long status, uint64_t bytes, uint64_t us, int err);
 
 /* Human-readable text for a backend errno, e.g. "access denied (check credentials)". */
 const char *backend_strerror(int err);

@@ -17,6 +17,11 @@
  * through curl_map_error(), the one mapping every user shares; what is S3's own (the XML error
  * code of a 400) stays in s3.c, what is etcd's (its JSON error bodies) in etcd.c.
  *
+ * Debug lines: with a log function in the conf, curl_req_finish() logs one line per request
+ * (backend_log_request(): method, key, Range, the retry layer's attempt from the call scope,
+ * status, bytes, time), built only from the method, the caller's key or the URL's path and
+ * the Range line: never another header (Authorization, x-amz-security-token) or the query.
+ *
  * Requests honour the calling thread's call scope (backend.h): timeouts capped at its time
  * left, and an XFERINFOFUNCTION that aborts the transfer once it is cancelled (libcurl calls
  * it about once a second while nothing moves). Stall detection is libcurl's low-speed limit
@@ -391,6 +396,7 @@ void curl_req_setup(CURL *c, const struct curl_common_conf *conf, struct curl_re
     r->errlen = 0;
     r->skipped = 0;
     r->cut = 0;
+    r->conf = conf;
 
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, r->url);
@@ -450,9 +456,39 @@ void curl_req_setup(CURL *c, const struct curl_common_conf *conf, struct curl_re
         curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
 }
 
+/* The request's debug line (curl_common_conf.log): what was asked - the method, the key (or
+ * the URL's path: never the query, which may carry a signature), the Range header's bytes -
+ * and how it went; never another header. */
+static void log_request(CURL *c, const struct curl_req *r, int ret)
+{
+    curl_off_t us = 0, bytes = 0;
+    curl_easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &us);
+    curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &bytes);
+    const char *method = r->log_method  ? r->log_method
+                         : r->post_body ? "POST"
+                         : r->method    ? r->method
+                         : r->head      ? "HEAD"
+                                        : "GET";
+    char path[1024];
+    const char *key = r->log_key;
+    if (!key) {
+        const char *p = strstr(r->url, "://");
+        p = p ? strchr(p + 3, '/') : NULL;
+        snprintf(path, sizeof(path), "%.*s", p ? (int)strcspn(p, "?#") : 1, p ? p : "/");
+        key = path;
+    }
+    const char *range = NULL;
+    for (const struct curl_slist *h = r->hdrs; h && !range; h = h->next)
+        if (strncasecmp(h->data, "Range: bytes=", 13) == 0)
+            range = h->data + 13;
+    backend_log_request(r->conf->log, r->conf->log_arg, method, key, range, r->status,
+                        bytes > 0 ? (uint64_t)bytes : 0, us > 0 ? (uint64_t)us : 0, ret);
+}
+
 int curl_req_finish(CURL *c, struct curl_req *r, CURLcode cc)
 {
     char *eff = NULL;
+    int ret;
 
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &r->os_errno);
@@ -462,8 +498,12 @@ int curl_req_finish(CURL *c, struct curl_req *r, CURLcode cc)
     if (cc == CURLE_WRITE_ERROR && r->cut)
         cc = CURLE_OK; /* ended on purpose: every wanted byte is in */
     if (cc == CURLE_WRITE_ERROR && r->body.overflow)
-        return -EIO;
-    return curl_map_error(cc, r->status, r->os_errno);
+        ret = -EIO;
+    else
+        ret = curl_map_error(cc, r->status, r->os_errno);
+    if (r->conf && r->conf->log)
+        log_request(c, r, ret);
+    return ret;
 }
 
 int curl_req_perform(struct curl_pool *p, const struct curl_common_conf *conf, struct curl_req *r)

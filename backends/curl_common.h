@@ -55,6 +55,11 @@ struct curl_common_conf {
     const char *userpwd;    /* "key:secret" signing the requests with sigv4 */
     long max_redirs;        /* > 0: follow up to this many redirects (http, https); 0: none */
     const char *user_agent; /* the User-Agent header; NULL: none */
+    /* Not NULL: one LOG_DEBUG line per request through log(log_arg, ...) when it is over
+     * (backend_log_request(): method, key, Range, attempt, status, bytes, time; never a
+     * header, the query or a credential). NULL (the default): none, nothing formatted. */
+    void (*log)(void *arg, int level, const char *msg);
+    void *log_arg;
 };
 
 /* Fills conf: timeout_ms (the default when <= 0) and its connect timeout, the stall timeout
@@ -109,6 +114,11 @@ struct curl_req {
      * set), 0 to go on. */
     int (*on_data)(struct curl_req *r, void *arg);
     void *on_data_arg;
+    /* The request's debug line (conf->log): log_method instead of the HTTP method (e.g.
+     * "LIST" for a listing GET), log_key as its key (e.g. the object's key). NULL: the HTTP
+     * method, and the URL's path without the query. Borrowed until the transfer is over. */
+    const char *log_method;
+    const char *log_key;
 
     /* The reply (reset by curl_req_setup() and at every status line: a redirect's target or
      * a reply after 100-continue forgets the one before). */
@@ -127,6 +137,7 @@ struct curl_req {
     uint64_t skipped;                             /* of skip, dropped so far */
     int cut;                                      /* the transfer was ended on purpose */
     struct curl_slist post_hdr; /* private: a POST's Content-Type line, chained before hdrs */
+    const struct curl_common_conf *conf; /* private: setup's, for finish's debug line */
 };
 
 /* Appends the header line printf(fmt, ...) to r->hdrs. Returns 0 or -ENOMEM. */
@@ -143,8 +154,9 @@ int curl_req_header(struct curl_req *r, const char *fmt, ...) __attribute__((for
 void curl_req_setup(CURL *c, const struct curl_common_conf *conf, struct curl_req *r);
 
 /* After a transfer of r on c that ended with cc: fills the status, OS errno and effective URL,
- * drops r->hdrs from c (so c can be reused), and returns r's errno: 0 for a usable 2xx reply
- * (also one cut on purpose), -EIO for a body that overflowed, else curl_map_error(). */
+ * drops r->hdrs from c (so c can be reused), logs the request's debug line (the conf's log),
+ * and returns r's errno: 0 for a usable 2xx reply (also one cut on purpose), -EIO for a body
+ * that overflowed, else curl_map_error(). */
 int curl_req_finish(CURL *c, struct curl_req *r, CURLcode cc);
 
 /* Runs r on a handle of pool p with conf (setup, perform, finish) and returns its errno

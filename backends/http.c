@@ -364,6 +364,7 @@ static int http_stat(struct backend *be, const char *key, struct backend_stat *o
     if (!url)
         return ret;
     r.url = url;
+    r.log_key = key;
     ret = perform(h, &r);
     if (ret == 0)
         ret = stat_from_reply(&r, out);
@@ -401,6 +402,7 @@ static int head_entries(struct http *h, struct backend_list_page *pg, const size
             sl->r.head = 1;
             sl->url = key_url(h, e->key);
             sl->r.url = sl->url;
+            sl->r.log_key = e->key;
             sl->c = sl->url ? curl_pool_take(h->pool) : NULL;
             if (!sl->c || add_identity(&sl->r) < 0)
                 goto out_slot_nomem;
@@ -543,6 +545,8 @@ static int fetch_listing(struct http *h, const char *prefix, struct backend_list
     if (!url)
         return -ENOMEM;
     r.url = url;
+    r.log_method = "LIST";
+    r.log_key = prefix;
     ret = perform(h, &r);
     if (ret < 0)
         goto out_free;
@@ -627,6 +631,7 @@ static ssize_t http_read_range(struct backend *be, const char *key, const char *
     if (!url)
         return err;
     r.url = url;
+    r.log_key = key;
     if (v.kind == 'E') {
         snprintf(cond, sizeof(cond), "If-Match: %s", v.etag);
     } else if (v.kind == 'M') {
@@ -815,6 +820,10 @@ int http_backend_create(const struct backend_conf *conf, struct backend **out, c
     curl_common_conf_init(&h->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, conf->stall_timeout_ms,
                           "PAGEFS_HTTP_DEBUG");
     h->cconf.max_redirs = MAX_REDIRS;
+    if (conf->log_debug) { /* a debug line per request: path, range, status (curl_common.c) */
+        h->cconf.log = conf->log;
+        h->cconf.log_arg = conf->log_arg;
+    }
     h->cconf.user_agent = "pagefs/" PAGEFS_VERSION;
 
     ret = curl_pool_create(POOL_MAX, &h->pool);

@@ -8,7 +8,12 @@
  * Only regular files and directories are listed (symlinks are followed); keys with "." or
  * ".." components are refused, so no key can name a path outside the root.
  *
- * The backend is stateless apart from the root path: every op may run on any thread.
+ * The backend is stateless apart from the root path and its log settings: every op may run
+ * on any thread. Log lines (local_backend_create_conf()): with log_debug, one debug line per
+ * op in the format of the HTTP stores' (backend_log_request(), the errno in place of an HTTP
+ * status); an op that fails with a store error (EIO and the other transient errnos, EACCES,
+ * EPERM) is a warning. "No such key", a changed version and a bad key are answers, not
+ * errors; the mount-time check logs nothing (the daemon words its error in one line).
  *
  * Invariants: a listing page is sorted by key and holds no key with "." or ".." components.
  * Lock order: no locks.
@@ -23,11 +28,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 
 struct local_priv {
     char *root; /* absolute, no trailing '/' unless it is "/" */
+    backend_log_fn log; /* NULL: no lines */
+    void *log_arg;
+    int log_debug; /* 1: a debug line per op */
 };
+
+/* After op `method` on key (range: "A-B" or NULL) that ended with rc (bytes read, or -errno)
+ * and started at start_us: its debug line, and the warning of a store error. */
+static void log_op(const struct local_priv *lp, const char *method, const char *key,
+                   const char *range, ssize_t rc, uint64_t start_us)
+{
+    if (lp->log_debug)
+        backend_log_request(lp->log, lp->log_arg, method, key, range, -1,
+                            rc > 0 ? (uint64_t)rc : 0, backend_now_us() - start_us,
+                            rc < 0 ? (int)rc : 0);
+    if (rc < 0 && (backend_errno_is_transient((int)rc) || rc == -EACCES || rc == -EPERM)) {
+        char shown[512];
+        backend_logf(lp->log, lp->log_arg, LOG_WARNING,
+                     "pagefs: store %s key=%s%s%s failed: %s (%s)", method,
+                     backend_log_text(shown, sizeof(shown), key), range ? " range=" : "",
+                     range ? range : "", backend_errno_name((int)rc), strerror((int)-rc));
+    }
+}
 
 static int key_is_safe(const char *key)
 {
@@ -71,9 +98,8 @@ static char *stat_version(const struct stat *st)
     return v;
 }
 
-static int local_stat(struct backend *be, const char *key, struct backend_stat *out)
+static int stat_key(const struct local_priv *lp, const char *key, struct backend_stat *out)
 {
-    struct local_priv *lp = be->priv;
     struct stat st;
     int rc = 0;
 
@@ -167,10 +193,19 @@ out_free_path:
     return rc;
 }
 
-static int local_list(struct backend *be, const char *prefix, const char *delim,
-                      const char *token, struct backend_list_page *out)
+static int local_stat(struct backend *be, const char *key, struct backend_stat *out)
 {
-    struct local_priv *lp = be->priv;
+    const struct local_priv *lp = be->priv;
+    uint64_t start_us = lp->log_debug ? backend_now_us() : 0;
+    int rc = stat_key(lp, key, out);
+    if (lp->log && (lp->log_debug || rc < 0))
+        log_op(lp, "HEAD", key, NULL, rc, start_us);
+    return rc;
+}
+
+static int list_prefix(const struct local_priv *lp, const char *prefix, const char *delim,
+                       const char *token, struct backend_list_page *out)
+{
     memset(out, 0, sizeof(*out));
     if (!prefix)
         prefix = "";
@@ -195,10 +230,20 @@ static int local_list(struct backend *be, const char *prefix, const char *delim,
     return 0;
 }
 
-static ssize_t local_read_range(struct backend *be, const char *key, const char *version,
-                                uint64_t off, size_t len, void *buf)
+static int local_list(struct backend *be, const char *prefix, const char *delim,
+                      const char *token, struct backend_list_page *out)
 {
-    struct local_priv *lp = be->priv;
+    const struct local_priv *lp = be->priv;
+    uint64_t start_us = lp->log_debug ? backend_now_us() : 0;
+    int rc = list_prefix(lp, prefix, delim, token, out);
+    if (lp->log && (lp->log_debug || rc < 0))
+        log_op(lp, "LIST", prefix ? prefix : "", NULL, rc, start_us);
+    return rc;
+}
+
+static ssize_t read_key(const struct local_priv *lp, const char *key, const char *version,
+                        uint64_t off, size_t len, void *buf)
+{
     ssize_t rc;
     struct stat st;
 
@@ -254,6 +299,20 @@ out_free:
     return rc;
 }
 
+static ssize_t local_read_range(struct backend *be, const char *key, const char *version,
+                                uint64_t off, size_t len, void *buf)
+{
+    const struct local_priv *lp = be->priv;
+    uint64_t start_us = lp->log_debug ? backend_now_us() : 0;
+    ssize_t rc = read_key(lp, key, version, off, len, buf);
+    if (lp->log && (lp->log_debug || rc < 0)) {
+        char range[48];
+        snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off, off + (len ? len - 1 : 0));
+        log_op(lp, "GET", key, range, rc, start_us);
+    }
+    return rc;
+}
+
 static int local_check(struct backend *be)
 {
     struct local_priv *lp = be->priv;
@@ -288,6 +347,12 @@ static const struct backend_ops local_ops = {
 
 int local_backend_create(const char *root, struct backend **out, char *err, size_t errlen)
 {
+    return local_backend_create_conf(NULL, root, out, err, errlen);
+}
+
+int local_backend_create_conf(const struct backend_conf *conf, const char *root,
+                              struct backend **out, char *err, size_t errlen)
+{
     *out = NULL;
     if (!root || root[0] != '/') {
         snprintf(err, errlen, "local source needs an absolute path");
@@ -303,6 +368,11 @@ int local_backend_create(const char *root, struct backend **out, char *err, size
     size_t n = strlen(lp->root);
     while (n > 1 && lp->root[n - 1] == '/')
         lp->root[--n] = '\0';
+    if (conf) {
+        lp->log = conf->log;
+        lp->log_arg = conf->log_arg;
+        lp->log_debug = conf->log && conf->log_debug;
+    }
     be->ops = &local_ops;
     be->caps = local_ops.caps;
     be->priv = lp;

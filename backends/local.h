@@ -10,4 +10,10 @@
  * backend_destroy()), or -EINVAL / -ENOMEM with a one-line message in err. */
 int local_backend_create(const char *root, struct backend **out, char *err, size_t errlen);
 
+/* The same, logging through conf's log (NULL conf or log: no lines): with conf->log_debug a
+ * debug line per op, and a warning for an op that fails with a store error (see local.c). The
+ * rest of conf is not used; it is borrowed for the call. */
+int local_backend_create_conf(const struct backend_conf *conf, const char *root,
+                              struct backend **out, char *err, size_t errlen);
+
 #endif

@@ -26,6 +26,15 @@
  * already under way, closes the breaker; -EINTR, -ENOMEM and unreachable hosts do not (an
  * unreachable host is transient: a probe ending in it opens the window again).
  *
+ * Attempts: each attempt runs with its number (1-based) set on the call scope
+ * (backend_call_set_attempt()), so the transport's debug line for the request says which
+ * attempt it was. Log lines (conf->log): a call that got the store's answer after retries
+ * (LOG_INFO, "succeeded on attempt 3 after EIO"), a call that ends in a store error - a
+ * transient one after the last attempt, or a refusal (EACCES, EPERM) - (LOG_WARNING), the
+ * breaker opening (LOG_WARNING) and closing again (LOG_INFO). Calls the open breaker fails at
+ * once are not logged one by one. The mount-time check logs none of these: the daemon words
+ * its outcome, a mount error in one line.
+ *
  * Invariants: open_until == 0 (closed) or the end of the window (monotonic ms), open_err the
  * errno calls fail with while it is set; probing is 1 only while one probe call runs.
  * Lock-free: the breaker is three atomics; a race between two calls ending at once leaves
@@ -34,8 +43,11 @@
 #include "backends/retry.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <syslog.h>
 #include <time.h>
 
 #define RETRY_BASE_MS 50
@@ -50,6 +62,8 @@ struct retry_priv {
     atomic_uint_fast64_t open_until; /* breaker: end of the fail-fast window, 0 = closed */
     atomic_int open_err;             /* positive errno calls fail with while it is open */
     atomic_int probing;              /* 1 while the probe after a window runs */
+    backend_log_fn log;              /* NULL: no lines */
+    void *log_arg;
 };
 
 /* A failed call worth another attempt (rc < 0 and transient, backend.h). */
@@ -110,14 +124,23 @@ static int store_answered(long rc)
            rc == -ERANGE || rc == -EINVAL;
 }
 
-/* After a call that ended with rc; out_of_time: its deadline had passed. */
-static void breaker_record(struct retry_priv *rp, long rc, int probe, int out_of_time)
+/* After a call that ended with rc; out_of_time: its deadline had passed; quiet: no log line
+ * (the mount-time check). */
+static void breaker_record(struct retry_priv *rp, long rc, int probe, int out_of_time,
+                           int quiet)
 {
+    backend_log_fn log = quiet ? NULL : rp->log;
     if (store_answered(rc)) {
-        atomic_store(&rp->open_until, 0);
+        if (atomic_exchange(&rp->open_until, 0) != 0)
+            backend_logf(log, rp->log_arg, LOG_INFO,
+                         "pagefs: the store answers again: calls go to it again");
     } else if (is_transient(rc) && rp->fail_fast_ms && (probe || out_of_time || rc == -ETIMEDOUT)) {
         atomic_store(&rp->open_err, (int)-rc);
-        atomic_store(&rp->open_until, backend_now_ms() + rp->fail_fast_ms);
+        if (atomic_exchange(&rp->open_until, backend_now_ms() + rp->fail_fast_ms) == 0)
+            backend_logf(log, rp->log_arg, LOG_WARNING,
+                         "pagefs: the store did not answer in time (%s): calls fail at once for "
+                         "%" PRIu64 " ms, then one tries it again",
+                         backend_errno_name((int)rc), rp->fail_fast_ms);
     }
     if (probe)
         atomic_store(&rp->probing, 0);
@@ -149,11 +172,64 @@ static ssize_t attempt_once(struct backend *inner, const struct attempt *a)
     return -EINVAL;
 }
 
+/* The call for a log line: "GET key=K range=A-B", "HEAD key=K", "LIST key=P", "CHECK". */
+static const char *describe(const struct attempt *a, char *buf, size_t len)
+{
+    char key[512];
+    switch (a->op) {
+    case OP_STAT:
+        snprintf(buf, len, "HEAD key=%s", backend_log_text(key, sizeof(key), a->key));
+        break;
+    case OP_LIST:
+        snprintf(buf, len, "LIST key=%s",
+                 backend_log_text(key, sizeof(key), a->prefix ? a->prefix : ""));
+        break;
+    case OP_READ:
+        snprintf(buf, len, "GET key=%s range=%" PRIu64 "-%" PRIu64,
+                 backend_log_text(key, sizeof(key), a->key), a->off,
+                 a->off + (a->len ? a->len - 1 : 0));
+        break;
+    case OP_CHECK:
+        snprintf(buf, len, "CHECK");
+        break;
+    }
+    return buf;
+}
+
+/* The log line of a call that ended with rc after `attempts` attempts, the one before the
+ * last having failed with prev (0: there was none), started at start_us. */
+static void log_outcome(const struct retry_priv *rp, const struct attempt *a, ssize_t rc,
+                        int attempts, ssize_t prev, uint64_t start_us)
+{
+    char what[640];
+    uint64_t ms = (backend_now_us() - start_us) / 1000;
+    if (store_answered(rc) && attempts > 1) {
+        if (rc >= 0)
+            backend_logf(rp->log, rp->log_arg, LOG_INFO,
+                         "pagefs: store %s bytes=%zd succeeded on attempt %d after %s, %" PRIu64
+                         " ms",
+                         describe(a, what, sizeof(what)), a->op == OP_READ ? rc : (ssize_t)0,
+                         attempts, backend_errno_name((int)prev), ms);
+        else
+            backend_logf(rp->log, rp->log_arg, LOG_INFO,
+                         "pagefs: store %s answered %s on attempt %d after %s, %" PRIu64 " ms",
+                         describe(a, what, sizeof(what)), backend_errno_name((int)rc), attempts,
+                         backend_errno_name((int)prev), ms);
+    } else if (is_transient(rc) || rc == -EACCES || rc == -EPERM) {
+        backend_logf(rp->log, rp->log_arg, LOG_WARNING,
+                     "pagefs: store %s failed after %d attempt%s: %s (%s), %" PRIu64 " ms",
+                     describe(a, what, sizeof(what)), attempts, attempts == 1 ? "" : "s",
+                     backend_errno_name((int)rc), backend_strerror((int)-rc), ms);
+    }
+}
+
 /* Runs one call: breaker, scope with the deadline, attempts and backoffs. */
 static ssize_t retry_call(struct retry_priv *rp, const struct attempt *a)
 {
     struct backend_call scope;
-    int probe, out_of_time = 0;
+    int probe, out_of_time = 0, attempts = 0;
+    ssize_t prev = 0;
+    uint64_t start_us = rp->log ? backend_now_us() : 0;
     ssize_t rc = breaker_admit(rp, &probe);
     if (rc < 0)
         return rc;
@@ -163,9 +239,12 @@ static ssize_t retry_call(struct retry_priv *rp, const struct attempt *a)
             rc = -EINTR;
             break;
         }
+        backend_call_set_attempt(&scope, (unsigned)attempt + 1);
+        attempts = attempt + 1;
         rc = attempt_once(rp->inner, a);
         if (!is_transient(rc) || attempt >= rp->retries)
             break;
+        prev = rc;
         int slept = backoff(&scope, attempt + 1);
         if (slept == -EINTR)
             rc = -EINTR;
@@ -177,7 +256,9 @@ static ssize_t retry_call(struct retry_priv *rp, const struct attempt *a)
     if (backend_call_remaining_ms(&scope) == 0)
         out_of_time = 1;
     backend_call_end(&scope);
-    breaker_record(rp, rc, probe, out_of_time);
+    breaker_record(rp, rc, probe, out_of_time, a->op == OP_CHECK);
+    if (rp->log && a->op != OP_CHECK)
+        log_outcome(rp, a, rc, attempts, prev, start_us);
     return rc;
 }
 
@@ -229,6 +310,8 @@ int retry_backend_create(struct backend *inner, const struct retry_conf *conf, s
     rp->retries = conf->retries < 0 ? 0 : conf->retries;
     rp->timeout_ms = conf->timeout_ms > 0 ? (uint64_t)conf->timeout_ms : 0;
     rp->fail_fast_ms = conf->fail_fast_ms > 0 ? (uint64_t)conf->fail_fast_ms : 0;
+    rp->log = conf->log;
+    rp->log_arg = conf->log_arg;
     atomic_init(&rp->open_until, 0);
     atomic_init(&rp->open_err, 0);
     atomic_init(&rp->probing, 0);

@@ -193,6 +193,7 @@ static int s3_stat(struct backend *be, const char *key, struct backend_stat *out
     if (!url)
         return -ENOMEM;
     r.url = url;
+    r.log_key = key;
     ret = s3_perform(s3, &r, NULL, NULL);
     if (ret < 0)
         goto out_free;
@@ -210,11 +211,12 @@ out_free:
     return ret;
 }
 
-/* ListObjectsV2 of `full_prefix` (already including the source prefix). Query parameters
- * are appended in sorted order, each value SigV4-encoded. err_code: as s3_perform_code(). */
-static int list_request(struct s3 *s3, const char *full_prefix, const char *delim,
-                        const char *token, int max_keys, struct backend_list_page *out,
-                        char *err_code, size_t err_codelen)
+/* ListObjectsV2 of `full_prefix` (already including the source prefix; `prefix` is it without,
+ * for the debug line). Query parameters are appended in sorted order, each value
+ * SigV4-encoded. err_code: as s3_perform_code(). */
+static int list_request(struct s3 *s3, const char *full_prefix, const char *prefix,
+                        const char *delim, const char *token, int max_keys,
+                        struct backend_list_page *out, char *err_code, size_t err_codelen)
 {
     struct curl_req r = {.body = {.grow = 1, .max = LIST_BODY_MAX}};
     char *url = NULL, *etok = NULL, *edelim = NULL, *epre = NULL;
@@ -238,6 +240,8 @@ static int list_request(struct s3 *s3, const char *full_prefix, const char *deli
         goto out_free;
     }
     r.url = url;
+    r.log_method = "LIST";
+    r.log_key = prefix;
     ret = s3_perform_code(s3, &r, NULL, NULL, err_code, err_codelen);
     if (ret < 0)
         goto out_free;
@@ -269,7 +273,7 @@ static int s3_list(struct backend *be, const char *prefix, const char *delim, co
         return -EINVAL;
     if (asprintf(&full, "%s%s", s3->prefix, prefix) < 0)
         return -ENOMEM;
-    ret = list_request(s3, full, delim, token, 0, out, NULL, 0);
+    ret = list_request(s3, full, prefix, delim, token, 0, out, NULL, 0);
     if (ret < 0)
         backend_list_page_clear(out);
     free(full);
@@ -294,6 +298,7 @@ static ssize_t s3_read_range(struct backend *be, const char *key, const char *ve
         return -ENOMEM;
     snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
     r.url = url;
+    r.log_key = key;
     ret = s3_perform(s3, &r, range, version);
     if (ret == -ERANGE) {
         ret = 0; /* 416: the range starts at or after the end of the object */
@@ -374,7 +379,7 @@ static int s3_check(struct backend *be)
     char code[64] = "";
     int ret;
 
-    ret = list_request(s3, s3->prefix, NULL, NULL, 1, &page, code, sizeof(code));
+    ret = list_request(s3, s3->prefix, "", NULL, NULL, 1, &page, code, sizeof(code));
     int empty = ret == 0 && page.count == 0 && !page.next_token;
     backend_list_page_clear(&page);
     if (ret == -ENOENT && !*code)
@@ -654,6 +659,10 @@ int s3_backend_create(const struct backend_conf *conf, struct backend **out, cha
 
     curl_common_conf_init(&s3->cconf, conf->timeout_ms, DEFAULT_TIMEOUT_MS, conf->stall_timeout_ms,
                           "PAGEFS_S3_DEBUG");
+    if (conf->log_debug) { /* a debug line per request: key, range, status (curl_common.c) */
+        s3->cconf.log = conf->log;
+        s3->cconf.log_arg = conf->log_arg;
+    }
 
     /* The pool makes one handle up front: proves libcurl initialised, and warms the pool. */
     ret = curl_pool_create(POOL_MAX, &s3->pool);

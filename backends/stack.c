@@ -40,7 +40,7 @@ typedef int (*stack_create_fn)(const struct backend_conf *conf,
 static int create_local(const struct backend_conf *conf, const struct backend_source *src,
                         struct backend **out, char *err, size_t errlen)
 {
-    return local_backend_create(src->path, out, err, errlen);
+    return local_backend_create_conf(conf, src->path, out, err, errlen);
 }
 
 static int create_s3(const struct backend_conf *conf, const struct backend_source *src,
@@ -89,6 +89,8 @@ int backend_stack_wrap(struct backend *impl, const struct backend_conf *conf, un
             .retries = conf->retries < 0 ? 0 : conf->retries,
             .timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : BACKEND_DEFAULT_TIMEOUT_MS,
             .fail_fast_ms = conf->fail_fast_ms > 0 ? conf->fail_fast_ms : 0,
+            .log = conf->log,
+            .log_arg = conf->log_arg,
         };
         rc = retry_backend_create(be, &rconf, &be);
         if (rc < 0)

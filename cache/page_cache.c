@@ -48,7 +48,9 @@
  *     if bytes exceed high_pct% of capacity or the filesystem has less than min_free bytes
  *     free, least-recently-used pages are evicted in batches down to low_pct%, unread
  *     prefetched pages last. Eviction unlinks files; a reader holding a page file open keeps
- *     reading it.
+ *     reading it. With conf->log_debug each eviction run is one debug line: pages and bytes
+ *     evicted, in how many batches, how long it took and why (cache_size: usage above the
+ *     high watermark; cache_free: the file system short of min_free).
  *   - Where sqlite runs under pc->lock: page_cache_open() of a version this run does not know
  *     (one transaction), a row read the page marks cannot answer (one SELECT), storing a page
  *     (one INSERT or UPDATE), eviction (batches in transactions), evict_key, and the batched
@@ -158,8 +160,14 @@ static uint64_t fs_free_bytes(const struct page_cache *pc)
  * taken too, oldest first (counted in prefetch_evicted_unread). */
 static void maybe_evict(struct page_cache *pc)
 {
-    if (pc->stats.bytes_resident <= pc->high_bytes && fs_free_bytes(pc) >= pc->min_free)
+    int over = pc->stats.bytes_resident > pc->high_bytes;
+    uint64_t free_before = fs_free_bytes(pc);
+    if (!over && free_before >= pc->min_free)
         return;
+    uint64_t start_us = pc->log_debug ? backend_now_us() : 0;
+    uint64_t pages_before = pc->stats.pages_resident, bytes_before = pc->stats.bytes_resident;
+    uint64_t unread_before = pc->stats.prefetch_evicted_unread;
+    int batches = 0;
     page_index_flush(pc->index);
     uint64_t after = 0;
     int take_unread = 0;
@@ -191,6 +199,7 @@ static void maybe_evict(struct page_cache *pc)
                 removed++;
             }
         }
+        batches += removed > 0; /* a transaction that removed pages */
         if (page_index_commit(pc->index) < 0) {
             pc_recount(pc); /* rows whose files are gone are dropped when next read */
             break;
@@ -209,6 +218,26 @@ static void maybe_evict(struct page_cache *pc)
         }
         if (removed == 0 && skipped == 0)
             break;
+    }
+    if (pc->log && pc->log_debug) {
+        char msg[512];
+        uint64_t us = backend_now_us() - start_us;
+        int n = snprintf(
+            msg, sizeof(msg),
+            "pagefs: evicted pages=%" PRIu64 " bytes=%" PRIu64 " batches=%d "
+            "ms=%" PRIu64 ".%03" PRIu64 " reason=%s%s%s unread=%" PRIu64 " resident=%" PRIu64
+            " high=%" PRIu64 " low=%" PRIu64,
+            pages_before > pc->stats.pages_resident ? pages_before - pc->stats.pages_resident : 0,
+            bytes_before > pc->stats.bytes_resident ? bytes_before - pc->stats.bytes_resident : 0,
+            batches, us / 1000, us % 1000, over ? "cache_size" : "",
+            over && free_before < pc->min_free ? "," : "",
+            free_before < pc->min_free ? "cache_free" : "",
+            pc->stats.prefetch_evicted_unread - unread_before, pc->stats.bytes_resident,
+            pc->high_bytes, pc->low_bytes);
+        if (free_before < pc->min_free && n > 0 && (size_t)n < sizeof(msg))
+            snprintf(msg + n, sizeof(msg) - (size_t)n, " free=%" PRIu64 " min_free=%" PRIu64,
+                     fs_free_bytes(pc), pc->min_free);
+        pc->log(pc->log_ud, LOG_DEBUG, msg);
     }
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
 }
@@ -926,6 +955,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->peer_copy = conf->peer_copy;
     pc->log = conf->log;
     pc->log_ud = conf->log_ud;
+    pc->log_debug = conf->log_debug;
     pc->fetch_bufs = conf->fetch_bufs;
     pc->capacity = conf->capacity ? conf->capacity : DEFAULT_CAPACITY;
     pc->min_free = conf->min_free;

@@ -58,6 +58,7 @@ struct page_cache_conf {
     enum page_cache_verify verify; /* default PC_VERIFY_FULL */
     page_cache_log_fn log;         /* NULL: no log lines */
     void *log_ud;
+    int log_debug; /* 1: also LOG_DEBUG lines (one per eviction run); 0: never formatted */
     struct buf_pool *fetch_bufs; /* page buffers of page_cache_prefetch() come from it (borrowed,
                                     outlives the cache; buf_pool.h); NULL: malloc */
     /* In a cluster (the backend answers owned_elsewhere, backends/peer.h): 0 keeps the pages of

@@ -121,6 +121,7 @@ struct page_cache {
     int peer_copy; /* keep pages of units other nodes own like our own (conf->peer_copy) */
     page_cache_log_fn log; /* NULL: none */
     void *log_ud;
+    int log_debug; /* debug lines too (conf->log_debug) */
     struct buf_pool *fetch_bufs; /* borrowed; NULL: page_cache_prefetch buffers are malloc'd */
     uint64_t capacity, min_free, high_bytes, low_bytes;
     size_t hot_max;

@@ -4,21 +4,24 @@
  *
  * Start-up order, each step undone in reverse on the way out (goto ladder in
  * pagefs_daemon_run()):
- *   process-wide settings (below) -> [detach: fork, the parent waits for a status byte] ->
+ *   process-wide settings (below) -> log file (-o log_file=; a bad path ends here) ->
+ *   [detach: fork, the parent waits for a status byte] ->
  *   mount point check (a live pagefs mount, or a non-empty directory without -o nonempty,
  *   ends here) -> can FUSE mount for this user (a /dev/fuse it may not open, allow_other
  *   without user_allow_other: one line saying what to do, before libfuse would speak) ->
  *   backend stack -> backend check (missing bucket, an endpoint that is not S3, a key given as
  *   the prefix, bad credentials, an unreachable store end here, before anything is mounted;
- *   check_message() words them) -> cache directory lock -> fetch buffer pool + page cache
+ *   check_message() words them) -> cache directory lock -> [no syslog daemon: the fallback
+ *   log file] -> fetch buffer pool + page cache
  *   + metadata cache -> the fetch memory budget (one bound, -o prefetch_mem, on the page
  *   buffers of read-ahead and load jobs together; the pool keeps the memory mapped for them
  *   within it) -> reader (cache/reader.h: its prefetcher draws on the budget) -> file system ->
  *   health state of /healthz (fuse/health.h; told when the mount is made, serves, ends) ->
  *   control-plane server (load jobs draw on the budget too; fuse/rest.h: control socket, -o
- *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers -> clean a
- *   stale mount point and check again -> mount -> [tell the parent: ok; stdio to /dev/null,
- *   log to syslog] -> INIT served in this thread, then the readahead raised (serve_init) ->
+ *   rest= listener; a bind failure ends here) -> FUSE session, signal handlers (SIGHUP
+ *   reopens a log file) -> clean a stale mount point and check again -> mount -> [tell the
+ *   parent: ok (after a line on the fallback log file, if any); stdio to /dev/null, log to the
+ *   log file or syslog] -> INIT served in this thread, then the readahead raised (serve_init) ->
  *   multithreaded loop until unmount / SIGINT / SIGTERM.
  *
  * The cache directory lock (cache/cache_lock.h) makes the daemon the only user of CACHE_DIR:
@@ -40,18 +43,26 @@
  * reads it once, when the process's first work request starts its pool, and the prefetcher
  * never changes the environment itself.
  *
- * Logging: libfuse's fuse_log() with a log function chosen once: stderr in the foreground (and
- * in the background until the mount is up, so start-up errors reach the terminal), syslog
- * (journald) once detached; messages above -o log_level= (default info; -d means debug) are
- * dropped. Options holding secrets do not exist (credentials come from the environment or
- * profile files). The endpoint is never logged; a mount-time error may name it, without any
- * user:password@ part or query (shown_endpoint()).
+ * Logging (fuse/log.h: the sink behind libfuse's fuse_log(), which the cache and backend
+ * lines reach through their conf's log callback): stderr in the foreground, each line with a
+ * timestamp (and in the background until the mount is up, so start-up lines reach the
+ * terminal), syslog (journald) once detached; with -o log_file=PATH that file instead, in the
+ * foreground too, opened before anything else (a bad path is the one-line error, nothing is
+ * mounted). In the background without log_file, when no syslog daemon takes datagrams at
+ * /dev/log (a container, a minimal host: syslog() would drop every line), the lines go to
+ * CACHE_DIR/pagefs.log, which the daemon says on the terminal (one line, once mounted: a mount
+ * that fails says only its error) before it detaches. Whenever a
+ * file is the log, SIGHUP reopens it (logrotate's postrotate) instead of ending the session
+ * (libfuse's meaning of it, kept otherwise). Messages above -o log_level= (default info; -d
+ * means debug) are dropped; with debug the backends log every store request and the page
+ * cache every eviction run. Options holding secrets do not exist (credentials come from the
+ * environment or profile files). The endpoint is never logged; a mount-time error may name
+ * it, as the backend reports it (backend_ops.where: never a user, password or query).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <malloc.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +72,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #include "fuse/daemon.h"
@@ -80,6 +90,7 @@
 #include "fuse/config.h"
 #include "fuse/fs.h"
 #include "fuse/health.h"
+#include "fuse/log.h"
 #include "fuse/mountpoint.h"
 #include "fuse/options.h"
 #include "fuse/rest.h"
@@ -87,55 +98,6 @@
 #define READAHEAD_KB                                                                               \
     16384u /* kernel readahead of the mount: up to 16 x 1 MiB requests in flight                   \
             */
-
-/* libfuse's log hook takes no user data, and the process may not keep a mutable global, so
- * there is one stderr function per level, picked once by log_stderr_func(). syslog filters by
- * itself (setlogmask). Messages never carry credentials or the endpoint. */
-#define DEFINE_LOG_STDERR(name, max)                                                               \
-    __attribute__((format(printf, 2, 0))) static void name(enum fuse_log_level level,              \
-                                                           const char *fmt, va_list ap)            \
-    {                                                                                              \
-        if ((int)level <= (max))                                                                   \
-            vfprintf(stderr, fmt, ap);                                                             \
-    }
-DEFINE_LOG_STDERR(log_stderr_error, LOG_ERR)
-DEFINE_LOG_STDERR(log_stderr_warning, LOG_WARNING)
-DEFINE_LOG_STDERR(log_stderr_info, LOG_INFO)
-DEFINE_LOG_STDERR(log_stderr_debug, LOG_DEBUG)
-#undef DEFINE_LOG_STDERR
-
-static fuse_log_func_t log_stderr_func(enum pagefs_log_level level)
-{
-    switch (level) {
-    case PAGEFS_LOG_ERROR:
-        return log_stderr_error;
-    case PAGEFS_LOG_WARNING:
-        return log_stderr_warning;
-    case PAGEFS_LOG_INFO:
-        return log_stderr_info;
-    case PAGEFS_LOG_DEBUG:
-        break;
-    }
-    return log_stderr_debug;
-}
-
-__attribute__((format(printf, 2, 0))) static void log_syslog(enum fuse_log_level level,
-                                                             const char *fmt, va_list ap)
-{
-    vsyslog((int)level, fmt, ap);
-}
-
-/* Log lines of the cache layers and the backends (a corrupt page dropped, an empty prefix, a
- * credentials refresh that failed, ...), through the chosen log function (stderr or syslog).
- * Some modules write "pagefs: ...\n" and others the bare text: each line gets the prefix and
- * the newline once. */
-static void cache_log(void *ud, int level, const char *msg)
-{
-    (void)ud;
-    size_t n = strlen(msg);
-    fuse_log((enum fuse_log_level)level, "%s%s%s", strncmp(msg, "pagefs: ", 8) ? "pagefs: " : "",
-             msg, n && msg[n - 1] == '\n' ? "" : "\n");
-}
 
 /* Serves the first request, INIT, in the calling thread before the worker threads start, then
  * (as root) raises the mount's readahead: the kernel takes the smaller of the bdi setting and
@@ -240,10 +202,14 @@ static int detach_start(int *notify_fd)
     return 0;
 }
 
-/* Mounted: release the parent, leave the terminal, log to syslog. */
-static void detach_finish(int notify_fd, enum pagefs_log_level level)
+/* Mounted: say where the lines go if that is news (note: log_fallback()'s, or ""), release
+ * the parent, leave the terminal, log to the log file if one is open (log_file=, or the
+ * fallback), else to syslog. */
+static void detach_finish(int notify_fd, const char *note)
 {
     char ok = 0;
+    if (*note)
+        fprintf(stderr, "pagefs: %s\n", note);
     int fd = open("/dev/null", O_RDWR);
     if (fd >= 0) {
         dup2(fd, STDIN_FILENO);
@@ -255,12 +221,36 @@ static void detach_finish(int notify_fd, enum pagefs_log_level level)
     if (chdir("/") < 0) {
         /* cannot happen for "/"; nothing depends on the cwd from here on */
     }
-    openlog("pagefs", LOG_PID, LOG_DAEMON);
-    setlogmask(LOG_UPTO((int)level));
-    fuse_set_log_func(log_syslog);
+    if (pagefs_log_use_file() < 0)
+        pagefs_log_use_syslog();
     if (write(notify_fd, &ok, 1) != 1)
         fuse_log(FUSE_LOG_WARNING, "pagefs: could not notify the parent process\n");
     close(notify_fd);
+}
+
+/* In the background without log_file: when no syslog daemon listens (no /dev/log, or
+ * $PAGEFS_TEST_SYSLOG_SOCKET for the tests), opens CACHE_DIR/pagefs.log for the lines of the
+ * detached daemon, and puts in note the line that says so (or, when it cannot be opened
+ * either, that the lines are lost), which detach_finish() prints once the mount is made: a
+ * mount that fails still says one line, its error. note is "" when syslog listens. */
+static void log_fallback(const char *cache_dir, char *note, size_t len)
+{
+    const char *sock = getenv("PAGEFS_TEST_SYSLOG_SOCKET");
+    if (!sock || !*sock)
+        sock = PAGEFS_LOG_SYSLOG_SOCKET;
+    note[0] = '\0';
+    if (pagefs_log_syslog_reachable(sock))
+        return;
+    char *path = NULL, err[600];
+    if (asprintf(&path, "%s/pagefs.log", cache_dir) < 0) {
+        snprintf(note, len, "no syslog at %s, and out of memory: log lines are lost", sock);
+        return;
+    }
+    if (pagefs_log_open_file(path, 0, err, sizeof(err)) < 0)
+        snprintf(note, len, "no syslog at %s, and %s: log lines are lost", sock, err);
+    else
+        snprintf(note, len, "no syslog at %s: logging to %s", sock, path);
+    free(path);
 }
 
 /* Prints the one line that says why the backend check (backend.h's check op; for s3
@@ -370,7 +360,7 @@ static void set_process_wide(const struct pagefs_options *o)
 
 int pagefs_daemon_run(const struct pagefs_options *o)
 {
-    char err[512] = "";
+    char err[512] = "", log_note[1024] = "";
     int rc, exit_code = 1, notify_fd = -1;
     struct backend *be = NULL;
     struct pagefs_cluster *cluster = NULL;
@@ -391,11 +381,17 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     int watch_started = 0;
 
     set_process_wide(o);
-    fuse_set_log_func(log_stderr_func(o->log_level));
+    pagefs_log_init(o->log_level);
     char *mp = mountpoint_absolute(o->mountpoint);
     char *cache_dir = mountpoint_absolute(o->cache_dir);
-    if (!mp || !cache_dir) {
+    char *log_path = o->log_file ? mountpoint_absolute(o->log_file) : NULL;
+    if (!mp || !cache_dir || (o->log_file && !log_path)) {
         fprintf(stderr, "pagefs: out of memory\n");
+        goto out_free_paths;
+    }
+    /* Before the fork: a path that cannot be opened is the one-line error on the terminal. */
+    if (log_path && pagefs_log_open_file(log_path, 1, err, sizeof(err)) < 0) {
+        fprintf(stderr, "pagefs: %s\n", err);
         goto out_free_paths;
     }
     if (!o->foreground) {
@@ -431,7 +427,8 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .timeout_ms = o->timeout * 1000,
         .stall_timeout_ms = o->stall_timeout * 1000,
         .fail_fast_ms = o->fail_fast * 1000,
-        .log = cache_log,
+        .log = pagefs_log_module,
+        .log_debug = o->log_level >= PAGEFS_LOG_DEBUG,
     };
     rc = backend_stack_create(&bconf, &be, err, sizeof(err));
     if (rc < 0) {
@@ -456,6 +453,8 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         fprintf(stderr, "pagefs: %s\n", err);
         goto out_destroy_backend;
     }
+    if (notify_fd >= 0 && !log_path)
+        log_fallback(cache_dir, log_note, sizeof(log_note)); /* the directory exists now */
 
     rc = pagefs_cluster_create(o, cache_dir, o->page_size, &be, &cluster, err, sizeof(err));
     if (rc < 0) {
@@ -478,7 +477,8 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .min_free = o->cache_free,
         .compress_level = o->compress_level,
         .verify = (enum page_cache_verify)o->verify,
-        .log = cache_log,
+        .log = pagefs_log_module,
+        .log_debug = o->log_level >= PAGEFS_LOG_DEBUG,
         .fetch_bufs = fetch_bufs,
         .peer_copy = o->peer_copy,
     };
@@ -588,6 +588,14 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         fprintf(stderr, "pagefs: cannot set signal handlers\n");
         goto out_destroy_session;
     }
+    /* A log file (log_file=, or the fallback) is reopened on SIGHUP instead. */
+    if (pagefs_log_file_path()) {
+        rc = pagefs_log_hup_start();
+        if (rc < 0) {
+            fprintf(stderr, "pagefs: cannot watch for SIGHUP: %s\n", strerror(-rc));
+            goto out_remove_handlers;
+        }
+    }
     rc = mountpoint_prepare(mp, o->nonempty, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", err);
@@ -604,7 +612,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     pagefs_health_mounted(health, mp_real ? mp_real : mp);
     free(mp_real);
     if (notify_fd >= 0) {
-        detach_finish(notify_fd, o->log_level);
+        detach_finish(notify_fd, log_note);
         notify_fd = -1;
     }
     fuse_log(FUSE_LOG_INFO, "pagefs: %s mounted on %s\n", o->source, mp);
@@ -614,10 +622,11 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     fuse_log(FUSE_LOG_DEBUG, "pagefs: control socket %s\n", control_path);
     fuse_log(FUSE_LOG_DEBUG,
              "pagefs: cache_dir=%s page_size=%u cache_size=%llu meta_ttl=%u uid=%u gid=%u "
-             "umask=%03o log_level=%s\n",
+             "umask=%03o log_level=%s log_file=%s\n",
              cache_dir, o->page_size, (unsigned long long)o->cache_size, o->meta_ttl,
              (unsigned)fconf.uid, (unsigned)fconf.gid, (unsigned)o->umask,
-             pagefs_log_level_name(o->log_level));
+             pagefs_log_level_name(o->log_level),
+             pagefs_log_file_path() ? pagefs_log_file_path() : "none");
     rc = serve_init(se, mp);
     if (rc <= 0) {
         if (rc < 0)
@@ -658,6 +667,7 @@ out_unmount:
     if (watch_started)
         pthread_join(watch_thread, NULL);
 out_remove_handlers:
+    pagefs_log_hup_stop(); /* SIGHUP ignored from here on */
     fuse_remove_signal_handlers(se);
 out_destroy_session:
     fuse_session_destroy(se);
@@ -688,6 +698,8 @@ out_free_paths:
         close(notify_fd); /* the parent sees EOF and reports our exit status */
     free(mp);
     free(cache_dir);
+    free(log_path);
     free(control_path);
+    pagefs_log_close(); /* last: the teardown above may still log */
     return exit_code;
 }

@@ -422,6 +422,10 @@ static const struct opt options[] = {
     {.name = "log_level", .kind = OPT_WORD, FIELD(log_level), .words = log_level_words,
      .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_LOG_LEVEL, .arg = "LEVEL",
      .help = "error, warning, info or debug (default %D)"},
+    {.name = "log_file", .kind = OPT_STRING, FIELD(log_file), .arg = "PATH",
+     .help = "append the log lines there (created 0640; with -f too), each with a timestamp, "
+             "the level and the pid; SIGHUP reopens it, for logrotate (default: stderr with "
+             "-f, else syslog, or CACHE_DIR/pagefs.log when no syslog daemon listens)"},
     /* Checked by pagefs (fuse/mountpoint.h); libfuse 3 rejects it. */
     {.name = "nonempty", .kind = OPT_FLAG, FIELD(nonempty), .val = 1,
      .help = "mount over a directory that is not empty (default: refuse; a live pagefs mount "
@@ -1035,6 +1039,7 @@ void pagefs_options_clear(struct pagefs_options *o)
     free(o->profile);
     free(o->cache_dir);
     free(o->rest);
+    free(o->log_file);
     free(o->fuse_opts);
     free(o->given);
     memset(o, 0, sizeof(*o));

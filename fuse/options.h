@@ -117,6 +117,7 @@ struct pagefs_options {
     gid_t gid;
     mode_t umask; /* bits taken away from 0444 (files) and 0555 (directories); default 0 */
     enum pagefs_log_level log_level; /* -d forces PAGEFS_LOG_DEBUG */
+    char *log_file;                  /* -o log_file=: lines appended there; NULL: none */
     int nonempty;    /* mount over a non-empty directory (pagefs's own check; not for libfuse) */
     int foreground;
     int debug;

@@ -59,7 +59,10 @@ def require_stage():
 
 def helper_env(extra=None):
     """The environment mount(8) gives a helper (none at all), plus PAGEFS_PROGRAM pointing the
-    installed helper at the staged pagefs."""
+    installed helper at the staged pagefs, and mountlib's syslog stand-in when it made one (a
+    host without /dev/log: the daemon would say where it logs instead)."""
     env = {"PAGEFS_PROGRAM": staged_pagefs()}
+    if os.environ.get("PAGEFS_TEST_SYSLOG_SOCKET"):
+        env["PAGEFS_TEST_SYSLOG_SOCKET"] = os.environ["PAGEFS_TEST_SYSLOG_SOCKET"]
     env.update(extra or {})
     return env

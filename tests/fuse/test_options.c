@@ -77,6 +77,7 @@ static void test_defaults(void)
     CHECK_EQ(o.set_gid, 0);
     CHECK_EQ(o.umask, 0);
     CHECK_EQ(o.log_level, PAGEFS_LOG_INFO);
+    CHECK(o.log_file == NULL);
     CHECK_STR(o.fuse_opts, "");
     pagefs_options_clear(&o);
 
@@ -171,6 +172,15 @@ static void test_ownership_and_logging(void)
         CHECK_STR(pagefs_log_level_name(o.log_level), levels[i]);
         pagefs_options_clear(&o);
     }
+    /* log_file= is kept as given (the daemon makes it absolute and opens it) and never reaches
+     * the kernel; an empty one is refused. */
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "log_file=logs/pagefs.log,log_level=debug"), 0);
+    CHECK_STR(o.log_file, "logs/pagefs.log");
+    CHECK_STR(o.fuse_opts, "");
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/m", "-o", "log_file="), -EINVAL);
+    CHECK_STR(err, "option 'log_file' needs a value");
+    pagefs_options_clear(&o);
     /* -d means debug, whatever log_level says and wherever it comes. */
     CHECK_EQ(PARSE(&o, err, "-d", "s3://bkt", "/m", "-o", "log_level=error"), 0);
     CHECK_EQ(o.log_level, PAGEFS_LOG_DEBUG);

@@ -16,6 +16,11 @@ exit unmounts with `fusermount3 -u` (falling back to a lazy unmount and SIGKILL)
 daemon - also when the test failed. A foreground daemon still running at the end of a `with`
 block that exits non-zero at that unmount fails the test (sanitizer reports, leaks). Every Mount still alive at interpreter exit is cleaned up.
 
+On a host without a syslog daemon (no /dev/log: a build container) a background pagefs logs to
+CACHE_DIR/pagefs.log and says so in one line when it mounts (fuse/daemon.c); importing this
+module makes such a host look like one with syslog to the daemons the tests start, whose
+output the tests compare (see _syslog_stand_in()).
+
 Relay(target_port) is a TCP relay on loopback in front of a test server (radosgw, nginx) that a
 test closes to switch "the store" off and starts again (port=) to switch it on.
 """
@@ -38,6 +43,39 @@ STATS_XATTR = "user.pagefs.stats"
 BACKEND_CALLS = ("stat_calls", "list_calls", "read_calls")
 
 _live_mounts = []
+
+
+def _syslog_reachable(path):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
+
+
+def _syslog_stand_in():
+    """When nothing listens on /dev/log and the caller did not choose, a datagram socket that
+    nobody reads stands in for it in the daemon's check ($PAGEFS_TEST_SYSLOG_SOCKET, inherited
+    by every pagefs the tests start): background daemons then log to syslog as on a host with
+    one (their lines are dropped, as syslog() drops them without a daemon) and print nothing
+    when they mount. Tests of the fallback set the variable themselves. Returns the socket (kept
+    open for the life of the process) or None."""
+    if "PAGEFS_TEST_SYSLOG_SOCKET" in os.environ or _syslog_reachable("/dev/log"):
+        return None
+    base = os.environ.get("PAGEFS_TEST_TMP") or tempfile.gettempdir()
+    os.makedirs(base, exist_ok=True)
+    d = tempfile.mkdtemp(prefix="syslog-", dir=base)
+    path = os.path.join(d, "log")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    os.environ["PAGEFS_TEST_SYSLOG_SOCKET"] = path
+    atexit.register(shutil.rmtree, d, True)
+    atexit.register(s.close)
+    return s
+
+
+_syslog_socket = _syslog_stand_in()
 
 
 class MountError(Exception):

@@ -8,21 +8,29 @@
  * ExpiredToken / 403 AccessDenied to requests signed with an odd-numbered key (AKIRUN1,
  * AKIRUN3, ...) of a credential_process helper the test writes, and 200 to an even one, so a
  * backend that refreshes and retries once gets through and one that must not, does not.
+ * And the request log of a whole stack (stack.h: retry layer and all) at debug: one line per
+ * attempt with method, key, range, attempt number, status, bytes and time, the retry that
+ * succeeded (key /bkt/flaky answers 503 twice, then 206) and the final failure, and never a
+ * credential of the signed requests; at other levels no request line at all.
  */
 #include "backends/backend.h"
 #include "backends/s3.h"
+#include "backends/stack.h"
 #include "testlib.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 
 /* A canned reply: `head` is the status line and headers (each ending in CRLF), `body` the
@@ -67,6 +75,8 @@ static const struct canned replies[] = {
     {"/bkt/hang ", NULL, NULL},
 };
 
+static atomic_int flaky_hits; /* requests for /bkt/flaky: every third one succeeds */
+
 struct server {
     int fd;
     int port;
@@ -100,6 +110,15 @@ static void serve_one(int c)
                               "<Error><Code>ExpiredToken</Code></Error>"
                             : "HTTP/1.1 403 Forbidden\r\nContent-Length: 40\r\n\r\n"
                               "<Error><Code>AccessDenied</Code></Error>";
+        if (write(c, r, strlen(r)) < 0)
+            return;
+        return;
+    }
+    if (strstr(req, "/bkt/flaky ")) {
+        const char *r = atomic_fetch_add(&flaky_hits, 1) % 3 < 2
+                            ? "HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n"
+                            : "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/4\r\n"
+                              "Content-Length: 4\r\n\r\nabcd";
         if (write(c, r, strlen(r)) < 0)
             return;
         return;
@@ -344,6 +363,175 @@ static void test_static_keys_not_retried(void)
     unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 
+/* The log lines a stack hands its conf's log callback. */
+#define LOG_MAX 64
+static struct {
+    pthread_mutex_t lock;
+    int n;
+    int level[LOG_MAX];
+    char line[LOG_MAX][1024];
+} logged = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void capture(void *arg, int level, const char *msg)
+{
+    (void)arg;
+    pthread_mutex_lock(&logged.lock);
+    if (logged.n < LOG_MAX) {
+        logged.level[logged.n] = level;
+        snprintf(logged.line[logged.n], sizeof(logged.line[0]), "%s", msg);
+        logged.n++;
+    }
+    pthread_mutex_unlock(&logged.lock);
+}
+
+/* The index of the first captured line at `level` containing every one of the NULL-ended
+ * words, or -1. */
+static int find_line(int level, ...)
+{
+    for (int i = 0; i < logged.n; i++) {
+        if (logged.level[i] != level)
+            continue;
+        va_list ap;
+        va_start(ap, level);
+        int all = 1;
+        for (const char *w = va_arg(ap, const char *); w && all; w = va_arg(ap, const char *))
+            all = strstr(logged.line[i], w) != NULL;
+        va_end(ap);
+        if (all)
+            return i;
+    }
+    return -1;
+}
+
+static int count_level(int level)
+{
+    int n = 0;
+    for (int i = 0; i < logged.n; i++)
+        n += logged.level[i] == level;
+    return n;
+}
+
+#define LOG_KEY_ID "AKIDLOGTESTKEY0042"
+#define LOG_SECRET "LogTestSecretValue/0042"
+#define LOG_TOKEN "LogTestSessionToken0042"
+
+/* A signed s3://bkt stack (retry layer included) at endpoint `at` logging into `logged`. */
+static struct backend *logging_stack_at(const char *at, int debug)
+{
+    char err[512];
+    struct backend *b = NULL;
+    setenv("AWS_ACCESS_KEY_ID", LOG_KEY_ID, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", LOG_SECRET, 1);
+    setenv("AWS_SESSION_TOKEN", LOG_TOKEN, 1);
+    struct backend_conf conf = {.source = "s3://bkt", .endpoint = at, .path_style = 1,
+                                .retries = 3, .timeout_ms = 5000, .log = capture,
+                                .log_debug = debug};
+    CHECK_EQ(backend_stack_create(&conf, &b, err, sizeof(err)), 0);
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    unsetenv("AWS_SESSION_TOKEN");
+    return b;
+}
+
+static struct backend *logging_stack(int debug)
+{
+    return logging_stack_at(ep, debug);
+}
+
+/* No captured line holds a credential, a header or a query. */
+static void check_no_secrets(void)
+{
+    for (int i = 0; i < logged.n; i++) {
+        const char *l = logged.line[i];
+        CHECK(!strstr(l, LOG_KEY_ID) && !strstr(l, LOG_SECRET) && !strstr(l, LOG_TOKEN));
+        CHECK(!strcasestr(l, "authorization") && !strcasestr(l, "x-amz") &&
+              !strcasestr(l, "signature") && !strchr(l, '?'));
+    }
+}
+
+static void test_request_log(void)
+{
+    char buf[16];
+    struct backend_stat st;
+    struct backend_list_page page = {0};
+    logged.n = 0;
+    struct backend *b = logging_stack(1);
+    check_no_secrets(); /* the creation's line: where the credentials came from */
+    logged.n = 0;
+    atomic_store(&flaky_hits, 0);
+
+    /* Two 503s, then the 206: three request lines, one per attempt, and the info line. */
+    CHECK_EQ(b->ops->read_range(b, "flaky", NULL, 0, 4, buf), 4);
+    CHECK(find_line(LOG_DEBUG, "pagefs: store GET key=flaky range=0-3 attempt=1 status=503 ",
+                    " error=EIO", NULL) >= 0);
+    CHECK(find_line(LOG_DEBUG, "store GET key=flaky range=0-3 attempt=2 status=503 ", NULL) >= 0);
+    int ok = find_line(LOG_DEBUG, "store GET key=flaky range=0-3 attempt=3 status=206 bytes=4 ms=",
+                       NULL);
+    CHECK(ok >= 0);
+    if (ok >= 0)
+        CHECK(strstr(logged.line[ok], "error=") == NULL);
+    CHECK(find_line(LOG_INFO, "pagefs: store GET key=flaky range=0-3 bytes=4 succeeded on "
+                              "attempt 3 after EIO, ",
+                    NULL) >= 0);
+    CHECK_EQ(count_level(LOG_DEBUG), 3);
+    CHECK_EQ(count_level(LOG_WARNING), 0);
+    check_no_secrets();
+
+    /* HEAD, LIST, a key that must be escaped (404: an answer, no warning). */
+    logged.n = 0;
+    CHECK_EQ(b->ops->stat(b, "good-head", &st), 0);
+    backend_stat_clear(&st);
+    CHECK(find_line(LOG_DEBUG, "store HEAD key=good-head attempt=1 status=200 ", NULL) >= 0);
+    CHECK_EQ(b->ops->list(b, "good/", "/", NULL, &page), 0);
+    backend_list_page_clear(&page);
+    CHECK(find_line(LOG_DEBUG, "store LIST key=good/ attempt=1 status=200 ", NULL) >= 0);
+    CHECK_EQ(b->ops->read_range(b, "odd key\nx\\y", NULL, 8, 8, buf), -ENOENT);
+    CHECK(find_line(LOG_DEBUG,
+                    "store GET key=odd\\x20key\\x0ax\\x5cy range=8-15 attempt=1 status=404 ",
+                    " error=ENOENT", NULL) >= 0);
+    CHECK_EQ(count_level(LOG_WARNING), 0);
+    check_no_secrets();
+
+    /* 503 every time: each attempt, then the warning of the error the caller gets. */
+    logged.n = 0;
+    CHECK_EQ(b->ops->read_range(b, "slowdown", NULL, 0, 10, buf), -EIO);
+    CHECK_EQ(count_level(LOG_DEBUG), 4);
+    CHECK(find_line(LOG_DEBUG, "store GET key=slowdown range=0-9 attempt=4 status=503 ", NULL) >=
+          0);
+    CHECK(find_line(LOG_WARNING, "pagefs: store GET key=slowdown range=0-9 failed after 4 "
+                                 "attempts: EIO ",
+                    NULL) >= 0);
+    check_no_secrets();
+    backend_destroy(b);
+
+    /* Debug off: no request line is made; the info and warning lines stay. */
+    b = logging_stack(0);
+    logged.n = 0;
+    atomic_store(&flaky_hits, 0);
+    CHECK_EQ(b->ops->read_range(b, "flaky", NULL, 0, 4, buf), 4);
+    CHECK_EQ(b->ops->read_range(b, "slowdown", NULL, 0, 4, buf), -EIO);
+    CHECK_EQ(count_level(LOG_DEBUG), 0);
+    CHECK_EQ(count_level(LOG_INFO), 1);
+    CHECK_EQ(count_level(LOG_WARNING), 1);
+    backend_destroy(b);
+
+    /* The mount-time check against a closed port: its attempts at debug (no reply: status 0),
+     * but no warning - the daemon words a mount error in one line. */
+    char closed[64];
+    struct server gone;
+    CHECK_EQ(server_start(&gone), 0);
+    snprintf(closed, sizeof(closed), "http://127.0.0.1:%d", gone.port);
+    server_stop(&gone);
+    b = logging_stack_at(closed, 1);
+    logged.n = 0;
+    CHECK_EQ(b->ops->check(b), -ECONNREFUSED);
+    CHECK_EQ(count_level(LOG_DEBUG), 4);
+    CHECK(find_line(LOG_DEBUG, "store LIST key= attempt=4 status=0 bytes=0 ms=",
+                    " error=ECONNREFUSED", NULL) >= 0);
+    CHECK_EQ(count_level(LOG_INFO) + count_level(LOG_WARNING), 0);
+    backend_destroy(b);
+}
+
 int main(void)
 {
     char err[256];
@@ -373,6 +561,7 @@ int main(void)
     RUN(test_expired_token_refreshes_once);
     RUN(test_403_near_expiry_only);
     RUN(test_static_keys_not_retried);
+    RUN(test_request_log);
     test_rm_rf(dir);
     free(dir);
     backend_destroy(be);
