@@ -7,7 +7,9 @@
  *
  * Design: the counters are one snapshot (fuse/stats.h) gathered from the layers the server
  * borrows and rendered by stats.c. Evict walks a directory's tree through the metadata cache
- * (cache/tree.h). Residency counts only the pages of the listed version (pages of another
+ * (cache/tree.h) and has the kernel drop its cached pages of each file it knows
+ * (pagefs_fs_invalidate_file: the control plane runs on its own threads, never inside a FUSE
+ * request, as notifications require). Residency counts only the pages of the listed version (pages of another
  * version will not be served). Modifying routes are control-socket only (rest_parse.c).
  *
  * Invariants: none beyond rest.c's (one response per request). No locks of its own.
@@ -21,6 +23,7 @@
 
 #include "cache/page_cache.h"
 #include "cache/tree.h"
+#include "fuse/fs.h"
 #include "fuse/health.h"
 #include "fuse/stats.h"
 
@@ -169,6 +172,10 @@ static int evict_file(void *ud, const char *key, const struct meta_entry *me)
         op->sum->files++;
         op->sum->pages += pages;
         op->sum->bytes += bytes;
+        /* The kernel's copy too, or a handle opened with keep_cache would still be served
+         * from it. Best effort: the pages here are gone either way. */
+        if (op->rs->fs)
+            (void)pagefs_fs_invalidate_file(op->rs->fs, key);
     }
     return rc;
 }

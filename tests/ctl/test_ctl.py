@@ -154,6 +154,36 @@ class CtlCases:
             pages_of(len(v), ps) for k, v in FILES.items() if k.startswith("d/")))
         self.assertEqual(sum(f["bytes_cached"] for f in self.cache_ls(m, "d")["files"]), 0)
 
+    def test_evict_drops_the_kernel_page_cache(self):
+        # Reads the kernel has cached never reach the daemon: after evict, the kernel must
+        # have dropped them too, or a re-read (a handle opened with keep_cache, or one held
+        # open) is served from its memory instead of the store.
+        m = self.mount()
+        rel = "top.bin"
+        path = os.path.join(m.mountpoint, rel)
+
+        def store_reads():
+            return json.loads(self.ok("stats", m.mountpoint, "--json").stdout)["remote"]["read"]
+        held = open(path, "rb")
+        self.addCleanup(held.close)
+        self.assertTrue(held.read() == FILES[rel])
+        with open(path, "rb") as f:  # the version is known now: opened with keep_cache
+            self.assertTrue(f.read() == FILES[rel])
+        before = store_reads()
+        with open(path, "rb") as f:
+            self.assertTrue(f.read() == FILES[rel])
+        self.assertEqual(store_reads(), before, "the kernel did not keep the file's pages")
+        self.ok("evict", path)
+        with open(path, "rb") as f:
+            self.assertTrue(f.read() == FILES[rel])
+        after = store_reads()
+        self.assertGreater(after, before, "a read after evict was served by the kernel")
+        # The handle held open since before the evict reads from the store again too.
+        self.ok("evict", path)
+        held.seek(0)
+        self.assertTrue(held.read() == FILES[rel])
+        self.assertGreater(store_reads(), after, "a held handle still read the kernel's pages")
+
     def test_cache_ls_text_and_json(self):
         m = self.mount()
         ps = m.stats()["page_size"]
