@@ -378,11 +378,15 @@ int pagefs_fs_invalidate_file(struct pagefs_fs *fs, const char *key)
         return rc == -ENOENT ? 0 : rc;
     /* No lock of the file system is held here but the session's, which no request handler
      * takes: the kernel may send requests meanwhile and have them answered. */
+    bool sent = false;
     pthread_rwlock_rdlock(&fs->session_lock);
-    rc = fs->session ? fuse_lowlevel_notify_inval_inode(fs->session, (fuse_ino_t)ino, 0, 0) : 1;
+    if (fs->session) {
+        rc = fuse_lowlevel_notify_inval_inode(fs->session, (fuse_ino_t)ino, 0, 0);
+        sent = true;
+    }
     pthread_rwlock_unlock(&fs->session_lock);
     /* Not (or no longer) known to the kernel, or no session that has begun: nothing cached. */
-    if (rc == 1 || rc == -ENOENT || rc == -ENOTCONN || rc == -EBADF)
+    if (!sent || rc == -ENOENT || rc == -ENOTCONN || rc == -EBADF)
         return 0;
     return rc < 0 ? rc : 1;
 }

@@ -58,9 +58,9 @@ void pagefs_fs_destroy(struct pagefs_fs *fs);
 /* The ops table; pass the pagefs_fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *pagefs_fs_ops(void);
 
-/* The session the file system serves, for notifications to the kernel (below). Set it after
- * fuse_session_new() and back to NULL before fuse_session_destroy(): that waits for a
- * notification under way, and none is sent after. */
+/* The session the file system serves, for notifications to the kernel (below). Set it once
+ * the session is mounted and back to NULL before fuse_session_unmount() (which closes the
+ * session's descriptor): that waits for a notification under way, and none is sent after. */
 void pagefs_fs_set_session(struct pagefs_fs *fs, struct fuse_session *se);
 
 /* Makes the kernel drop what it caches of the file `key` (its pages and attributes:
