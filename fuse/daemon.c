@@ -611,6 +611,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     }
     pagefs_health_mounted(health, mp_real ? mp_real : mp);
     free(mp_real);
+    pagefs_fs_set_session(fs, se); /* evict tells the kernel to drop its pages through it */
     if (notify_fd >= 0) {
         detach_finish(notify_fd, log_note);
         notify_fd = -1;
@@ -659,6 +660,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     fuse_log(FUSE_LOG_INFO, "pagefs: unmounting %s\n", mp);
 
 out_unmount:
+    pagefs_fs_set_session(fs, NULL); /* before the unmount closes its descriptor */
     pagefs_health_set_session(health, HEALTH_SESSION_ENDED);
     atomic_store(&watch.loop_done, 1);
     fuse_session_unmount(se);

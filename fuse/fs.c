@@ -43,7 +43,10 @@
  * pagefs_fs_destroy().
  *
  * Lock order: fs->handles_lock and the inode table's mutex are leaf locks, never held
- * together and never across a cache or backend call (the table hands out snapshots). An
+ * together and never across a cache or backend call (the table hands out snapshots).
+ * fs->session_lock is held (shared) across a notification to the kernel and by nothing a
+ * request handler runs, so the kernel's requests meanwhile are answered (libfuse's rule for
+ * notifications: never from a handler of a related request). An
  * interrupt callback runs under libfuse's request lock and takes the page cache's lock, so
  * no op holds a cache lock when it (un)registers the callback.
  */
@@ -92,6 +95,10 @@ struct pagefs_fs {
     struct mem_budget *mem_budget; /* shown in the stats text; borrowed; NULL: none */
     pthread_mutex_t handles_lock;
     struct pagefs_handle *handles; /* open file and directory handles (list head sentinel) */
+    /* The session, for notifications to the kernel; NULL: none (yet, or any more). Read
+     * under session_lock held shared by each notification, set with it held exclusive. */
+    pthread_rwlock_t session_lock;
+    struct fuse_session *session;
     /* Request counters for the stats text. */
     atomic_uint_fast64_t n_lookup, n_negative, n_getattr, n_readdir, n_open, n_read, n_read_bytes,
         n_read_errors, n_estale, n_read_zero_copy;
@@ -291,9 +298,12 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     rc = -pthread_mutex_init(&fs->handles_lock, NULL);
     if (rc < 0)
         goto out_free_head;
-    rc = inode_table_create(&fs->inodes);
+    rc = -pthread_rwlock_init(&fs->session_lock, NULL);
     if (rc < 0)
         goto out_destroy_lock;
+    rc = inode_table_create(&fs->inodes);
+    if (rc < 0)
+        goto out_destroy_session_lock;
     fs->be = conf->be;
     fs->pc = conf->pc;
     fs->mc = conf->mc;
@@ -320,6 +330,8 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
 
 out_destroy_inodes:
     inode_table_destroy(fs->inodes);
+out_destroy_session_lock:
+    pthread_rwlock_destroy(&fs->session_lock);
 out_destroy_lock:
     pthread_mutex_destroy(&fs->handles_lock);
 out_free_head:
@@ -344,10 +356,39 @@ void pagefs_fs_destroy(struct pagefs_fs *fs)
             fh_free((struct pagefs_fh *)h);
     }
     pthread_mutex_destroy(&fs->handles_lock);
+    pthread_rwlock_destroy(&fs->session_lock);
     free(fs->handles);
     inode_table_destroy(fs->inodes);
     free(fs->control_socket);
     free(fs);
+}
+
+void pagefs_fs_set_session(struct pagefs_fs *fs, struct fuse_session *se)
+{
+    pthread_rwlock_wrlock(&fs->session_lock);
+    fs->session = se;
+    pthread_rwlock_unlock(&fs->session_lock);
+}
+
+int pagefs_fs_invalidate_file(struct pagefs_fs *fs, const char *key)
+{
+    uint64_t ino;
+    int rc = inode_table_find_key(fs->inodes, key, &ino);
+    if (rc < 0)
+        return rc == -ENOENT ? 0 : rc;
+    /* No lock of the file system is held here but the session's, which no request handler
+     * takes: the kernel may send requests meanwhile and have them answered. */
+    bool sent = false;
+    pthread_rwlock_rdlock(&fs->session_lock);
+    if (fs->session) {
+        rc = fuse_lowlevel_notify_inval_inode(fs->session, (fuse_ino_t)ino, 0, 0);
+        sent = true;
+    }
+    pthread_rwlock_unlock(&fs->session_lock);
+    /* Not (or no longer) known to the kernel, or no session that has begun: nothing cached. */
+    if (!sent || rc == -ENOENT || rc == -ENOTCONN || rc == -EBADF)
+        return 0;
+    return rc < 0 ? rc : 1;
 }
 
 void pagefs_fs_get_counters(struct pagefs_fs *fs, struct pagefs_fs_counters *out)

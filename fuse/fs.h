@@ -21,6 +21,7 @@ struct page_cache;
 struct meta_cache;
 struct pagefs_fs;
 struct fuse_lowlevel_ops;
+struct fuse_session;
 struct reader;
 struct mem_budget;
 
@@ -56,6 +57,19 @@ void pagefs_fs_destroy(struct pagefs_fs *fs);
 
 /* The ops table; pass the pagefs_fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *pagefs_fs_ops(void);
+
+/* The session the file system serves, for notifications to the kernel (below). Set it once
+ * the session is mounted and back to NULL before fuse_session_unmount() (which closes the
+ * session's descriptor): that waits for a notification under way, and none is sent after. */
+void pagefs_fs_set_session(struct pagefs_fs *fs, struct fuse_session *se);
+
+/* Makes the kernel drop what it caches of the file `key` (its pages and attributes:
+ * fuse_lowlevel_notify_inval_inode), if the kernel knows the file (it has an inode), so that
+ * the next read of it comes to the file system even on a handle opened with keep_cache. For
+ * the control plane (evict); never call it from a FUSE request handler (libfuse's rule for
+ * notifications). Returns 1 if the kernel was told, 0 if it does not know the file or there
+ * is no session serving yet, or -errno. */
+int pagefs_fs_invalidate_file(struct pagefs_fs *fs, const char *key);
 
 /* Writes the statistics (fuse/stats.h: the key=value rendering) into buf: "backend=<name>",
  * then the backend stack's counters (stat_calls, list_calls, read_calls, check_calls, errors,

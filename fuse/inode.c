@@ -360,6 +360,38 @@ int inode_table_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
     return rc;
 }
 
+int inode_table_find_key(struct inode_table *t, const char *key, uint64_t *ino)
+{
+    /* A copy to cut into names (before the lock: nothing is allocated under it). */
+    char *names = strdup(key);
+    if (!names)
+        return -ENOMEM;
+    int rc = 0;
+    pthread_mutex_lock(&t->lock);
+    struct inode *n = t->root;
+    for (char *name = names; n && *name;) {
+        char *slash = strchr(name, '/');
+        if (slash)
+            *slash = '\0';
+        if (!n->is_dir) {
+            n = NULL;
+            break;
+        }
+        n = find_name(t, n->ino, name);
+        /* A name followed by '/' is a directory's, the last one without it a file's. */
+        if (n && (n->is_dir != 0) != (slash != NULL))
+            n = NULL;
+        name = slash ? slash + 1 : name + strlen(name);
+    }
+    if (n)
+        *ino = n->ino;
+    else
+        rc = -ENOENT;
+    pthread_mutex_unlock(&t->lock);
+    free(names);
+    return rc;
+}
+
 int inode_table_update(struct inode_table *t, uint64_t ino, const struct inode_attr *a)
 {
     int rc = -ENOENT;

@@ -60,6 +60,11 @@ int inode_table_ref_child(struct inode_table *t, uint64_t parent, const char *na
 int inode_table_get(struct inode_table *t, uint64_t ino, struct inode_info *out);
 /* Refreshes the attributes of `ino` (type is not changed). -ENOENT if unknown. */
 int inode_table_update(struct inode_table *t, uint64_t ino, const struct inode_attr *a);
+/* The inode number of the entry named by `key` (a file's key, or a directory's prefix ending
+ * in '/'; "" is the root), found by name from the root: the entry lookups hand out now, not
+ * one replaced under the same name. 0 with *ino, -ENOENT if the kernel does not know the key,
+ * -ENOMEM. */
+int inode_table_find_key(struct inode_table *t, const char *key, uint64_t *ino);
 /* Drops `nlookup` lookups of `ino`; frees the entry at zero. Unknown inos are ignored. */
 void inode_table_forget(struct inode_table *t, uint64_t ino, uint64_t nlookup);
 /* Current lookup count of `ino` (0 if unknown); for tests and stats. */

@@ -254,6 +254,13 @@ struct json_object *rest_job_json(const struct load_job_status *js)
     rest_add_u64(o, "files_failed", js->files_failed);
     rest_add_u64(o, "bytes_total", js->bytes_total);
     rest_add_u64(o, "bytes_done", js->bytes_done);
+    /* What is done, split: fetched from the store, or found cached already. */
+    rest_add_u64(o, "files_fetched", js->files_fetched);
+    rest_add_u64(o, "bytes_fetched", js->bytes_fetched);
+    rest_add_u64(o, "files_already_cached", js->files_cached);
+    rest_add_u64(o, "bytes_already_cached", js->bytes_cached);
+    /* While the paths are walked, files_total and bytes_total still grow. */
+    json_object_object_add(o, "walking", json_object_new_boolean(js->walking));
     rest_add_u64(o, "elapsed_ms", js->elapsed_ms);
     json_object_object_add(o, "path", json_object_new_string(js->path));
     rest_add_u64(o, "paths", js->npaths);
@@ -261,6 +268,7 @@ struct json_object *rest_job_json(const struct load_job_status *js)
     for (size_t i = 0; errs && i < js->nerrors; i++)
         json_object_array_add(errs, json_object_new_string(js->errors[i]));
     json_object_object_add(o, "errors", errs);
+    rest_add_u64(o, "errors_total", js->errors_total); /* "errors" holds the first few */
     return o;
 }
 

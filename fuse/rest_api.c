@@ -4,12 +4,16 @@
  * 17 digits), GET /api/v1/history (the last hour of them, fuse/history.h; this file also reads
  * the counters for its sampler), GET /metrics (Prometheus), GET /healthz (fuse/health.h), load
  * jobs (list, and by id: submit, status, stop), POST /api/v1/evict, POST /api/v1/refresh, GET
- * /api/v1/cache (residency), and the dashboard page.
+ * /api/v1/cache (residency of files and trees), and the dashboard page.
  *
  * Design: the counters are one snapshot (fuse/stats.h) gathered from the layers the server
  * borrows and rendered by stats.c. Evict walks a directory's tree through the metadata cache
- * (cache/tree.h). Residency counts only the pages of the listed version (pages of another
- * version will not be served). Modifying routes are control-socket only (rest_parse.c).
+ * (cache/tree.h) and has the kernel drop its cached pages of each file it knows
+ * (pagefs_fs_invalidate_file: the control plane runs on its own threads, never inside a FUSE
+ * request, as notifications require). Residency counts only the pages of the listed version
+ * (pages of another version will not be served); a directory's subtree totals come from a
+ * bounded walk (cache/residency.h), so a huge tree answers partial totals instead of holding
+ * the request. Modifying routes are control-socket only (rest_parse.c).
  *
  * Invariants: none beyond rest.c's (one response per request). No locks of its own.
  */
@@ -21,8 +25,10 @@
 #include <time.h>
 
 #include "cache/page_cache.h"
+#include "cache/residency.h"
 #include "cache/tree.h"
 #include "fuse/config.h"
+#include "fuse/fs.h"
 #include "fuse/health.h"
 #include "fuse/stats.h"
 
@@ -198,6 +204,10 @@ static int evict_file(void *ud, const char *key, const struct meta_entry *me)
         op->sum->files++;
         op->sum->pages += pages;
         op->sum->bytes += bytes;
+        /* The kernel's copy too, or a handle opened with keep_cache would still be served
+         * from it. Best effort: the pages here are gone either way. */
+        if (op->rs->fs)
+            (void)pagefs_fs_invalidate_file(op->rs->fs, key);
     }
     return rc;
 }
@@ -325,52 +335,96 @@ enum MHD_Result rest_api_refresh(struct rest_server *rs, struct MHD_Connection *
 static struct json_object *residency_json(struct rest_server *rs, const char *path,
                                           const struct meta_entry *me)
 {
-    struct pc_residency res;
-    uint64_t psz = page_cache_page_size(rs->pc);
-    if (page_cache_residency(rs->pc, path, &res) < 0)
-        memset(&res, 0, sizeof(res));
-    /* Pages of another version than the listed one will not be served: not cached. */
-    if (!res.known || !me->version || strncmp(res.version, me->version, sizeof(res.version) - 1))
-        res.pages = res.bytes = 0;
+    struct residency_file rf;
+    residency_file(rs->pc, path, me, &rf);
     struct json_object *o = json_object_new_object();
     if (!o)
         return NULL;
     json_object_object_add(o, "path", json_object_new_string(path));
     rest_add_u64(o, "size", me->size);
-    rest_add_u64(o, "pages_total", (me->size + psz - 1) / psz);
-    rest_add_u64(o, "pages_cached", res.pages);
-    rest_add_u64(o, "bytes_cached", res.bytes);
+    rest_add_u64(o, "pages_total", rf.pages_total);
+    rest_add_u64(o, "pages_cached", rf.pages_cached);
+    rest_add_u64(o, "bytes_cached", rf.bytes_cached);
     rest_learn_key(rs, path);
     return o;
 }
 
+/* The totals of a tree into o: "files", "size", "bytes_cached", "partial". */
+static void totals_json(struct json_object *o, const struct residency_totals *t)
+{
+    rest_add_u64(o, "files", t->files);
+    rest_add_u64(o, "size", t->size);
+    rest_add_u64(o, "bytes_cached", t->bytes_cached);
+    json_object_object_add(o, "partial", json_object_new_boolean(t->partial));
+}
+
+/* A directory of the walk: {"path", totals} appended to the "dirs" array. */
+static void add_dir_json(void *ud, const char *path, const struct residency_totals *t)
+{
+    struct json_object *o = json_object_new_object();
+    if (!o)
+        return;
+    json_object_object_add(o, "path", json_object_new_string(path));
+    totals_json(o, t);
+    json_object_array_add(ud, o);
+}
+
+/* GET /api/v1/cache?path=P[&recursive=1]: {"path", "files": [the files directly in P, or P
+ * itself], "total": {totals of P's tree}} and, for a directory, "dirs": [{"path", totals}]
+ * of its direct subdirectories (recursive: of every directory below, in du order), each with
+ * the totals of its own tree. The walk is bounded (cache/residency.h); totals it could not
+ * finish say "partial": true, and "partial_reason" says why. */
 enum MHD_Result rest_api_cache(struct rest_server *rs, struct MHD_Connection *c,
                                struct req_ctx *ctx)
 {
     char *path = NULL;
     struct meta_entry me;
     enum MHD_Result ret = MHD_NO;
+    char reason[256] = "";
+    struct residency_totals tot = {0};
     if (rest_request_entry(rs, c, ctx, &path, &me, &ret) < 0)
         return ret;
     struct json_object *o = json_object_new_object();
     struct json_object *files = json_object_new_array();
-    if (!o || !files) {
+    struct json_object *dirs = me.is_dir ? json_object_new_array() : NULL;
+    struct json_object *total = json_object_new_object();
+    if (!o || !files || (me.is_dir && !dirs) || !total) {
         json_object_put(o);
         json_object_put(files);
+        json_object_put(dirs);
+        json_object_put(total);
         goto out_clear_entry;
     }
     json_object_object_add(o, "path", json_object_new_string(path));
     json_object_object_add(o, "files", files);
     if (!me.is_dir) {
+        struct residency_file rf;
         json_object_array_add(files, residency_json(rs, path, &me));
+        residency_file(rs->pc, path, &me, &rf);
+        tot =
+            (struct residency_totals){.files = 1, .size = me.size, .bytes_cached = rf.bytes_cached};
     } else {
+        json_object_object_add(o, "dirs", dirs);
         int rc = rest_add_children(rs, path, 1, residency_json, files);
+        if (rc == 0) {
+            struct residency_walk_conf wc = {.mc = rs->mc,
+                                             .pc = rs->pc,
+                                             .dir_depth = ctx->req.recursive ? -1 : 1,
+                                             .dir = add_dir_json,
+                                             .ud = dirs};
+            rc = residency_tree(&wc, path, &tot, reason, sizeof(reason));
+        }
         if (rc < 0) {
             json_object_put(o);
+            json_object_put(total);
             ret = rest_reply_path_errno(c, ctx, rc, path);
             goto out_clear_entry;
         }
     }
+    totals_json(total, &tot);
+    json_object_object_add(o, "total", total);
+    if (tot.partial)
+        json_object_object_add(o, "partial_reason", json_object_new_string(reason));
     ret = rest_reply_json(c, ctx, 200, o);
 out_clear_entry:
     meta_entry_clear(&me);

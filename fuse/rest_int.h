@@ -204,6 +204,9 @@ enum MHD_Result rest_api_load_status(struct rest_server *rs, struct MHD_Connecti
                                      struct req_ctx *ctx, int stop);
 enum MHD_Result rest_api_evict(struct rest_server *rs, struct MHD_Connection *c,
                                struct req_ctx *ctx);
+/* GET /api/v1/cache?path=P[&recursive=1]: the residency of P's direct files ("files"), of
+ * its subdirectories' trees ("dirs": direct ones, or every one with recursive) and of its
+ * whole tree ("total"; "partial" when the bounded walk could not count all of it). */
 enum MHD_Result rest_api_cache(struct rest_server *rs, struct MHD_Connection *c,
                                struct req_ctx *ctx);
 /* POST /api/v1/refresh {"paths": [...], "recursive": bool}: lists each path's directory (a

@@ -6,9 +6,13 @@
  * starts the workers, then walks the job's paths breadth-first (cache/tree.h: tree_walk; a
  * directory listing is cached, so a re-run costs no LIST within the TTL) and appends each
  * file to the job's queue; workers take files off the queue as soon as they appear, so
- * fetching overlaps the walk. A worker pins the listed version of a file (reader_open) and asks for
- * its pages with page_cache_prefetch() a run at a time: resident pages are skipped, each run of
- * missing pages is one ranged GET, and the run's bytes are counted as done when it returns.
+ * fetching overlaps the walk (a large tree's listing would otherwise delay every fetch), and
+ * the totals grow until the walk is done - the status says so (walking). A worker pins the
+ * listed version of a file (reader_open) and asks for its pages with page_cache_prefetch() a
+ * run at a time: resident pages are skipped, each run of missing pages is one ranged GET, and
+ * the run's bytes are counted as done when it returns, split into fetched (the pages the call
+ * fetched) and already cached (the rest of the run); a done file is fetched if any of its
+ * pages was, else already cached.
  * Before each run a worker takes the buffers the run holds (page_cache_prefetch_mem) from the
  * memory budget shared with read-ahead (cache/mem_budget.h, -o prefetch_mem), waiting for
  * them if need be, and gives them back after: however many jobs and workers run, their page
@@ -19,7 +23,9 @@
  *
  * Invariants: a job's counters only grow; state leaves RUNNING exactly once, when the
  * coordinator has joined its workers (`finished` is then set and the job may be freed by the
- * engine, which joins the coordinator first). files_done + files_failed <= files_total.
+ * engine, which joins the coordinator first). files_done + files_failed <= files_total; once
+ * the workers are joined, files_fetched + files_cached == files_done and bytes_fetched +
+ * bytes_cached == bytes_done.
  *
  * Lock order: engine->lock, then job->lock. Job threads take only their job's lock, never the
  * engine's, and hold no lock across a cache call.
@@ -66,6 +72,7 @@ struct load_job {
     atomic_bool stop;
     atomic_bool finished; /* the coordinator is done; state is final */
     atomic_uint_fast64_t files_total, files_done, files_failed, bytes_total, bytes_done;
+    atomic_uint_fast64_t files_fetched, files_cached, bytes_fetched, bytes_cached;
     uint64_t start_ms;
     atomic_uint_fast64_t end_ms;
 
@@ -125,14 +132,18 @@ static uint64_t get(atomic_uint_fast64_t *c)
 
 #ifdef PAGEFS_INVARIANTS
 /* Debug-only (backends/invariants.h): the queue and counter invariants of a job, checked by
- * its own threads, never on a request path. Under j->lock. */
-static void load_job_check_invariants(struct load_job *j)
+ * its own threads, never on a request path. Under j->lock; `joined`: the workers are joined
+ * (the split counters are then exact). */
+static void load_job_check_invariants(struct load_job *j, bool joined)
 {
     if (j->next_file > j->nfiles || j->nfiles > j->cap ||
         get(&j->files_done) + get(&j->files_failed) > get(&j->files_total) ||
         j->nerrors > LOAD_MAX_ERRORS || j->nerrors > j->nerrors_total)
         pagefs_invariant_failed("load job", "queue %zu/%zu/%zu, errors %zu", j->next_file,
                                 j->nfiles, j->cap, j->nerrors);
+    if (joined && (get(&j->files_fetched) + get(&j->files_cached) != get(&j->files_done) ||
+                   get(&j->bytes_fetched) + get(&j->bytes_cached) != get(&j->bytes_done)))
+        pagefs_invariant_failed("load job", "fetched and cached do not add up to done");
 }
 #endif
 
@@ -157,8 +168,9 @@ static void file_clear(struct load_file *f)
 
 /* ---- workers -------------------------------------------------------------------------- */
 
-/* Makes every page of one file resident. 0, or -errno of the first failed run. */
-static int load_one(struct load_job *j, const struct load_file *lf)
+/* Makes every page of one file resident; *fetched gets the bytes fetched from the store. 0,
+ * or -errno of the first failed run. */
+static int load_one(struct load_job *j, const struct load_file *lf, uint64_t *fetched)
 {
     struct page_cache *pc = j->le->pc;
     struct reader_file *rf;
@@ -172,19 +184,32 @@ static int load_one(struct load_job *j, const struct load_file *lf)
     /* A run larger than the budget would only ever be granted alone: cut it to fit. */
     while (run > 1 && page_cache_prefetch_mem(pc, (size_t)run) > mem_budget_limit(j->le->budget))
         run--;
+    uint64_t tail = lf->size % psz; /* bytes of a short last page, 0 if none */
     for (uint64_t idx = 0; idx < npages; idx += run) {
         uint64_t cnt = npages - idx < run ? npages - idx : run;
+        uint64_t end = (idx + cnt) * psz;
+        uint64_t bytes = (end < lf->size ? end : lf->size) - idx * psz;
         uint64_t mem = page_cache_prefetch_mem(pc, (size_t)cnt);
         rc = mem_budget_take(j->le->budget, mem, &j->stop);
         if (rc < 0)
             break; /* -ECANCELED: stopped */
+        /* The pages fetched are counted whole, but for a short last page that was missing. */
+        bool short_missing = tail && idx + cnt == npages &&
+                             page_cache_range_resident(pc, f, (npages - 1) * psz, tail) == 0;
         rc = page_cache_prefetch(pc, f, idx, (size_t)cnt);
         mem_budget_give(j->le->budget, mem);
         if (rc < 0)
             break;
+        uint64_t got = (uint64_t)rc * psz;
+        if (short_missing && got >= psz)
+            got -= psz - tail;
+        if (got > bytes)
+            got = bytes;
         rc = 0;
-        uint64_t end = (idx + cnt) * psz;
-        add(&j->bytes_done, (end < lf->size ? end : lf->size) - idx * psz);
+        *fetched += got;
+        add(&j->bytes_fetched, got);
+        add(&j->bytes_cached, bytes - got);
+        add(&j->bytes_done, bytes);
     }
     reader_close(rf);
     return rc;
@@ -205,10 +230,11 @@ static void *worker_main(void *arg)
         lf = j->files[j->next_file]; /* the strings are handed over */
         memset(&j->files[j->next_file], 0, sizeof(lf));
         j->next_file++;
-        PAGEFS_CHECK_INVARIANTS(load_job_check_invariants(j));
+        PAGEFS_CHECK_INVARIANTS(load_job_check_invariants(j, false));
         pthread_mutex_unlock(&j->lock);
 
-        int rc = load_one(j, &lf);
+        uint64_t fetched = 0;
+        int rc = load_one(j, &lf, &fetched);
         if (rc == -ECANCELED) {
             /* stopped: neither done nor failed */
         } else if (rc < 0) {
@@ -216,6 +242,7 @@ static void *worker_main(void *arg)
             job_error(j, lf.key, -rc);
         } else {
             add(&j->files_done, 1);
+            add(fetched ? &j->files_fetched : &j->files_cached, 1);
         }
         file_clear(&lf);
     }
@@ -334,7 +361,7 @@ static void *coordinator_main(void *arg)
         j->state = LOAD_FAILED;
     else
         j->state = LOAD_SUCCEEDED;
-    PAGEFS_CHECK_INVARIANTS(load_job_check_invariants(j));
+    PAGEFS_CHECK_INVARIANTS(load_job_check_invariants(j, started > 0));
     pthread_mutex_unlock(&j->lock);
     atomic_store(&j->end_ms, now_ms());
     atomic_store(&j->finished, true);
@@ -544,7 +571,9 @@ int load_job_get_status(struct load_engine *le, const char *id, struct load_job_
     bool finished = atomic_load(&j->finished);
     pthread_mutex_lock(&j->lock);
     out->state = finished ? j->state : LOAD_RUNNING;
+    out->walking = !j->walk_done;
     out->nerrors = j->nerrors;
+    out->errors_total = j->nerrors_total;
     memcpy(out->errors, j->errors, sizeof(out->errors));
     pthread_mutex_unlock(&j->lock);
     out->files_total = get(&j->files_total);
@@ -552,6 +581,10 @@ int load_job_get_status(struct load_engine *le, const char *id, struct load_job_
     out->files_failed = get(&j->files_failed);
     out->bytes_total = get(&j->bytes_total);
     out->bytes_done = get(&j->bytes_done);
+    out->files_fetched = get(&j->files_fetched);
+    out->files_cached = get(&j->files_cached);
+    out->bytes_fetched = get(&j->bytes_fetched);
+    out->bytes_cached = get(&j->bytes_cached);
     out->elapsed_ms = (finished ? atomic_load(&j->end_ms) : now_ms()) - j->start_ms;
     out->npaths = j->npaths;
     snprintf(out->path, sizeof(out->path), "%s", j->npaths ? j->paths[0] : "");

@@ -7,7 +7,9 @@
  * request, each run's page buffers taken from a memory budget shared with read-ahead (so
  * load jobs and read-ahead together stay within one bound, -o prefetch_mem). Pages already
  * resident cost nothing, so re-running a job is idempotent and resumes where a stopped one
- * ended. Progress counters are readable at any time.
+ * ended. Progress counters are readable at any time: fetching overlaps the walk, so the totals
+ * grow while `walking` is set; what is done is split into fetched from the store and already
+ * cached.
  *
  * Ownership: load_engine_create/destroy; destroy stops every job and joins its threads. Jobs
  * live in the engine; finished jobs are kept (the most recent LOAD_KEEP_FINISHED) so their
@@ -53,12 +55,18 @@ struct load_engine_conf {
 struct load_job_status {
     char id[LOAD_JOB_ID_LEN + 1];
     enum load_state state;
+    int walking; /* the paths are still being walked: the totals still grow */
     uint64_t files_total, files_done, files_failed;
     uint64_t bytes_total, bytes_done;
+    /* files_done split: some page fetched from the store / every page was cached already */
+    uint64_t files_fetched, files_cached;
+    /* bytes_done split (in pages: a run's pages the job fetched / found resident) */
+    uint64_t bytes_fetched, bytes_cached;
     uint64_t elapsed_ms;
     size_t npaths;
     char path[LOAD_PATH_SHOWN]; /* the first path (mount-relative), cut to fit */
-    size_t nerrors;
+    size_t nerrors;             /* messages kept in errors (the first ones) */
+    uint64_t errors_total;      /* errors met: failed files, paths and listings */
     char errors[LOAD_MAX_ERRORS][256];
 };
 

@@ -203,10 +203,11 @@ static int take_hex(const char *s, size_t min, size_t max, char *out)
 #define ARG_UFS 0x4u
 #define ARG_OP 0x8u
 #define ARG_SINCE 0x10u
+#define ARG_RECURSIVE 0x20u
 
 static int parse_query(const char *query, unsigned accept, struct rest_request *req)
 {
-    int have_path = 0, have_op = 0, have_since = 0;
+    int have_path = 0, have_op = 0, have_since = 0, have_recursive = 0;
     const char *q = query;
     while (q && *q) {
         const char *amp = strchr(q, '&');
@@ -270,6 +271,17 @@ static int parse_query(const char *query, unsigned accept, struct rest_request *
                 else
                     rc = 400;
             }
+        } else if ((accept & ARG_RECURSIVE) && kn == 9 && memcmp(q, "recursive", 9) == 0) {
+            if (have_recursive)
+                return 400;
+            have_recursive = 1;
+            rc = pct_decode(v, vn, URL_DECODE_PLUS_SPACE, &val);
+            if (rc == 0) {
+                if (strcmp(val, "1") == 0 || strcmp(val, "true") == 0)
+                    req->recursive = 1;
+                else if (strcmp(val, "0") != 0 && strcmp(val, "false") != 0)
+                    rc = 400;
+            }
         }
         /* Anything else is ignored, as HTTP servers do with unknown arguments. */
         free(val);
@@ -331,7 +343,7 @@ static unsigned match_route(char **seg, size_t nseg, enum method m, struct rest_
         } else if (nseg == 3 && SEG(2, "cache")) {
             req->route = REST_ROUTE_API_CACHE;
             if (is_get)
-                return ARG_PATH;
+                return ARG_PATH | ARG_RECURSIVE;
         } else if (nseg == 3 && (SEG(2, "evict") || SEG(2, "refresh"))) {
             req->route = SEG(2, "evict") ? REST_ROUTE_API_EVICT : REST_ROUTE_API_REFRESH;
             req->takes_body = 1;

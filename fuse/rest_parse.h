@@ -43,7 +43,7 @@ enum rest_route {
     REST_ROUTE_API_LOAD_STOP,   /* DELETE /api/v1/load/<job> */
     REST_ROUTE_API_EVICT,       /* POST /api/v1/evict (JSON body; control socket only) */
     REST_ROUTE_API_REFRESH,     /* POST /api/v1/refresh (JSON body; control socket only) */
-    REST_ROUTE_API_CACHE,       /* GET /api/v1/cache?path= */
+    REST_ROUTE_API_CACHE,       /* GET /api/v1/cache?path=[&recursive=1] */
     REST_ROUTE_V1_NODE,         /* GET /v1/node[?path=] */
     REST_ROUTE_V1_FILES,        /* GET /v1/files?path= */
     REST_ROUTE_V1_INFO,         /* GET /v1/info[?path=] */
@@ -76,6 +76,7 @@ struct rest_request {
     int has_offset, has_length;
     uint64_t since;           /* API_HISTORY: samples numbered after this one (0: all) */
     enum rest_load_op op;     /* V1_LOAD */
+    int recursive;            /* API_CACHE: recursive=1 or true (0 or false: 0; else 400) */
     char *ufs_full_path;      /* decoded ufsFullPath value, NULL if absent or undecodable */
     char *ufs_full_path_raw;  /* the raw value as sent, NULL if absent */
     char *ufs_full_path_tail; /* the raw query from the value of ufsFullPath to the end (a

@@ -33,7 +33,7 @@ static const char usage_text[] =
     "  stats [PATH] [--json|--cluster] [--watch [SECONDS]]  the daemon's counters\n"
     "  evict PATH... [--json]                drop the cached pages of files or trees\n"
     "  refresh PATH... [-r] [--json]         list directories from the store again\n"
-    "  cache ls PATH [--json]                cached pages of a file or a directory's files\n"
+    "  cache ls PATH [-r] [--json]           what is cached of a file or a directory tree\n"
     "  fsck CACHE_DIR [--repair] [--json]    check (and repair) a cache directory offline\n"
     "  health [CACHE_DIR|PATH] [--json]      can the daemon serve reads? (0 yes, 1 no)\n"
     "\n"

@@ -149,6 +149,22 @@ struct json_object *ctl_json_get(struct json_object *obj, const char *path);
 /* Prints obj as pretty JSON plus a newline on f; returns 0 or -ENOMEM. */
 int ctl_json_print(FILE *f, struct json_object *obj, int pretty);
 
+/* ---- internal: output of the commands, for their tests (ctl_files.c, ctl_load.c) ---------- */
+
+/* The text of `pagefs cache ls` from a GET /api/v1/cache reply: the rows of its "dirs" (their
+ * trees' totals), then of its "files" (not with recursive), then the total line - and a line
+ * saying why when the total is partial. */
+void ctl_cache_print(FILE *out, struct json_object *reply, int recursive);
+
+/* The progress line `pagefs load` prints when not on a terminal, for a job's status and a rate
+ * in bytes per second (< 0: unknown): "load:  40% 12/30 files, 1.00 MiB of 2.50 MiB, ...,
+ * ETA 3s", or while the daemon still walks the paths, totals "so far" and no percent or ETA. */
+void ctl_load_progress_line(struct json_object *job, double rate, char *out, size_t len);
+/* The summary of `pagefs load` from a job's status: "load STATE: N of M files, F failed,
+ * BYTES in TIME" (", interrupted"), then what was fetched from the store, what was cached
+ * already and what failed (when the daemon reports them). Errors are the caller's. */
+void ctl_load_print_summary(FILE *out, struct json_object *job, int interrupted);
+
 /* ---- internal: fsck and info printing shared with pagefs-cache (ctl_fsck.c) --------------- */
 
 /* Run cache_fsck_info / cache_fsck on dir, holding the cache directory's lock (a reader's; an

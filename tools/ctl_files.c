@@ -6,7 +6,9 @@
  * request (POST /api/v1/evict or /api/v1/refresh {"paths": [...]}, GET /api/v1/cache?path=P)
  * and prints the reply as a short text summary / aligned table, or the daemon's JSON object
  * as it came with --json. Directories are handled by the daemon (evict: recursively; refresh:
- * the directory, its subtree with --recursive; cache ls: the direct children).
+ * the directory, its subtree with --recursive; cache ls: the direct subdirectories with the
+ * totals of their trees and the direct files, every directory below with --recursive, and the
+ * whole tree's total - partial, and saying why, when the daemon's bounded walk was cut short).
  *
  * No state beyond locals; no locks.
  */
@@ -47,12 +49,18 @@ static const char refresh_usage[] =
     "or PATH not accessible, 3 not a pagefs mount or the daemon does not answer.\n";
 
 static const char cache_usage[] =
-    "Usage: pagefs cache ls PATH [--json]\n"
-    "Shows how much of a file, or of each file directly in a directory, is in the cache.\n"
+    "Usage: pagefs cache ls PATH [--recursive] [--json]\n"
+    "Shows how much of a file or a directory tree is in the cache. For a directory: a row per\n"
+    "subdirectory with the totals of its whole tree (FILES in it, SIZE, CACHED, %), then a row\n"
+    "per file directly in it (PAGES cached of its pages), then the total of the whole tree.\n"
+    "A tree too large to add up in time (or a directory the store would not list) gives\n"
+    "partial totals, marked as such.\n"
     "\n"
     "Options:\n"
-    "  --json      print the daemon's reply {\"path\", \"files\": [...]} as JSON\n"
-    "  --help      print this text\n"
+    "  -r, --recursive  a row for every directory below (like du), no file rows\n"
+    "  --json           print the daemon's reply {\"path\", \"files\", \"dirs\", \"total\"} as\n"
+    "                   JSON\n"
+    "  --help           print this text\n"
     "\n"
     "Exit status: 0 ok, 1 the daemon refused, 2 usage error or PATH not accessible,\n"
     "3 not a pagefs mount or the daemon does not answer.\n";
@@ -169,36 +177,65 @@ int ctl_cmd_refresh(int argc, char **argv)
     return post_paths(argc, argv, "refresh", refresh_usage, "/api/v1/refresh", 1);
 }
 
-/* Prints the files of a /api/v1/cache reply as a table and a total line. */
-static void print_cache_table(struct json_object *reply)
+/* Percent of size that is cached (an empty file or tree: all of it). */
+static double cached_pct(uint64_t cached, uint64_t size)
 {
-    struct json_object *files = NULL;
-    char b1[32], b2[32];
-    uint64_t tot_size = 0, tot_cached = 0, tot_pages = 0, tot_cpages = 0;
-    size_t n = 0;
-    if (json_object_object_get_ex(reply, "files", &files) &&
-        json_object_is_type(files, json_type_array))
-        n = json_object_array_length(files);
-    if (n > 0)
-        printf("%10s %10s %15s %7s  %s\n", "SIZE", "CACHED", "PAGES", "%", "PATH");
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *f = json_object_array_get_idx(files, i);
-        uint64_t size = ctl_json_u64(f, "size"), cached = ctl_json_u64(f, "bytes_cached");
-        uint64_t pt = ctl_json_u64(f, "pages_total"), pc = ctl_json_u64(f, "pages_cached");
-        char pages[40];
-        snprintf(pages, sizeof(pages), "%" PRIu64 "/%" PRIu64, pc, pt);
-        double pct = size ? 100.0 * (double)cached / (double)size : (pt == pc ? 100.0 : 0.0);
-        printf("%10s %10s %15s %6.1f%%  %s\n", ctl_fmt_bytes((double)size, b1, sizeof(b1)),
-               ctl_fmt_bytes((double)cached, b2, sizeof(b2)), pages, pct, ctl_json_str(f, "path"));
-        tot_size += size;
-        tot_cached += cached;
-        tot_pages += pt;
-        tot_cpages += pc;
+    return size ? 100.0 * (double)cached / (double)size : 100.0;
+}
+
+/* One row: SIZE CACHED % FILES PAGES PATH ("-" for what does not apply). */
+static void print_row(FILE *out, uint64_t size, uint64_t cached, const char *files,
+                      const char *pages, const char *path, const char *suffix)
+{
+    char b1[32], b2[32], pct[16];
+    snprintf(pct, sizeof(pct), "%.1f%%", cached_pct(cached, size));
+    fprintf(out, "%10s %10s %7s %8s %13s  %s%s\n", ctl_fmt_bytes((double)size, b1, sizeof(b1)),
+            ctl_fmt_bytes((double)cached, b2, sizeof(b2)), pct, files, pages, path, suffix);
+}
+
+static size_t array_len(struct json_object *reply, const char *key, struct json_object **arr)
+{
+    if (json_object_object_get_ex(reply, key, arr) && json_object_is_type(*arr, json_type_array))
+        return json_object_array_length(*arr);
+    *arr = NULL;
+    return 0;
+}
+
+void ctl_cache_print(FILE *out, struct json_object *reply, int recursive)
+{
+    struct json_object *files, *dirs;
+    size_t nd = array_len(reply, "dirs", &dirs);
+    size_t nf = recursive && dirs ? 0 : array_len(reply, "files", &files);
+    char b1[32], b2[32], num[32];
+    if (nd + nf > 0)
+        fprintf(out, "%10s %10s %7s %8s %13s  %s\n", "SIZE", "CACHED", "%", "FILES", "PAGES",
+                "PATH");
+    for (size_t i = 0; i < nd; i++) {
+        struct json_object *d = json_object_array_get_idx(dirs, i);
+        char path[4096];
+        snprintf(num, sizeof(num), "%" PRIu64, ctl_json_u64(d, "files"));
+        snprintf(path, sizeof(path), "%s/", ctl_json_str(d, "path"));
+        print_row(out, ctl_json_u64(d, "size"), ctl_json_u64(d, "bytes_cached"), num, "-", path,
+                  json_object_get_boolean(ctl_json_get(d, "partial")) ? " (partial)" : "");
     }
-    printf("total: %zu file%s, %s of %s cached (%.1f%%), %" PRIu64 " of %" PRIu64 " pages\n", n,
-           n == 1 ? "" : "s", ctl_fmt_bytes((double)tot_cached, b1, sizeof(b1)),
-           ctl_fmt_bytes((double)tot_size, b2, sizeof(b2)),
-           tot_size ? 100.0 * (double)tot_cached / (double)tot_size : 100.0, tot_cpages, tot_pages);
+    for (size_t i = 0; i < nf; i++) {
+        struct json_object *f = json_object_array_get_idx(files, i);
+        snprintf(num, sizeof(num), "%" PRIu64 "/%" PRIu64, ctl_json_u64(f, "pages_cached"),
+                 ctl_json_u64(f, "pages_total"));
+        print_row(out, ctl_json_u64(f, "size"), ctl_json_u64(f, "bytes_cached"), "-", num,
+                  ctl_json_str(f, "path"), "");
+    }
+    uint64_t n = ctl_json_u64(reply, "total.files"), size = ctl_json_u64(reply, "total.size");
+    uint64_t cached = ctl_json_u64(reply, "total.bytes_cached");
+    int partial = json_object_get_boolean(ctl_json_get(reply, "total.partial"));
+    fprintf(out, "total: %" PRIu64 " file%s, %s of %s cached (%.1f%%)%s\n", n, n == 1 ? "" : "s",
+            ctl_fmt_bytes((double)cached, b1, sizeof(b1)),
+            ctl_fmt_bytes((double)size, b2, sizeof(b2)), cached_pct(cached, size),
+            partial ? ", partial" : "");
+    if (partial)
+        fprintf(out, "partial: %s; the totals count only part of the tree\n",
+                *ctl_json_str(reply, "partial_reason") ? ctl_json_str(reply, "partial_reason")
+                                                       : "not every directory was listed");
 }
 
 int ctl_cmd_cache(int argc, char **argv)
@@ -207,7 +244,7 @@ int ctl_cmd_cache(int argc, char **argv)
     struct ctl_http *h = NULL;
     struct json_object *api_paths = NULL, *reply = NULL;
     char *paths[2], *url = NULL, *esc = NULL;
-    int npaths, json, code;
+    int npaths, json, recursive, code;
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(cache_usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? CTL_EXIT_USAGE : CTL_EXIT_OK;
@@ -221,7 +258,7 @@ int ctl_cmd_cache(int argc, char **argv)
         ctl_errorf("out of memory");
         return CTL_EXIT_FAILED;
     }
-    code = parse_simple(argc - 1, argv + 1, cache_usage, ops, &npaths, &json, NULL);
+    code = parse_simple(argc - 1, argv + 1, cache_usage, ops, &npaths, &json, &recursive);
     if (code != 0) {
         code = code > 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
         goto out_free_ops;
@@ -237,7 +274,8 @@ int ctl_cmd_cache(int argc, char **argv)
         goto out_free_ops;
     code = CTL_EXIT_FAILED;
     esc = ctl_url_escape(json_object_get_string(json_object_array_get_idx(api_paths, 0)));
-    if (!esc || asprintf(&url, "/api/v1/cache?path=%s", esc) < 0) {
+    if (!esc ||
+        asprintf(&url, "/api/v1/cache?path=%s%s", esc, recursive ? "&recursive=1" : "") < 0) {
         url = NULL;
         ctl_errorf("out of memory");
         goto out_free_url;
@@ -251,7 +289,7 @@ int ctl_cmd_cache(int argc, char **argv)
         if (json)
             ctl_json_print(stdout, reply, 1);
         else
-            print_cache_table(reply);
+            ctl_cache_print(stdout, reply, recursive);
         json_object_put(reply);
     }
     ctl_http_destroy(h);

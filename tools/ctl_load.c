@@ -10,7 +10,11 @@
  *     ETA (the rate is taken over the last few seconds of samples, the ETA from it);
  *   - otherwise, a plain line at the first poll (so there is always one) and then every
  *     PLAIN_EVERY seconds;
- *   - always a final summary line (or, with --json, only the final job object).
+ *   - while the daemon still walks the paths (fetching overlaps the walk), the totals grow:
+ *     they are labelled "so far", with no bar, percent or ETA ("listing...");
+ *   - always a final summary: the job's state and counts, then what was fetched from the
+ *     store, what was cached already and what failed (files, bytes; the first errors on
+ *     stderr) - or, with --json, only the final job object.
  * SIGINT/SIGTERM are blocked and taken with sigtimedwait between polls (no handler, no global):
  * the job is stopped with DELETE /api/v1/load/<id>, its last state is shown, and the exit code
  * is CTL_EXIT_INTERRUPTED.
@@ -45,7 +49,9 @@ static const char load_usage[] =
     "Warms the cache of a pagefs mount: fetches every page of the given files and of every\n"
     "file below the given directories that is not cached yet, N files at a time (default 8).\n"
     "Pages already cached are skipped, so running it again resumes an interrupted load.\n"
-    "Shows a progress bar on a terminal and a progress line every few seconds otherwise.\n"
+    "Shows a progress bar on a terminal and a progress line every few seconds otherwise;\n"
+    "while directories are still being listed, the totals are marked \"so far\". At the end,\n"
+    "prints what was fetched from the store, what was already cached and what failed.\n"
     "Ctrl-C stops the load.\n"
     "\n"
     "Options:\n"
@@ -93,6 +99,7 @@ static void add_sample(struct progress *p, double now, double bytes)
 /* Fills the numbers of one job status. */
 struct job_nums {
     uint64_t files_total, files_done, files_failed, bytes_total, bytes_done;
+    int walking; /* the daemon still walks the paths: the totals grow */
     const char *state;
 };
 
@@ -103,6 +110,7 @@ static void job_nums(struct json_object *j, struct job_nums *n)
     n->files_failed = ctl_json_u64(j, "files_failed");
     n->bytes_total = ctl_json_u64(j, "bytes_total");
     n->bytes_done = ctl_json_u64(j, "bytes_done");
+    n->walking = json_object_get_boolean(ctl_json_get(j, "walking"));
     n->state = ctl_json_str(j, "state");
 }
 
@@ -115,7 +123,8 @@ static double fraction(const struct job_nums *n)
     return 0;
 }
 
-/* "12/30 files, 120.5 MiB of 400.0 MiB, 85.3 MiB/s, ETA 3s" */
+/* "12/30 files, 120.5 MiB of 400.0 MiB, 85.3 MiB/s, ETA 3s"; while walking,
+ * "listing... 12/30 files so far, 120.5 MiB of 400.0 MiB so far, 85.3 MiB/s". */
 static void describe(const struct job_nums *n, double rate, char *out, size_t len)
 {
     char b1[32], b2[32], r[32], eta[32];
@@ -124,6 +133,13 @@ static void describe(const struct job_nums *n, double rate, char *out, size_t le
         strcat(r, "/s");
     } else {
         snprintf(r, sizeof(r), "-- B/s");
+    }
+    if (n->walking) {
+        snprintf(out, len, "listing... %" PRIu64 "/%" PRIu64 " files so far%s, %s of %s so far, %s",
+                 n->files_done, n->files_total, n->files_failed ? " (some failed)" : "",
+                 ctl_fmt_bytes((double)n->bytes_done, b1, sizeof(b1)),
+                 ctl_fmt_bytes((double)n->bytes_total, b2, sizeof(b2)), r);
+        return;
     }
     double left = n->bytes_total > n->bytes_done ? (double)(n->bytes_total - n->bytes_done) : 0;
     int known = n->files_total > 0; /* before the walk has found files: no ETA */
@@ -148,12 +164,32 @@ static void draw_bar(struct progress *p, const struct job_nums *n, double rate)
     for (int i = 0; i < barw; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[barw] = '\0';
-    if (barw)
+    if (n->walking) /* no bar or percent of a total that still grows */
+        printf("\r\033[K%s", text);
+    else if (barw)
         printf("\r\033[K[%s] %3d%% %s", bar, (int)(f * 100), text);
     else
         printf("\r\033[K%3d%% %s", (int)(f * 100), text);
     fflush(stdout);
     p->drawn = 1;
+}
+
+/* "load:  40% 12/30 files, ..." or, while walking, "load: listing... 12/30 files so far, ...". */
+static void plain_line(const struct job_nums *n, double rate, char *out, size_t len)
+{
+    char text[256];
+    describe(n, rate, text, sizeof(text));
+    if (n->walking)
+        snprintf(out, len, "load: %s", text);
+    else
+        snprintf(out, len, "load: %3d%% %s", (int)(fraction(n) * 100), text);
+}
+
+void ctl_load_progress_line(struct json_object *job, double rate, char *out, size_t len)
+{
+    struct job_nums n;
+    job_nums(job, &n);
+    plain_line(&n, rate, out, len);
 }
 
 static void show_progress(struct progress *p, const struct job_nums *n, double now)
@@ -163,36 +199,10 @@ static void show_progress(struct progress *p, const struct job_nums *n, double n
         draw_bar(p, n, rate);
     } else if (p->last_plain < 0 || now - p->last_plain >= PLAIN_EVERY) {
         char text[256];
-        describe(n, rate, text, sizeof(text));
-        printf("load: %3d%% %s\n", (int)(fraction(n) * 100), text);
+        plain_line(n, rate, text, sizeof(text));
+        printf("%s\n", text);
         fflush(stdout);
         p->last_plain = now;
-    }
-}
-
-static void print_summary(struct progress *p, struct json_object *j, int interrupted)
-{
-    struct job_nums n;
-    char b1[32], r[32], d[32];
-    job_nums(j, &n);
-    double secs = (double)ctl_json_u64(j, "elapsed_ms") / 1000.0;
-    if (p->tty && p->drawn)
-        printf("\n");
-    p->drawn = 0;
-    ctl_fmt_bytes(secs > 0 ? (double)n.bytes_done / secs : 0, r, sizeof(r));
-    printf("load %s: %" PRIu64 " of %" PRIu64 " files, %" PRIu64 " failed, %s in %s (%s/s)%s\n",
-           *n.state ? n.state : "?", n.files_done, n.files_total, n.files_failed,
-           ctl_fmt_bytes((double)n.bytes_done, b1, sizeof(b1)),
-           ctl_fmt_duration(secs, d, sizeof(d)), r, interrupted ? ", interrupted" : "");
-    fflush(stdout);
-    struct json_object *errs = NULL;
-    if (json_object_object_get_ex(j, "errors", &errs) &&
-        json_object_is_type(errs, json_type_array)) {
-        size_t ne = json_object_array_length(errs);
-        for (size_t i = 0; i < ne && i < MAX_ERRORS_SHOWN; i++)
-            ctl_errorf("load: %s", json_object_get_string(json_object_array_get_idx(errs, i)));
-        if (ne > MAX_ERRORS_SHOWN)
-            ctl_errorf("load: ... and more errors");
     }
 }
 
@@ -200,6 +210,63 @@ static int is_running(const char *state)
 {
     return strcmp(state, "RUNNING") == 0 || strcmp(state, "PENDING") == 0 ||
            strcmp(state, "QUEUED") == 0;
+}
+
+/* "3 files, 4.00 MiB" */
+static const char *files_bytes(uint64_t files, uint64_t bytes, char *out, size_t len)
+{
+    char b[32];
+    snprintf(out, len, "%" PRIu64 " file%s, %s", files, files == 1 ? "" : "s",
+             ctl_fmt_bytes((double)bytes, b, sizeof(b)));
+    return out;
+}
+
+void ctl_load_print_summary(FILE *out, struct json_object *j, int interrupted)
+{
+    struct job_nums n;
+    char b1[32], r[32], d[32], fb[64];
+    job_nums(j, &n);
+    double secs = (double)ctl_json_u64(j, "elapsed_ms") / 1000.0;
+    fprintf(out, "load %s: %" PRIu64 " of %" PRIu64 " files, %" PRIu64 " failed, %s in %s%s\n",
+            *n.state ? n.state : "?", n.files_done, n.files_total, n.files_failed,
+            ctl_fmt_bytes((double)n.bytes_done, b1, sizeof(b1)),
+            ctl_fmt_duration(secs, d, sizeof(d)), interrupted ? ", interrupted" : "");
+    if (ctl_json_get(j, "bytes_fetched")) { /* a daemon that splits what is done */
+        uint64_t fetched = ctl_json_u64(j, "bytes_fetched");
+        ctl_fmt_bytes(secs > 0 ? (double)fetched / secs : 0, r, sizeof(r));
+        fprintf(out, "  fetched from the store: %s (%s/s)\n",
+                files_bytes(ctl_json_u64(j, "files_fetched"), fetched, fb, sizeof(fb)), r);
+        fprintf(out, "  already cached:         %s\n",
+                files_bytes(ctl_json_u64(j, "files_already_cached"),
+                            ctl_json_u64(j, "bytes_already_cached"), fb, sizeof(fb)));
+        fprintf(out, "  failed:                 %" PRIu64 " file%s\n", n.files_failed,
+                n.files_failed == 1 ? "" : "s");
+    }
+    if (n.walking || is_running(n.state))
+        fprintf(out, "  (the job had not finished walking its paths: more files may be below)\n");
+}
+
+static void print_summary(struct progress *p, struct json_object *j, int interrupted)
+{
+    if (p->tty && p->drawn)
+        printf("\n");
+    p->drawn = 0;
+    ctl_load_print_summary(stdout, j, interrupted);
+    fflush(stdout);
+    struct json_object *errs = NULL;
+    if (json_object_object_get_ex(j, "errors", &errs) &&
+        json_object_is_type(errs, json_type_array)) {
+        size_t ne = json_object_array_length(errs);
+        uint64_t total = ctl_json_u64(j, "errors_total");
+        for (size_t i = 0; i < ne && i < MAX_ERRORS_SHOWN; i++)
+            ctl_errorf("load: %s", json_object_get_string(json_object_array_get_idx(errs, i)));
+        size_t shown = ne < MAX_ERRORS_SHOWN ? ne : MAX_ERRORS_SHOWN;
+        if (total > shown)
+            ctl_errorf("load: ... and %" PRIu64 " more error%s", total - shown,
+                       total - shown == 1 ? "" : "s");
+        else if (ne > MAX_ERRORS_SHOWN)
+            ctl_errorf("load: ... and more errors");
+    }
 }
 
 /* Builds {"paths": api_paths, "threads": threads?}; takes api_paths. NULL on ENOMEM. */

@@ -10,11 +10,15 @@ The daemon is found through the mount root's user.pagefs.stats attribute (contro
 reached over its unix control socket; the remote calls each step makes are read from the same
 attribute (read_calls counts GETs of object bytes), independently of the control API.
 
-Covers: load then a full read makes zero remote read calls, and a second load is free; evict then
-read fetches again; cache ls numbers against the source sizes, the page size and a later offline
-fsck of the same cache; stats --json and the text table, stats from inside the mount without a
-PATH, --watch; progress lines and the summary when stdout is not a terminal, a progress bar
-through a pseudo-terminal; --json of load; a failing file gives exit 1; exit 3 outside a pagefs
+Covers: load then a full read makes zero remote read calls, and a second load is free (and says
+so: all already cached; after one file is evicted, that file alone is fetched); evict then read
+fetches again, also where the kernel had kept the pages (a handle opened with keep_cache, one
+held open); cache ls numbers against the source sizes, the page size and a later offline fsck
+of the same cache, subdirectories with their trees' totals (--recursive: every directory, du
+order) and the text rows; stats --json and the text table, stats from inside the mount without a
+PATH, --watch; progress lines and the summary (fetched / already cached / failed) when stdout is
+not a terminal, a progress bar through a pseudo-terminal; --json of load; a failing file gives
+exit 1; exit 3 outside a pagefs
 mount, 2 for bad usage; --help of every command; fsck of a good, a damaged and a repaired
 cache, and its refusals while the daemon runs (of the cache, and of the mount point given
 instead, named with its cache directory).
@@ -93,6 +97,24 @@ class CtlCases:
     def by_name(self, listing):
         return {os.path.basename(f["path"].rstrip("/")): f for f in listing["files"]}
 
+    # The first progress line (plain, not on a terminal): a percentage, or while the daemon
+    # still lists directories, totals "so far".
+    FIRST_PROGRESS = r"^load: +(\d+% \d+/\d+ files|listing\.\.\. \d+/\d+ files so far)"
+
+    def summary(self, out):
+        """The summary of `pagefs load`: its first line and the fetched / already cached /
+        failed numbers as {"fetched": (files, text), ...}."""
+        lines = out.strip().split("\n")
+        head = [i for i, ln in enumerate(lines) if ln.startswith("load ") and ":" in ln]
+        self.assertTrue(head, out)
+        parts = {}
+        for ln in lines[head[-1] + 1:]:
+            m = re.match(r"^  (fetched from the store|already cached|failed): +(\d+) files?"
+                         r"(?:, (.*))?$", ln)
+            self.assertTrue(m, ln)
+            parts[m.group(1).split()[0]] = (int(m.group(2)), m.group(3))
+        return lines[head[-1]], parts
+
     # -- cases ---------------------------------------------------------------------------------
 
     def test_load_then_read_makes_no_remote_reads(self):
@@ -101,10 +123,17 @@ class CtlCases:
         r = self.ok("load", os.path.join(m.mountpoint, "d"), "--threads", "4")
         # not a terminal: plain progress lines, then the summary
         lines = r.stdout.strip().split("\n")
-        self.assertRegex(lines[0], r"^load: +\d+% \d+/\d+ files")
-        self.assertRegex(lines[-1], r"^load SUCCEEDED: 4 of 4 files, 0 failed, ")
+        self.assertRegex(lines[0], self.FIRST_PROGRESS)
         self.assertNotIn("\r", r.stdout)
         d_files = [k for k in FILES if k.startswith("d/")]
+        d_bytes = sum(len(FILES[k]) for k in d_files)
+        head, parts = self.summary(r.stdout)
+        self.assertRegex(head, r"^load SUCCEEDED: 4 of 4 files, 0 failed, ")
+        # all fetched but the empty file, which had nothing to fetch
+        self.assertEqual(parts["fetched"][0], 3)
+        self.assertRegex(parts["fetched"][1], r" \(.*/s\)$")
+        self.assertEqual(parts["already"], (1, "0 B"))
+        self.assertEqual(parts["failed"], (0, None))
         listing = self.by_name(self.cache_ls(m, "d"))
         for name in ("a.bin", "b.bin", "empty"):
             f = listing[name]
@@ -128,6 +157,19 @@ class CtlCases:
         self.assertEqual(job["state"], "SUCCEEDED")
         self.assertEqual((job["files_total"], job["files_done"], job["files_failed"]), (4, 4, 0))
         self.assertEqual(self.reads(m), before, "a second load fetched again")
+        # ... and says so: everything was already cached, nothing fetched
+        self.assertEqual((job["files_fetched"], job["bytes_fetched"], job["files_already_cached"],
+                          job["bytes_already_cached"], job["walking"], job["errors_total"]),
+                         (0, 0, 4, d_bytes, False, 0))
+        # resumed: evict one file, and only that file is fetched
+        self.ok("evict", os.path.join(m.mountpoint, "d/b.bin"))
+        r = self.ok("load", os.path.join(m.mountpoint, "d"))
+        head, parts = self.summary(r.stdout)
+        self.assertRegex(head, r"^load SUCCEEDED: 4 of 4 files, 0 failed, ")
+        self.assertEqual(parts["fetched"][0], 1)
+        self.assertTrue(parts["fetched"][1].startswith("1.00 MiB ("), parts)
+        self.assertEqual(parts["already"][0], 3)
+        self.assertEqual(parts["failed"], (0, None))
 
     def test_evict_then_read_refetches(self):
         m = self.mount()
@@ -154,10 +196,41 @@ class CtlCases:
             pages_of(len(v), ps) for k, v in FILES.items() if k.startswith("d/")))
         self.assertEqual(sum(f["bytes_cached"] for f in self.cache_ls(m, "d")["files"]), 0)
 
+    def test_evict_drops_the_kernel_page_cache(self):
+        # Reads the kernel has cached never reach the daemon: after evict, the kernel must
+        # have dropped them too, or a re-read (a handle opened with keep_cache, or one held
+        # open) is served from its memory instead of the store.
+        m = self.mount()
+        rel = "top.bin"
+        path = os.path.join(m.mountpoint, rel)
+
+        def store_reads():
+            return json.loads(self.ok("stats", m.mountpoint, "--json").stdout)["remote"]["read"]
+        held = open(path, "rb")
+        self.addCleanup(held.close)
+        self.assertTrue(held.read() == FILES[rel])
+        with open(path, "rb") as f:  # the version is known now: opened with keep_cache
+            self.assertTrue(f.read() == FILES[rel])
+        before = store_reads()
+        with open(path, "rb") as f:
+            self.assertTrue(f.read() == FILES[rel])
+        self.assertEqual(store_reads(), before, "the kernel did not keep the file's pages")
+        self.ok("evict", path)
+        with open(path, "rb") as f:
+            self.assertTrue(f.read() == FILES[rel])
+        after = store_reads()
+        self.assertGreater(after, before, "a read after evict was served by the kernel")
+        # The handle held open since before the evict reads from the store again too.
+        self.ok("evict", path)
+        held.seek(0)
+        self.assertTrue(held.read() == FILES[rel])
+        self.assertGreater(store_reads(), after, "a held handle still read the kernel's pages")
+
     def test_cache_ls_text_and_json(self):
         m = self.mount()
         ps = m.stats()["page_size"]
-        self.ok("load", os.path.join(m.mountpoint, "top.bin"), os.path.join(m.mountpoint, "d/b.bin"))
+        warm = ("top.bin", "d/b.bin", "d/sub/c.bin")
+        self.ok("load", *[os.path.join(m.mountpoint, rel) for rel in warm])
         root = self.cache_ls(m, "")
         names = self.by_name(root)
         self.assertIn("top.bin", names)
@@ -167,17 +240,55 @@ class CtlCases:
         self.assertEqual((top["size"], top["pages_total"], top["pages_cached"],
                           top["bytes_cached"]), (size, pages_of(size, ps), pages_of(size, ps),
                                                  size))
-        d = self.by_name(self.cache_ls(m, "d"))
+        # the direct subdirectories with the totals of their trees, and the whole tree's
+        def tree(prefix):
+            rels = [k for k in FILES if k.startswith(prefix)]
+            return {"files": len(rels), "size": sum(len(FILES[k]) for k in rels),
+                    "bytes_cached": sum(len(FILES[k]) for k in rels if k in warm),
+                    "partial": False}
+        self.assertEqual(root["dirs"], [dict(path="d", **tree("d/")),
+                                        dict(path="many", **tree("many/"))])
+        self.assertEqual(root["total"], tree(""))
+        self.assertNotIn("partial_reason", root)
+        # recursive: every directory below, each after the ones below it (du)
+        r = self.ok("cache", "ls", m.mountpoint, "--recursive", "--json")
+        self.assertEqual([d["path"] for d in json.loads(r.stdout)["dirs"]],
+                         ["d/sub", "d", "many"])
+        self.assertEqual(json.loads(r.stdout)["dirs"][0], dict(path="d/sub", **tree("d/sub/")))
+        d = self.cache_ls(m, "d")
+        self.assertEqual(d["total"], tree("d/"))
+        d = self.by_name(d)
         self.assertEqual(d["b.bin"]["bytes_cached"], len(FILES["d/b.bin"]))
         self.assertEqual(d["a.bin"]["bytes_cached"], 0)
         self.assertEqual(d["a.bin"]["pages_total"], pages_of(len(FILES["d/a.bin"]), ps))
+        # a file: itself, and a total of one file
+        f = self.cache_ls(m, "d/b.bin")
+        self.assertEqual((len(f["files"]), f["total"]["files"], f["total"]["bytes_cached"]),
+                         (1, 1, MiB))
+        self.assertNotIn("dirs", f)
+
+        # text: subdirectory rows, then file rows, then the tree's total
+        def pct(t):
+            return "%.1f%%" % (100.0 * t["bytes_cached"] / t["size"])
         r = self.ok("cache", "ls", os.path.join(m.mountpoint, "d"))
         lines = r.stdout.strip().split("\n")
-        self.assertTrue(lines[0].split() == ["SIZE", "CACHED", "PAGES", "%", "PATH"], lines[0])
-        row = [ln for ln in lines if ln.endswith("b.bin")][0]
-        self.assertIn(" %d/%d " % (pages_of(MiB, ps), pages_of(MiB, ps)), row)
-        self.assertIn("100.0%", row)
-        self.assertRegex(lines[-1], r"^total: 3 files, 1\.00 MiB of ")
+        self.assertEqual(lines[0].split(), ["SIZE", "CACHED", "%", "FILES", "PAGES", "PATH"])
+        self.assertEqual([ln.split()[-1] for ln in lines[1:-1]],
+                         ["d/sub/", "d/a.bin", "d/b.bin", "d/empty"])
+        sub = lines[1].split()
+        self.assertEqual(sub[-4:], ["100.0%", "1", "-", "d/sub/"])
+        row = lines[3].split()
+        self.assertEqual(row[-4:], ["100.0%", "-", "%d/%d" % (pages_of(MiB, ps),
+                                                             pages_of(MiB, ps)), "d/b.bin"])
+        self.assertRegex(lines[-1], r"^total: 4 files, 1\.29 MiB of .* cached \(%s\)$"
+                         % re.escape(pct(tree("d/"))))
+        # --recursive: a row per directory (du), no file rows
+        r = self.ok("cache", "ls", "-r", m.mountpoint)
+        lines = r.stdout.strip().split("\n")
+        self.assertEqual([ln.split()[-1] for ln in lines[1:-1]], ["d/sub/", "d/", "many/"])
+        self.assertEqual(lines[2].split()[-4:-2], [pct(tree("d/")), "4"])
+        self.assertRegex(lines[-1], r"^total: %d files, .* cached \(%s\)$"
+                         % (len(FILES), re.escape(pct(tree("")))))
 
     def test_stats(self):
         m = self.mount()
@@ -253,9 +364,10 @@ class FileCtlTest(CtlCases, unittest.TestCase):
         os.unlink(os.path.join(src, "gone"))
         r = self.ctl("load", m.mountpoint)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertRegex(r.stdout.strip().split("\n")[-1],
-                         r"^load (SUCCEEDED|FAILED): \d of 2 files, 1 failed")
-        self.assertIn("gone", r.stderr)
+        head, parts = self.summary(r.stdout)
+        self.assertRegex(head, r"^load (SUCCEEDED|FAILED): \d of 2 files, 1 failed")
+        self.assertEqual((parts["fetched"][0], parts["failed"]), (1, (1, None)))
+        self.assertRegex(r.stderr, r"(?m)^pagefs: load: gone: ")
         r = self.ctl("load", os.path.join(m.mountpoint, "keep"))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
@@ -298,6 +410,7 @@ class FileCtlTest(CtlCases, unittest.TestCase):
         total += sum(f["bytes_cached"] for f in self.cache_ls(m, "d/sub")["files"])
         total += sum(f["bytes_cached"] for f in self.cache_ls(m, "many")["files"])
         self.assertEqual(total, sum(len(v) for v in FILES.values()))
+        self.assertEqual(self.cache_ls(m, "")["total"]["bytes_cached"], total)
         # refused while the daemon uses the cache
         r = self.ctl("fsck", cache)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
@@ -509,12 +622,14 @@ class S3CtlTest(CtlCases, unittest.TestCase):
         self.addCleanup(p.communicate)
         self.addCleanup(p.kill)
         first = p.stdout.readline()
-        self.assertRegex(first, r"^load: +\d+% \d+/\d+ files")
+        self.assertRegex(first, self.FIRST_PROGRESS)
         time.sleep(1.0)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 130, first + out + err)
-        self.assertRegex(out.strip().split("\n")[-1], r"^load STOPPED: .*, interrupted$")
+        head, parts = self.summary(out)
+        self.assertRegex(head, r"^load STOPPED: .*, interrupted$")
+        self.assertEqual(sorted(parts), ["already", "failed", "fetched"])
         # the job is over on the daemon: the store's reads settle well before the whole
         # tree could have been fetched
         last = [self.reads(m)]

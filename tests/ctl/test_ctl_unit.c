@@ -1,8 +1,10 @@
 /*
  * test_ctl_unit.c - unit tests of the pagefs_ctl helpers that need no daemon: mount-root walk,
- * mount-relative paths, key=value lookup, number formatting, JSON access, the refusals of
- * ctl_target_find outside a pagefs mount, the HTTP client against a socket nobody serves, fsck
- * refusing a cache whose lock is held, and the exit codes of bad command lines.
+ * mount-relative paths, key=value lookup, number formatting, JSON access, the text of
+ * `cache ls` (subtree rows, partial totals) and of `load` (progress "so far" while the daemon
+ * walks, the fetched / already cached / failed summary), the refusals of ctl_target_find
+ * outside a pagefs mount, the HTTP client against a socket nobody serves, fsck refusing a
+ * cache whose lock is held, and the exit codes of bad command lines.
  */
 #include "cache/cache_lock.h"
 #include "testlib.h"
@@ -133,6 +135,120 @@ static void test_json_access(void)
     json_object_put(o);
 }
 
+/* What f printed into *buf (caller frees), f closed. */
+static char *printed(FILE *f, char **buf)
+{
+    CHECK_EQ(fclose(f), 0);
+    return *buf;
+}
+
+static void test_cache_print(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    /* A directory: its subdirectories' trees, its files, the whole tree's total. */
+    struct json_object *r = json_tokener_parse(
+        "{\"path\": \"d\", \"files\": [{\"path\": \"d/a.bin\", \"size\": 2097152, "
+        "\"pages_total\": 2, \"pages_cached\": 1, \"bytes_cached\": 1048576}, "
+        "{\"path\": \"d/empty\", \"size\": 0, \"pages_total\": 0, \"pages_cached\": 0, "
+        "\"bytes_cached\": 0}], "
+        "\"dirs\": [{\"path\": \"d/s\", \"files\": 3, \"size\": 4096, \"bytes_cached\": 1024, "
+        "\"partial\": false}, {\"path\": \"d/t\", \"files\": 0, \"size\": 0, "
+        "\"bytes_cached\": 0, \"partial\": true}], "
+        "\"total\": {\"files\": 5, \"size\": 2101248, \"bytes_cached\": 1049600, "
+        "\"partial\": true}, \"partial_reason\": \"d/t: Input/output error\"}");
+    CHECK(r != NULL);
+    FILE *f = open_memstream(&buf, &len);
+    ctl_cache_print(f, r, 0);
+    CHECK_STR(printed(f, &buf),
+              "      SIZE     CACHED       %    FILES         PAGES  PATH\n"
+              "  4.00 KiB   1.00 KiB   25.0%        3             -  d/s/\n"
+              "       0 B        0 B  100.0%        0             -  d/t/ (partial)\n"
+              "  2.00 MiB   1.00 MiB   50.0%        -           1/2  d/a.bin\n"
+              "       0 B        0 B  100.0%        -           0/0  d/empty\n"
+              "total: 5 files, 1.00 MiB of 2.00 MiB cached (50.0%), partial\n"
+              "partial: d/t: Input/output error; the totals count only part of the tree\n");
+    free(buf);
+    /* Recursive: the directories only. */
+    f = open_memstream(&buf, &len);
+    ctl_cache_print(f, r, 1);
+    CHECK(strstr(printed(f, &buf), "d/a.bin") == NULL);
+    CHECK(strstr(buf, "d/s/\n") != NULL);
+    free(buf);
+    json_object_put(r);
+    /* A file: its row and a total of one file; an empty directory: the total alone. */
+    r = json_tokener_parse("{\"path\": \"x\", \"files\": [{\"path\": \"x\", \"size\": 10, "
+                           "\"pages_total\": 1, \"pages_cached\": 1, \"bytes_cached\": 10}], "
+                           "\"total\": {\"files\": 1, \"size\": 10, \"bytes_cached\": 10, "
+                           "\"partial\": false}}");
+    f = open_memstream(&buf, &len);
+    ctl_cache_print(f, r, 1);
+    CHECK_STR(printed(f, &buf), "      SIZE     CACHED       %    FILES         PAGES  PATH\n"
+                                "      10 B       10 B  100.0%        -           1/1  x\n"
+                                "total: 1 file, 10 B of 10 B cached (100.0%)\n");
+    free(buf);
+    json_object_put(r);
+    r = json_tokener_parse("{\"path\": \"e\", \"files\": [], \"dirs\": [], \"total\": "
+                           "{\"files\": 0, \"size\": 0, \"bytes_cached\": 0, \"partial\": false}}");
+    f = open_memstream(&buf, &len);
+    ctl_cache_print(f, r, 0);
+    CHECK_STR(printed(f, &buf), "total: 0 files, 0 B of 0 B cached (100.0%)\n");
+    free(buf);
+    json_object_put(r);
+}
+
+static void test_load_output(void)
+{
+    char line[512], *buf = NULL;
+    size_t len = 0;
+    /* While the daemon walks: totals "so far", no percent, no ETA. */
+    struct json_object *j = json_tokener_parse(
+        "{\"state\": \"RUNNING\", \"walking\": true, \"files_total\": 30, \"files_done\": 12, "
+        "\"files_failed\": 0, \"bytes_total\": 4194304, \"bytes_done\": 1048576}");
+    ctl_load_progress_line(j, 1048576, line, sizeof(line));
+    CHECK_STR(line, "load: listing... 12/30 files so far, 1.00 MiB of 4.00 MiB so far, 1.00 MiB/s");
+    json_object_object_add(j, "walking", json_object_new_boolean(0));
+    ctl_load_progress_line(j, 1048576, line, sizeof(line));
+    CHECK_STR(line, "load:  25% 12/30 files, 1.00 MiB of 4.00 MiB, 1.00 MiB/s, ETA 3s");
+    ctl_load_progress_line(j, -1, line, sizeof(line));
+    CHECK_STR(line, "load:  25% 12/30 files, 1.00 MiB of 4.00 MiB, -- B/s, ETA --");
+    json_object_put(j);
+
+    /* The summary: fetched, already cached, failed. */
+    j = json_tokener_parse(
+        "{\"state\": \"FAILED\", \"walking\": false, \"files_total\": 6, \"files_done\": 5, "
+        "\"files_failed\": 1, \"bytes_total\": 7340032, \"bytes_done\": 6291456, "
+        "\"files_fetched\": 2, \"bytes_fetched\": 4194304, \"files_already_cached\": 3, "
+        "\"bytes_already_cached\": 2097152, \"elapsed_ms\": 2000, \"errors\": [\"x: gone\"], "
+        "\"errors_total\": 1}");
+    FILE *f = open_memstream(&buf, &len);
+    ctl_load_print_summary(f, j, 0);
+    CHECK_STR(printed(f, &buf), "load FAILED: 5 of 6 files, 1 failed, 6.00 MiB in 2s\n"
+                                "  fetched from the store: 2 files, 4.00 MiB (2.00 MiB/s)\n"
+                                "  already cached:         3 files, 2.00 MiB\n"
+                                "  failed:                 1 file\n");
+    free(buf);
+    f = open_memstream(&buf, &len);
+    ctl_load_print_summary(f, j, 1);
+    CHECK(strncmp(printed(f, &buf),
+                  "load FAILED: 5 of 6 files, 1 failed, 6.00 MiB in 2s, "
+                  "interrupted\n",
+                  64) == 0);
+    free(buf);
+    json_object_put(j);
+    /* A daemon that does not split what is done: the first line alone; one still walking: a
+     * note that there may be more. */
+    j = json_tokener_parse("{\"state\": \"RUNNING\", \"walking\": true, \"files_total\": 1, "
+                           "\"files_done\": 1, \"bytes_done\": 1, \"elapsed_ms\": 1000}");
+    f = open_memstream(&buf, &len);
+    ctl_load_print_summary(f, j, 1);
+    CHECK_STR(printed(f, &buf),
+              "load RUNNING: 1 of 1 files, 0 failed, 1 B in 1s, interrupted\n"
+              "  (the job had not finished walking its paths: more files may be below)\n");
+    free(buf);
+    json_object_put(j);
+}
+
 static void test_target_outside_pagefs(void)
 {
     char *dir = test_mkdtemp("ctl-target");
@@ -249,6 +365,8 @@ int main(void)
     RUN(test_mount_root);
     RUN(test_format);
     RUN(test_json_access);
+    RUN(test_cache_print);
+    RUN(test_load_output);
     RUN(test_target_outside_pagefs);
     RUN(test_http_nobody_listening);
     RUN(test_escape);

@@ -1,7 +1,8 @@
 /*
  * test_inode.c - unit tests of the FUSE inode table (fuse/inode.c): keys, lookup counts,
- * forget, stable numbers, replacement on a type change, growth, every error return, and a
- * multithreaded ref/forget run checked against the expected final state.
+ * forget, stable numbers, replacement on a type change, finding an entry by key, growth,
+ * every error return, and a multithreaded ref/forget run checked against the expected final
+ * state.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -162,6 +163,49 @@ static void test_type_change(void)
     inode_table_destroy(t);
 }
 
+/* find_key walks names from the root: files and directories by their keys, the entry a name
+ * has now (not one it replaced), nothing for names the kernel was never handed. */
+static void test_find_key(void)
+{
+    struct inode_table *t;
+    CHECK_EQ(inode_table_create(&t), 0);
+    struct inode_info d, s, f, x, xd;
+    struct inode_attr fa = file_attr(10, "v");
+    uint64_t ino = 0;
+    CHECK_EQ(inode_table_ref_child(t, INODE_ROOT_ID, "d", &dir_attr, &d), 0);
+    CHECK_EQ(inode_table_ref_child(t, d.ino, "s", &dir_attr, &s), 0);
+    CHECK_EQ(inode_table_ref_child(t, s.ino, "f.bin", &fa, &f), 0);
+    CHECK_EQ(inode_table_find_key(t, "", &ino), 0);
+    CHECK_EQ(ino, INODE_ROOT_ID);
+    CHECK_EQ(inode_table_find_key(t, "d/s/f.bin", &ino), 0);
+    CHECK_EQ(ino, f.ino);
+    CHECK_EQ(inode_table_find_key(t, "d/s/", &ino), 0);
+    CHECK_EQ(ino, s.ino);
+    CHECK_EQ(inode_table_find_key(t, "d/", &ino), 0);
+    CHECK_EQ(ino, d.ino);
+    /* A file's key names no directory and a directory's no file; unknown names, none. */
+    CHECK_EQ(inode_table_find_key(t, "d/s", &ino), -ENOENT);
+    CHECK_EQ(inode_table_find_key(t, "d/s/f.bin/", &ino), -ENOENT);
+    CHECK_EQ(inode_table_find_key(t, "d/s/g.bin", &ino), -ENOENT);
+    CHECK_EQ(inode_table_find_key(t, "e/f.bin", &ino), -ENOENT);
+    CHECK_EQ(inode_table_find_key(t, "d//s/f.bin", &ino), -ENOENT);
+    /* Forgotten: gone. */
+    inode_table_forget(t, f.ino, 1);
+    CHECK_EQ(inode_table_find_key(t, "d/s/f.bin", &ino), -ENOENT);
+    /* A file replaced by a directory of the same name: the key finds what the name has now. */
+    CHECK_EQ(inode_table_ref_child(t, INODE_ROOT_ID, "x", &fa, &x), 0);
+    CHECK_EQ(inode_table_ref_child(t, INODE_ROOT_ID, "x", &dir_attr, &xd), 0);
+    CHECK_EQ(inode_table_find_key(t, "x/", &ino), 0);
+    CHECK_EQ(ino, xd.ino);
+    CHECK_EQ(inode_table_find_key(t, "x", &ino), -ENOENT);
+    inode_info_clear(&d);
+    inode_info_clear(&s);
+    inode_info_clear(&f);
+    inode_info_clear(&x);
+    inode_info_clear(&xd);
+    inode_table_destroy(t);
+}
+
 static void test_errors(void)
 {
     struct inode_table *t;
@@ -300,6 +344,7 @@ int main(void)
     RUN(test_children_and_keys);
     RUN(test_forget_and_stable_numbers);
     RUN(test_type_change);
+    RUN(test_find_key);
     RUN(test_errors);
     RUN(test_many);
     RUN(test_threads);

@@ -1,9 +1,10 @@
 /*
  * test_rest_load.c - component tests of the load job engine (fuse/rest_load.c) over the page
  * and metadata caches and the local backend with the fault and stats layers (cache_env.h):
- * a tree made resident, idempotent re-runs, partially cached files, missing paths, failing
- * stores, stopping a job (made slow by the fault layer's delay), destroying the engine with a
- * job under way, argument errors, and the memory budget: runs take their buffers from it
+ * a tree made resident, idempotent re-runs, partially cached files (bytes fetched and already
+ * cached counted to the byte, short last pages too), missing paths, failing stores, stopping
+ * a job (made slow by the fault layer's delay), destroying the engine with a job under way,
+ * argument errors, and the memory budget: runs take their buffers from it
  * (never more than its limit held, runs cut to what it can grant) and a stop ends a job whose
  * workers wait for it. Counts of backend calls and the budget's counters, never timings.
  */
@@ -128,7 +129,14 @@ static void test_tree_resident_and_idempotent(void)
     CHECK_EQ(st.files_failed, 0);
     CHECK_EQ(st.bytes_total, 4 * PSZ + 15);
     CHECK_EQ(st.bytes_done, st.bytes_total);
+    /* Everything fetched but the empty file, which had nothing to fetch. */
+    CHECK_EQ(st.files_fetched, 3);
+    CHECK_EQ(st.files_cached, 1);
+    CHECK_EQ(st.bytes_fetched, 4 * PSZ + 15);
+    CHECK_EQ(st.bytes_cached, 0);
+    CHECK_EQ(st.walking, 0);
     CHECK_EQ(st.nerrors, 0);
+    CHECK_EQ(st.errors_total, 0);
     CHECK_EQ(e.seen, 4);
     CHECK_EQ(resident_pages(&e, "t/a.bin"), 4);
     CHECK_EQ(resident_pages(&e, "t/s/b.bin"), 1);
@@ -151,12 +159,27 @@ static void test_tree_resident_and_idempotent(void)
     CHECK_EQ(st.files_total, 5);
     CHECK_EQ(st.bytes_done, st.bytes_total);
     CHECK_EQ(cache_env_read_calls(&e.ce), reads);
+    /* ... and says so: all of it was cached already. */
+    CHECK_EQ(st.files_fetched, 0);
+    CHECK_EQ(st.files_cached, 5);
+    CHECK_EQ(st.bytes_fetched, 0);
+    CHECK_EQ(st.bytes_cached, st.bytes_total);
     /* Stopping a finished job changes nothing. */
     CHECK_EQ(load_job_stop(e.le, id), 0);
     CHECK_EQ(load_job_get_status(e.le, id, &st), 0);
     CHECK_EQ(st.state, LOAD_SUCCEEDED);
     CHECK_EQ(load_engine_running(e.le), 0);
     env_fini(&e);
+}
+
+/* Reads bytes [off, off + len) of key through the page cache: those pages become resident. */
+static void warm(struct env *e, const char *key, uint64_t off, size_t len)
+{
+    struct pc_file *f = cache_env_open_key(&e->ce, key, NULL);
+    unsigned char *buf = malloc(len);
+    CHECK_EQ(page_cache_read(e->ce.pc, f, off, len, buf), (ssize_t)len);
+    free(buf);
+    pc_file_unref(f);
 }
 
 static void test_partial_and_root(void)
@@ -170,15 +193,29 @@ static void test_partial_and_root(void)
     CHECK_EQ(page_cache_read(e.ce.pc, f, 2 * PSZ, PSZ, buf), PSZ);
     CHECK(memcmp(buf, src + 2 * PSZ, PSZ) == 0);
     pc_file_unref(f);
+    /* Files with a short last page: g.bin's first page cached (the short one is fetched),
+     * h.bin's short last page cached (two whole pages fetched). */
+    free(cache_env_make_source(&e.ce, "g.bin", 2 * PSZ + 100, 10));
+    free(cache_env_make_source(&e.ce, "h.bin", 2 * PSZ + 100, 11));
+    warm(&e, "g.bin", 0, PSZ);
+    warm(&e, "h.bin", 2 * PSZ, 100);
     uint64_t reads = cache_env_read_calls(&e.ce);
     char *paths[] = {""}; /* the root */
     char id[LOAD_JOB_ID_LEN + 1];
     CHECK_EQ(load_job_submit(e.le, paths, 1, 2, NULL, id), 0);
     struct load_job_status st = wait_job(&e, id);
     CHECK_EQ(st.state, LOAD_SUCCEEDED);
-    CHECK_EQ(st.files_done, 1);
-    CHECK_EQ(cache_env_read_calls(&e.ce) - reads, 2);
+    CHECK_EQ(st.files_done, 3);
+    CHECK_EQ(cache_env_read_calls(&e.ce) - reads, 4);
     CHECK_EQ(resident_pages(&e, "f.bin"), 5);
+    CHECK_EQ(resident_pages(&e, "g.bin"), 3);
+    CHECK_EQ(resident_pages(&e, "h.bin"), 3);
+    /* What was fetched and what was cached, to the byte. */
+    CHECK_EQ(st.files_fetched, 3);
+    CHECK_EQ(st.files_cached, 0);
+    CHECK_EQ(st.bytes_fetched, 4 * PSZ + (PSZ + 100) + 2 * PSZ);
+    CHECK_EQ(st.bytes_cached, PSZ + PSZ + 100);
+    CHECK_EQ(st.bytes_fetched + st.bytes_cached, st.bytes_total);
     free(buf);
     free(src);
     env_fini(&e);
@@ -212,6 +249,11 @@ static void test_missing_path_and_failing_store(void)
     CHECK_EQ(st.files_done, 1);   /* x.bin was resident already */
     CHECK_EQ(st.files_failed, 1); /* y.bin could not be fetched */
     CHECK(st.nerrors >= 1 && strstr(st.errors[0], "d/y.bin") != NULL);
+    CHECK_EQ(st.errors_total, st.nerrors);
+    CHECK_EQ(st.files_cached, 1);
+    CHECK_EQ(st.files_fetched, 0);
+    CHECK_EQ(st.bytes_fetched, 0);
+    CHECK_EQ(st.bytes_cached, 2 * PSZ);
     fault_backend_set(e.ce.fault, 0, 0, 0);
     env_fini(&e);
 }

@@ -79,7 +79,24 @@ static void test_routes(void)
     CHECK_EQ(parse("GET", "/api/v1/cache", "path=%2Fa%2Fb", &r), 0);
     CHECK_EQ(r.route, REST_ROUTE_API_CACHE);
     CHECK_STR(r.path, "a/b");
+    CHECK_EQ(r.recursive, 0);
     rest_request_clear(&r);
+    /* recursive: 1 or true, 0 or false; anything else, or twice, is refused. */
+    CHECK_EQ(parse("GET", "/api/v1/cache", "path=a&recursive=1", &r), 0);
+    CHECK_EQ(r.recursive, 1);
+    rest_request_clear(&r);
+    CHECK_EQ(parse("GET", "/api/v1/cache", "recursive=true&path=", &r), 0);
+    CHECK_EQ(r.recursive, 1);
+    CHECK_STR(r.path, "");
+    rest_request_clear(&r);
+    CHECK_EQ(parse("GET", "/api/v1/cache", "path=a&recursive=false", &r), 0);
+    CHECK_EQ(r.recursive, 0);
+    rest_request_clear(&r);
+    CHECK_EQ(status_of("GET", "/api/v1/cache", "path=a&recursive=yes"), 400);
+    CHECK_EQ(status_of("GET", "/api/v1/cache", "path=a&recursive="), 400);
+    CHECK_EQ(status_of("GET", "/api/v1/cache", "path=a&recursive=1&recursive=0"), 400);
+    /* Only the cache route takes it: elsewhere it is an unknown argument, ignored. */
+    CHECK_EQ(status_of("GET", "/v1/files", "path=a&recursive=yes"), 0);
     CHECK_EQ(parse("GET", "/api/v1/load", NULL, &r), 0);
     CHECK_EQ(r.route, REST_ROUTE_API_LOAD_LIST);
     CHECK_EQ(r.takes_body, 0);
