@@ -389,6 +389,16 @@ class DashboardTest(unittest.TestCase):
         rows = self.browse_rows()
         self.assertEqual(rows["data"][0], "dir")
         self.assertEqual(rows["big.bin"], ["file", 100.0])
+        # A directory's row shows its whole tree (the daemon's "dirs" totals): read.bin of
+        # read.bin, unread.bin and sub/deep.bin is cached.
+        total = self.api("/api/v1/cache?path=data")["total"]
+        self.assertEqual(total["files"], 3)
+        want = round(100.0 * total["bytes_cached"] / total["size"], 1)
+        self.assertGreater(want, 0.0)
+        self.assertLess(want, 100.0)
+        self.assertTrue(self.wait_values(
+            lambda: self.browse_rows()["data"][1] is not None
+            and abs(self.browse_rows()["data"][1] - want) < 0.2), (self.browse_rows(), want))
         self.click_dir("data")
         self.assertTrue(self.wait_values(
             lambda: {"read.bin", "unread.bin", "sub"} <= set(self.browse_rows())),
