@@ -381,7 +381,9 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     int watch_started = 0;
 
     set_process_wide(o);
-    pagefs_log_init(o->log_level);
+    /* In the background, what reaches the terminal before the daemon detaches are the mount
+     * command's messages ("pagefs: ..."); in the foreground the terminal is the log. */
+    pagefs_log_init(o->log_level, !o->foreground);
     char *mp = mountpoint_absolute(o->mountpoint);
     char *cache_dir = mountpoint_absolute(o->cache_dir);
     char *log_path = o->log_file ? mountpoint_absolute(o->log_file) : NULL;

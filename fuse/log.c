@@ -48,6 +48,7 @@
 static struct {
     atomic_int level;  /* lines above it are dropped */
     atomic_int out_fd; /* where to_fd() writes */
+    atomic_int plain;  /* on standard error: "pagefs: text" lines, a command's messages */
     pthread_mutex_t lock;
     int file_fd; /* the log file's descriptor number, or -1; under lock */
     char *path;  /* its path; set with file_fd */
@@ -131,7 +132,23 @@ __attribute__((format(printf, 2, 0))) static void to_fd(enum fuse_log_level leve
     clock_gettime(CLOCK_REALTIME, &now);
     pid_t pid = getpid();
     const char *out = line;
-    size_t n = pagefs_log_format(line, sizeof(line), &now, (int)level, pid, msg);
+    int fd = atomic_load_explicit(&sink.out_fd, memory_order_relaxed);
+    size_t n;
+    if (fd == STDERR_FILENO && atomic_load_explicit(&sink.plain, memory_order_relaxed)) {
+        size_t mlen = strlen(msg);
+        int w = snprintf(line, sizeof(line), "%s%s%s", strncmp(msg, "pagefs: ", 8) ? "pagefs: " : "",
+                         msg, mlen && msg[mlen - 1] == '\n' ? "" : "\n");
+        n = w < 0 ? 0 : (size_t)w;
+        if (n >= sizeof(line)) { /* a very long message: cut, still one line */
+            n = sizeof(line) - 1;
+            line[n - 1] = '\n';
+        }
+        write_all(fd, line, n);
+        free(heap_msg);
+        errno = saved;
+        return;
+    }
+    n = pagefs_log_format(line, sizeof(line), &now, (int)level, pid, msg);
     if (n >= sizeof(line)) {
         heap_line = malloc(n + 1);
         if (heap_line) {
@@ -142,7 +159,7 @@ __attribute__((format(printf, 2, 0))) static void to_fd(enum fuse_log_level leve
             line[n - 1] = '\n';
         }
     }
-    write_all(atomic_load_explicit(&sink.out_fd, memory_order_relaxed), out, n);
+    write_all(fd, out, n);
     free(heap_line);
     free(heap_msg);
     errno = saved;
@@ -164,9 +181,10 @@ __attribute__((format(printf, 2, 0))) static void to_syslog(enum fuse_log_level 
     free(heap);
 }
 
-void pagefs_log_init(enum pagefs_log_level level)
+void pagefs_log_init(enum pagefs_log_level level, int plain)
 {
     atomic_store(&sink.level, (int)level);
+    atomic_store(&sink.plain, plain ? 1 : 0);
     atomic_store(&sink.out_fd, STDERR_FILENO);
     fuse_set_log_func(to_fd);
 }

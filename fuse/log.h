@@ -28,9 +28,11 @@
 /* The default socket of the syslog daemon (glibc's _PATH_LOG). */
 #define PAGEFS_LOG_SYSLOG_SOCKET "/dev/log"
 
-/* Starts the sink: lines up to `level` to standard error, each with its timestamp, and
- * installs it as libfuse's log function. Call first, while the process has one thread. */
-void pagefs_log_init(enum pagefs_log_level level);
+/* Starts the sink: lines up to `level` to standard error, each with its timestamp (with
+ * `plain`, as a command's messages instead: "pagefs: text", what `pagefs mount` in the
+ * background prints before it detaches), and installs it as libfuse's log function. A log
+ * file's lines are always stamped. Call first, while the process has one thread. */
+void pagefs_log_init(enum pagefs_log_level level, int plain);
 
 /* Opens `path` (absolute: the daemon leaves its working directory when it detaches) for
  * appending, creating it with mode 0640. With `use` set lines go there from now on; otherwise

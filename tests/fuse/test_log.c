@@ -91,7 +91,7 @@ static void test_file_sink(void)
 {
     char path[512], err[600], line[700];
     snprintf(path, sizeof(path), "%s/one.log", dir);
-    pagefs_log_init(PAGEFS_LOG_INFO);
+    pagefs_log_init(PAGEFS_LOG_INFO, 0);
     mode_t old = umask(022);
     CHECK_EQ(pagefs_log_open_file(path, 1, err, sizeof(err)), 0);
     umask(old);
@@ -155,7 +155,7 @@ static void test_open_then_use(void)
 {
     char path[512], err[600];
     snprintf(path, sizeof(path), "%s/later.log", dir);
-    pagefs_log_init(PAGEFS_LOG_DEBUG);
+    pagefs_log_init(PAGEFS_LOG_DEBUG, 0);
     CHECK_EQ(pagefs_log_open_file(path, 0, err, sizeof(err)), 0);
     fuse_log(FUSE_LOG_DEBUG, "pagefs: test_log: this line goes to stderr\n");
     char *text = slurp(path);
@@ -170,12 +170,45 @@ static void test_open_then_use(void)
     pagefs_log_close();
 }
 
+/* With `plain` (the background mount before it detaches) stderr gets a command's messages,
+ * "pagefs: text", while a log file's lines stay stamped. */
+static void test_plain_stderr(void)
+{
+    char path[512], out[512], err[600];
+    snprintf(path, sizeof(path), "%s/plain.log", dir);
+    snprintf(out, sizeof(out), "%s/stderr.txt", dir);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(saved >= 0 && fd >= 0);
+    if (saved < 0 || fd < 0)
+        return;
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    pagefs_log_init(PAGEFS_LOG_INFO, 1);
+    fuse_log(FUSE_LOG_WARNING, "pagefs: s3://b/p: no objects under prefix p/ (yet)\n");
+    fuse_log(FUSE_LOG_INFO, "no prefix, no newline");
+    fuse_log(FUSE_LOG_DEBUG, "pagefs: above the level: dropped\n");
+    CHECK_EQ(pagefs_log_open_file(path, 1, err, sizeof(err)), 0);
+    fuse_log(FUSE_LOG_INFO, "pagefs: to the file\n");
+    pagefs_log_close();
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char *text = slurp(out);
+    CHECK_STR(text, "pagefs: s3://b/p: no objects under prefix p/ (yet)\n"
+                    "pagefs: no prefix, no newline\n");
+    free(text);
+    text = slurp(path);
+    CHECK(strstr(text, " info pagefs[") != NULL && strstr(text, ": to the file\n") != NULL);
+    free(text);
+}
+
 static void test_reopen_after_rename(void)
 {
     char path[512], moved[512], err[600];
     snprintf(path, sizeof(path), "%s/rot.log", dir);
     snprintf(moved, sizeof(moved), "%s/rot.log.1", dir);
-    pagefs_log_init(PAGEFS_LOG_INFO);
+    pagefs_log_init(PAGEFS_LOG_INFO, 0);
     CHECK_EQ(pagefs_log_open_file(path, 1, err, sizeof(err)), 0);
     fuse_log(FUSE_LOG_INFO, "pagefs: before\n");
     CHECK_EQ(rename(path, moved), 0);
@@ -254,7 +287,7 @@ static void test_concurrent_writers(void)
 {
     char path[512], err[600];
     snprintf(path, sizeof(path), "%s/many.log", dir);
-    pagefs_log_init(PAGEFS_LOG_INFO);
+    pagefs_log_init(PAGEFS_LOG_INFO, 0);
     CHECK_EQ(pagefs_log_open_file(path, 1, err, sizeof(err)), 0);
     pthread_t t[WRITERS];
     struct writer w[WRITERS];
@@ -300,7 +333,7 @@ static void test_sighup_reopens(void)
     char path[512], moved[512], err[600];
     snprintf(path, sizeof(path), "%s/hup.log", dir);
     snprintf(moved, sizeof(moved), "%s/hup.log.1", dir);
-    pagefs_log_init(PAGEFS_LOG_INFO);
+    pagefs_log_init(PAGEFS_LOG_INFO, 0);
     CHECK_EQ(pagefs_log_hup_start(), -EBADF); /* nothing to reopen */
     CHECK_EQ(pagefs_log_open_file(path, 1, err, sizeof(err)), 0);
     CHECK_EQ(pagefs_log_hup_start(), 0);
@@ -371,6 +404,7 @@ int main(void)
     RUN(test_format);
     RUN(test_file_sink);
     RUN(test_open_then_use);
+    RUN(test_plain_stderr);
     RUN(test_reopen_after_rename);
     RUN(test_concurrent_writers);
     RUN(test_sighup_reopens);
