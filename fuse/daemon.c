@@ -503,6 +503,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .min_free = o->cache_free,
         .compress_level = o->compress_level,
         .verify = (enum page_cache_verify)o->verify,
+        .evict = (enum page_cache_evict)o->evict,
         .log = cache_log,
         .fetch_bufs = fetch_bufs,
         .peer_copy = o->peer_copy,
