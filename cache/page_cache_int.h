@@ -156,12 +156,15 @@ static inline uint64_t pc_now_ms(void)
 }
 
 /* evict=stable: bytes of the probation band at the top of the capacity (1/PROBATION_DIV of
- * it, at least two pages, at most half of it); the kept pages may hold the rest. */
+ * it, at least two pages of the mean size resident - a page size when none is -, at most half
+ * of it); the kept pages may hold the rest. */
 static inline uint64_t pc_probation_band(const struct page_cache *pc)
 {
     uint64_t band = pc->capacity / PROBATION_DIV;
-    if (band < 2 * (uint64_t)pc->store.page_size)
-        band = 2 * (uint64_t)pc->store.page_size;
+    uint64_t unit = pc->stats.pages_resident ? pc->stats.bytes_resident / pc->stats.pages_resident
+                                             : pc->store.page_size;
+    if (band < 2 * unit)
+        band = 2 * unit;
     return band < pc->capacity / 2 ? band : pc->capacity / 2;
 }
 

@@ -9,8 +9,9 @@
  * since its last read is a reuse sample (reuse -= reuse / max(256, resident items); reuse =
  * max(reuse, sample)), and the item becomes the newest kept item (an item on probation is
  * promoted).
- *   - evict=stable. band = capacity / 32, at least two pages, at most capacity / 2; the kept
- *     items have room for capacity - band bytes. Before an item is stored: the kept items over
+ *   - evict=stable. band = capacity / 32, at least two items of the mean resident size (a page
+ *     size when none is), at most capacity / 2; the kept items have room for capacity - band
+ *     bytes (the band is taken again at each step below). Before an item is stored: the kept items over
  *     their room move to probation, least recently read first (demotion, keeping their clock).
  *     The new item is kept if it fits in the room, or if the least recently read kept item is
  *     idle (clock of the store - its clock) longer than reuse + reuse / 4 (a replacement);
@@ -54,7 +55,7 @@ struct evict_model {
         int64_t item; /* -1: empty */
         uint64_t clock;
     } * ghosts;
-    uint64_t clock, rows, bytes, prob_bytes, prob_pages, reuse, band, high, low;
+    uint64_t clock, rows, bytes, prob_bytes, prob_pages, reuse, high, low;
     struct evict_model_stats st;
 };
 
@@ -165,9 +166,20 @@ static void to_prob(struct evict_model *m, size_t it)
     heap_push(&m->prob, m->clock_of[it]);
 }
 
-static void demote(struct evict_model *m)
+/* The probation band: capacity / 32, at least two items of the mean resident size (a page
+ * size when none is), at most capacity / 2. */
+static uint64_t band(const struct evict_model *m)
 {
-    while (kept_bytes(m) > m->conf.capacity - m->band) {
+    uint64_t b = m->conf.capacity / 32;
+    uint64_t unit = m->rows ? m->bytes / m->rows : m->conf.page_size;
+    if (b < 2 * unit)
+        b = 2 * unit;
+    return b < m->conf.capacity / 2 ? b : m->conf.capacity / 2;
+}
+
+static void demote(struct evict_model *m, uint64_t band)
+{
+    while (kept_bytes(m) > m->conf.capacity - band) {
         int64_t it = oldest(m, &m->kept, KEPT);
         if (it < 0)
             return;
@@ -223,11 +235,12 @@ static void maybe_evict(struct evict_model *m)
             evict_down(m, m->low);
         return;
     }
-    if (kept_bytes(m) <= m->conf.capacity - m->band && m->bytes <= m->conf.capacity)
+    uint64_t b = band(m);
+    if (kept_bytes(m) <= m->conf.capacity - b && m->bytes <= m->conf.capacity)
         return;
-    demote(m);
+    demote(m, b);
     if (m->bytes > m->conf.capacity)
-        evict_down(m, m->conf.capacity - m->band / 2);
+        evict_down(m, m->conf.capacity - b / 2);
 }
 
 int evict_model_read(struct evict_model *m, size_t item, uint64_t len)
@@ -256,7 +269,7 @@ int evict_model_read(struct evict_model *m, size_t item, uint64_t len)
     }
     if (!m->conf.lru) {
         maybe_evict(m);
-        if (kept_bytes(m) + len > m->conf.capacity - m->band) {
+        if (kept_bytes(m) + len > m->conf.capacity - band(m)) {
             int64_t o = oldest(m, &m->kept, KEPT);
             if (o >= 0 && m->clock + 1 - m->clock_of[o] > m->reuse + m->reuse / 4) {
                 m->st.replacements++;
@@ -332,10 +345,6 @@ struct evict_model *evict_model_create(const struct evict_model_conf *conf, size
         evict_model_destroy(m);
         return NULL;
     }
-    uint64_t band = conf->capacity / 32;
-    if (band < 2 * (uint64_t)conf->page_size)
-        band = 2 * (uint64_t)conf->page_size;
-    m->band = band < conf->capacity / 2 ? band : conf->capacity / 2;
     m->high = pct(conf->capacity, conf->high_pct ? conf->high_pct : 95);
     m->low = pct(conf->capacity, conf->low_pct ? conf->low_pct : 85);
     for (size_t i = 0; i < items; i++)

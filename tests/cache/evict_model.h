@@ -20,7 +20,7 @@ struct evict_model;
 struct evict_model_conf {
     int lru;            /* 1: evict=lru, 0: evict=stable */
     uint64_t capacity;  /* bytes */
-    uint32_t page_size; /* bytes (the probation band is at least two pages) */
+    uint32_t page_size; /* bytes (the probation band is at least two pages while empty) */
     unsigned high_pct;  /* evict=lru watermarks (0: 95 and 85, as the cache) */
     unsigned low_pct;
 };
