@@ -279,6 +279,22 @@ out_check:
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
 }
 
+/* Under the lock, evict=stable: where a new page of `stored` bytes would go now - kept, for the
+ * kept pages have room for it (PC_PLACE_ROOM), kept in place of the least recently used kept
+ * page, idle past the reuse limit (PC_PLACE_REPLACE), or on probation (PC_PLACE_PROBATION). */
+enum pc_place pc_stable_place(struct page_cache *pc, uint64_t stored)
+{
+    if (pc_kept_bytes(pc) + stored <= pc->capacity - pc_probation_band(pc))
+        return PC_PLACE_ROOM;
+    struct page_index_policy p;
+    uint64_t oldest;
+    page_index_policy(pc->index, &p);
+    if (page_index_oldest_kept(pc->index, &oldest) == 1 &&
+        p.clock + 1 - oldest > p.reuse + p.reuse / 4)
+        return PC_PLACE_REPLACE;
+    return PC_PLACE_PROBATION;
+}
+
 /* Under the lock, before a page of `stored` bytes gets its row: how page_index_page_insert()
  * places it (see "Placement" above). A prefetch's page starts no reader's access. */
 static unsigned place_new(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
@@ -292,16 +308,14 @@ static unsigned place_new(struct page_cache *pc, const struct pc_file *f, uint64
     page_index_flush(pc->index);
     page_index_ghost_sample(pc->index, f->file_id, idx);
     maybe_evict(pc); /* kept pages over their room (after promotions) move to probation */
-    uint64_t room = pc->capacity - pc_probation_band(pc);
-    if (pc_kept_bytes(pc) + stored <= room)
+    switch (pc_stable_place(pc, stored)) {
+    case PC_PLACE_ROOM:
         return place;
-    struct page_index_policy p;
-    uint64_t oldest;
-    page_index_policy(pc->index, &p);
-    if (page_index_oldest_kept(pc->index, &oldest) == 1 &&
-        p.clock + 1 - oldest > p.reuse + p.reuse / 4) {
+    case PC_PLACE_REPLACE:
         pc->stats.replacements++;
         return place;
+    case PC_PLACE_PROBATION:
+        break;
     }
     pc->stats.probation_stored++;
     return place | PAGE_INDEX_PROBATION;

@@ -171,6 +171,11 @@ static inline uint64_t pc_probation_band(const struct page_cache *pc)
 /* Bytes of the kept pages (resident bytes but those on probation). */
 uint64_t pc_kept_bytes(const struct page_cache *pc);
 
+/* evict=stable, under the lock: where a new page of `stored` bytes would go now (page_cache.c,
+ * "Placement"). Asks the index for its least recently used kept page. */
+enum pc_place { PC_PLACE_ROOM, PC_PLACE_REPLACE, PC_PLACE_PROBATION };
+enum pc_place pc_stable_place(struct page_cache *pc, uint64_t stored);
+
 /* Bytes of page idx of f. */
 static inline size_t pc_page_len(const struct page_cache *pc, const struct pc_file *f, uint64_t idx)
 {
@@ -253,9 +258,10 @@ void pc_unread_forget_file(struct page_cache *pc, int64_t file_id);
 void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes);
 
 /* Bytes of prefetched, not yet read pages the cache holds at most: half its low watermark,
- * so what readers fetch themselves always has the other half to live in; under evict=stable
- * with the kept pages at their room, at most what they leave of the capacity. */
-uint64_t pc_unread_cap(const struct page_cache *pc);
+ * so what readers fetch themselves always has the other half to live in; under evict=stable,
+ * once the kept pages fill their room, at most what they leave below the middle of the
+ * probation band. */
+uint64_t pc_unread_cap(struct page_cache *pc);
 
 /* The known-files table: the entry of key (h: XXH3-64 of key), or NULL; delete; clear. */
 struct fent *pc_fmap_find(struct page_cache *pc, const char *key, uint64_t h);
