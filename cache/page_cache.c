@@ -58,8 +58,9 @@
  *     longer than the reuse limit, 1.25 x the decaying maximum reuse interval the index keeps
  *     (it then moves to probation: a replacement), and goes on probation otherwise. (A page
  *     stored again soon after it was evicted gives a reuse interval first: page_index.h.) The
- *     decision is taken on the state every earlier access left: the touches are written and
- *     the kept pages brought within their room first. A page on probation that is read again
+ *     decision is taken on the state every earlier access left: unless the page fits whatever
+ *     the touches held would promote, they are written and the kept pages brought within
+ *     their room first. A page on probation that is read again
  *     is kept (page_index.c). So under shuffled epochs over a dataset larger than the cache,
  *     no kept page ever idles past the limit and the kept part stays: each epoch serves about
  *     what the cache keeps; a new working set replaces the old once its pages outlive it.
@@ -305,8 +306,12 @@ static unsigned place_new(struct page_cache *pc, const struct pc_file *f, uint64
         page_index_ghost_sample(pc->index, f->file_id, idx);
         return place;
     }
-    page_index_flush(pc->index);
     page_index_ghost_sample(pc->index, f->file_id, idx);
+    /* Room for it, whatever the touches held would promote: kept, the touches stay held. */
+    uint64_t held = (uint64_t)page_index_touches(pc->index) * pc->store.page_size;
+    if (pc_kept_bytes(pc) + stored + held <= pc->capacity - pc_probation_band(pc))
+        return place;
+    page_index_flush(pc->index);
     maybe_evict(pc); /* kept pages over their room (after promotions) move to probation */
     switch (pc_stable_place(pc, stored)) {
     case PC_PLACE_ROOM:

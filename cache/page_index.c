@@ -106,6 +106,8 @@ enum touch_kind {
     TOUCH_CONT,  /* part of an access under way: the page's place follows, nothing else */
     TOUCH_REREF, /* a re-reference: a reuse interval; kept (promoted if on probation) */
     TOUCH_FIRST, /* the first read of a prefetched page */
+    TOUCH_GHOST, /* not a read: a page stored again while its ghost was there (start: the
+                    interval) */
 };
 
 /* A read of a resident page held until the next flush (page_index_touch). */
@@ -114,6 +116,7 @@ struct touch {
     uint64_t idx;
     uint64_t start; /* the access clock it took */
     uint64_t clock; /* the clock of the last read merged into it (continuations) */
+    uint64_t rows;  /* page rows then: a reuse sample decays by them, whenever it is written */
     enum touch_kind kind;
 };
 
@@ -433,11 +436,11 @@ int page_index_page_delete(struct page_index *pi, int64_t file_id, uint64_t idx)
 
 /* ---- access order ---- */
 
-/* A reuse interval of iv accesses: the decaying maximum takes 1/max(256, rows) of itself
- * away, then takes iv if that is larger. */
-static void reuse_sample(struct page_index *pi, uint64_t iv)
+/* A reuse interval of iv accesses, taken when the index had `rows` rows: the decaying maximum
+ * takes 1/max(256, rows) of itself away, then takes iv if that is larger. */
+static void reuse_sample(struct page_index *pi, uint64_t iv, uint64_t rows)
 {
-    uint64_t div = pi->rows > REUSE_DECAY_MIN ? pi->rows : REUSE_DECAY_MIN;
+    uint64_t div = rows > REUSE_DECAY_MIN ? rows : REUSE_DECAY_MIN;
     pi->reuse -= pi->reuse / div;
     if (iv > pi->reuse)
         pi->reuse = iv;
@@ -448,9 +451,12 @@ void page_index_ghost_sample(struct page_index *pi, int64_t file_id, uint64_t id
     struct ghost *g = ghost_slot(pi, file_id, idx);
     if (!g->clock || g->file_id != file_id || g->idx != idx)
         return;
-    reuse_sample(pi, pi->clock + 1 - g->clock);
-    pi->ghost_hits++;
+    /* Sampled in order with the reads held: written at the next flush. */
+    pi->touches[pi->ntouch++] =
+        (struct touch){file_id, idx, pi->clock + 1 - g->clock, 0, pi->rows, TOUCH_GHOST};
     g->clock = 0;
+    if (pi->ntouch == PAGE_INDEX_TOUCH_MAX)
+        page_index_flush(pi);
 }
 
 static int meta_set_u64(struct page_index *pi, const char *k, uint64_t v)
@@ -467,6 +473,11 @@ static int meta_set_u64(struct page_index *pi, const char *k, uint64_t v)
 static int apply_touch(struct page_index *pi, const struct touch *t)
 {
     sqlite3_stmt *s;
+    if (t->kind == TOUCH_GHOST) {
+        reuse_sample(pi, t->start, t->rows);
+        pi->ghost_hits++;
+        return 0;
+    }
     if (t->kind == TOUCH_CONT) {
         s = stmt(pi, ST_PAGE_CONT); /* no need to know the row: it keeps its side */
         sqlite3_bind_int64(s, 1, (int64_t)t->clock);
@@ -493,7 +504,7 @@ static int apply_touch(struct page_index *pi, const struct touch *t)
         if (prob && pi->stable)
             nseq = t->clock; /* its first access: on probation still, as the newest */
     } else {
-        reuse_sample(pi, t->start > last ? t->start - last : 0);
+        reuse_sample(pi, t->start > last ? t->start - last : 0, t->rows);
         pi->rereferences++;
         pi->promotions += (uint64_t)prob;
     }
@@ -549,7 +560,7 @@ void page_index_touch(struct page_index *pi, int64_t file_id, uint64_t idx, int 
     if (kind == TOUCH_CONT && last && last->file_id == file_id && last->idx == idx)
         last->clock = clock; /* the same access read on: one write */
     else
-        pi->touches[pi->ntouch++] = (struct touch){file_id, idx, clock, clock, kind};
+        pi->touches[pi->ntouch++] = (struct touch){file_id, idx, clock, clock, pi->rows, kind};
     if (pi->ntouch == PAGE_INDEX_TOUCH_MAX || now_ms() - pi->last_flush_ms >= TOUCH_FLUSH_MS)
         page_index_flush(pi);
 }

@@ -102,7 +102,8 @@ int page_index_page_update(struct page_index *pi, int64_t file_id, uint64_t idx,
 /* 1 when a row was deleted (it leaves a ghost), 0 when there was none. */
 int page_index_page_delete(struct page_index *pi, int64_t file_id, uint64_t idx);
 /* Before the page is stored again (with the next clock): if its ghost is there, the interval
- * is a reuse sample, and the ghost goes. */
+ * is a reuse sample (held with the touches, in order; written with them), and the ghost
+ * goes. */
 #define PAGE_INDEX_GHOSTS 32768
 void page_index_ghost_sample(struct page_index *pi, int64_t file_id, uint64_t idx);
 
