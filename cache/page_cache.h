@@ -206,7 +206,8 @@ void page_cache_release_ext(struct pc_extent *ext, size_t n);
 
 /* Prefetch under cache pressure. Pages that read-ahead or directory prefetch stored and nobody
  * has read yet are kept until they are read: eviction takes every other page first. They may
- * hold at most half of the low watermark; a prefetch (page_cache_prefetch, _range) fetches
+ * hold at most half of the low watermark (evict=stable, once the kept pages fill their room:
+ * only what those leave below the middle of the probation band); a prefetch (page_cache_prefetch, _range) fetches
  * only what fits in that (a run shrinks, or nothing is fetched: -ENOSPC, prefetch_denied), so
  * prefetch never fetches what the cache cannot keep until it is read. A prefetched page that
  * stayed unread for 5 minutes gives its room to a new prefetch that needs it (a lost bet).
