@@ -302,11 +302,9 @@ static unsigned place_new(struct page_cache *pc, const struct pc_file *f, uint64
                           uint64_t stored, int prefetch)
 {
     unsigned place = prefetch ? 0 : PAGE_INDEX_READ;
-    if (pc->evict != PC_EVICT_STABLE) {
-        page_index_ghost_sample(pc->index, f->file_id, idx);
+    page_index_ghost_sample(pc->index, f->file_id, idx); /* (lru keeps the reuse maximum too) */
+    if (pc->evict != PC_EVICT_STABLE)
         return place;
-    }
-    page_index_ghost_sample(pc->index, f->file_id, idx);
     /* Room for it, whatever the touches held would promote: kept, the touches stay held. */
     uint64_t held = (uint64_t)page_index_touches(pc->index) * pc->store.page_size;
     if (pc_kept_bytes(pc) + stored + held <= pc->capacity - pc_probation_band(pc))

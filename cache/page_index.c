@@ -8,9 +8,10 @@
  * transaction every PAGE_INDEX_TOUCH_MAX touches or TOUCH_FLUSH_MS, and before anything reads
  * the order (the caller flushes before eviction). What a touch does is decided when it is
  * written: one SELECT of the row's seq (its last access) tells a re-reference of a kept page,
- * a promotion from probation and a first access apart, and gives the reuse interval. Reads
- * that are part of an access under way never become touches: the last PAGE_INDEX_RECENT
- * pages an access started on are kept in a ring, looked up newest first. Least recently used
+ * a promotion from probation and a first access apart, and gives the reuse interval; a read
+ * that is part of an access under way (its page is in the ring of the last pages an access
+ * started on, looked up newest first) only moves the page's place, with no SELECT, and
+ * merges with the touch before it when that is of the same page. Least recently used
  * rows come out in batches after a sequence cursor, so a caller can walk past rows it keeps.
  * Evicted pages leave a ghost (their key and last clock) in a direct-mapped table in memory;
  * a page stored again while its ghost is there gives a reuse interval too.
@@ -192,9 +193,9 @@ int page_index_begin(struct page_index *pi)
 static void recount(struct page_index *pi)
 {
     uint64_t bytes, max_seq;
-    if (page_index_sums(pi, &pi->rows, &bytes, &max_seq) < 0 ||
-        page_index_probation_sums(pi, &pi->prob_pages, &pi->prob_bytes) < 0)
-        return; /* sqlite fails: the counts stay as they were */
+    /* When sqlite fails, a count stays as it was. */
+    page_index_sums(pi, &pi->rows, &bytes, &max_seq);
+    page_index_probation_sums(pi, &pi->prob_pages, &pi->prob_bytes);
 }
 
 int page_index_commit(struct page_index *pi)
@@ -557,7 +558,8 @@ void page_index_touch(struct page_index *pi, int64_t file_id, uint64_t idx, int 
     struct touch *last = pi->ntouch ? &pi->touches[pi->ntouch - 1] : NULL;
     if (kind != TOUCH_CONT)
         recent_push(pi, file_id, idx);
-    if (kind == TOUCH_CONT && last && last->file_id == file_id && last->idx == idx)
+    if (kind == TOUCH_CONT && last && last->kind != TOUCH_GHOST && last->file_id == file_id &&
+        last->idx == idx)
         last->clock = clock; /* the same access read on: one write */
     else
         pi->touches[pi->ntouch++] = (struct touch){file_id, idx, clock, clock, pi->rows, kind};
