@@ -14,7 +14,10 @@
  *     size: every table is dropped in one transaction and the page files are deleted. This
  *     in-place reset keeps any other open connection to the same file valid (its prepared
  *     statements re-prepare against the new schema).
- * Each reset logs one line to stderr.
+ * An older version this build knows how to read is migrated instead, in the same transaction
+ * that checks it (version 2 -> 3: every pages.seq moved up by CACHE_SEQ_KEPT, so every page is
+ * a kept page in the same order; nothing else differs).
+ * Each reset and each migration logs one line to stderr.
  *
  * Errors: cache_db_errno() is the one mapping of a sqlite result code to -errno (used here,
  * in cache_fsck.c and in meta_cache.c), cache_db_is_damage() the one test of "the file is
@@ -231,11 +234,26 @@ static int drop_all(sqlite3 *db)
     }
 }
 
-enum check_result { CHECK_OK, CHECK_MISMATCH };
+enum check_result { CHECK_OK, CHECK_MISMATCH, CHECK_MIGRATED };
+
+/* Brings a version 2 database to version 3 (inside the caller's transaction): pages.seq was
+ * the access order alone; it is now CACHE_SEQ_KEPT + the order for a kept page. */
+static int migrate_2_to_3(sqlite3 *db)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "UPDATE pages SET seq = seq + %" PRId64 " WHERE seq < %" PRId64,
+             CACHE_SEQ_KEPT, CACHE_SEQ_KEPT);
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    snprintf(sql, sizeof(sql), "%d", CACHE_DB_SCHEMA_VERSION);
+    return set_meta(db, "schema_version", sql);
+}
 
 /*
  * Inside an IMMEDIATE transaction: creates the schema in an empty database, or checks the
- * schema version and page size of an existing one. *why gets the reason of a mismatch.
+ * schema version and page size of an existing one, migrating a version 2 database first.
+ * *why gets the reason of a mismatch, or says what was migrated.
  */
 static int check_schema(sqlite3 *db, uint32_t page_size, enum check_result *res,
                         char *why, size_t whylen)
@@ -270,7 +288,15 @@ static int check_schema(sqlite3 *db, uint32_t page_size, enum check_result *res,
         if (rc != SQLITE_OK)
             return rc;
         snprintf(want, sizeof(want), "%d", CACHE_DB_SCHEMA_VERSION);
-        if (!v || strcmp(v, want) != 0) {
+        if (v && strcmp(v, "2") == 0) {
+            free(v);
+            v = NULL;
+            rc = migrate_2_to_3(db);
+            if (rc != SQLITE_OK)
+                return rc;
+            snprintf(why, whylen, "schema version 2 brought to %s", want);
+            *res = CHECK_MIGRATED;
+        } else if (!v || strcmp(v, want) != 0) {
             snprintf(why, whylen, "schema version %s, expected %s", v ? v : "(none)", want);
             free(v);
             *res = CHECK_MISMATCH;
@@ -413,6 +439,8 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
                     remove_page_files(dir);
                     fprintf(stderr, "pagefs: cache index %s reset (%s)\n", path, why);
                 }
+            } else if (sql_rc == SQLITE_OK && res == CHECK_MIGRATED) {
+                fprintf(stderr, "pagefs: cache index %s upgraded (%s)\n", path, why);
             }
             if (sql_rc == SQLITE_OK)
                 sql_rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);

@@ -17,10 +17,17 @@
  *                                     zstd frame, CACHE_PAGE_FOREIGN = another node of the
  *                                     cluster owns its unit (evicted first); len = bytes the page occupies on disk (sum of
  *                                     the present blocks' lengths, or the compressed length):
- *                                     the unit of capacity accounting; seq = access order (LRU)
+ *                                     the unit of capacity accounting; seq = access order:
+ *                                     CACHE_SEQ_KEPT + the access clock of its last read for a
+ *                                     page the cache keeps (least recently used first), the
+ *                                     clock alone for a page on probation (evict=stable: a page
+ *                                     stored while the cache was full of pages it keeps, which
+ *                                     goes first, oldest first; page_index.h)
  *   dirs(dir PRIMARY KEY, fetched_ms, found)  cached listings; fetched_ms is wall-clock ms,
  *                                     found = 0 marks a directory that does not exist
  *   entries(dir, name, is_dir, size, mtime_ns, version) PRIMARY KEY(dir, name)
+ * meta also holds the eviction policy's state (page_index.c): 'evict_policy' (lru|stable, the
+ * policy of the last run) and 'evict_reuse' (its decayed longest reuse interval, in accesses).
  * Page files live under CACHE_DIR/pages/<2 hex>/<fhash>-<idx in hex>, temporaries under
  * CACHE_DIR/tmp/. An uncompressed page file is exactly as long as the page and holds block i
  * at offset i * block size; absent blocks are holes (never served: only blocks whose bit is
@@ -29,7 +36,8 @@
  *
  * cache_db_open() gives each caller its own connection (the page cache and the metadata
  * cache each hold one, serialized by their own mutex). If the database is damaged or has
- * another schema version, it is reset together with the page files: never misread.
+ * another schema version (other than an older one it migrates), it is reset together with the
+ * page files: never misread.
  */
 #ifndef PAGEFS_CACHE_DB_H
 #define PAGEFS_CACHE_DB_H
@@ -39,8 +47,14 @@
 
 struct sqlite3;
 
-/* 2: partial pages (blocks bitmap, per-block checksums, flags). Version 1 caches are reset. */
-#define CACHE_DB_SCHEMA_VERSION 2
+/* 2: partial pages (blocks bitmap, per-block checksums, flags). Version 1 caches are reset.
+ * 3: pages.seq split at CACHE_SEQ_KEPT (kept pages above, pages on probation below). A version
+ * 2 cache is brought to 3 in place (every seq moved up by CACHE_SEQ_KEPT: every page kept, the
+ * order unchanged); a cache of a version this build does not know is reset. */
+#define CACHE_DB_SCHEMA_VERSION 3
+/* pages.seq of a kept page is CACHE_SEQ_KEPT + its access clock; below it, a page on probation
+ * (the clock never reaches it: 2^62 accesses). */
+#define CACHE_SEQ_KEPT (INT64_C(1) << 62)
 
 /* Blocks of a page: 64 KiB, or page_size / CACHE_MAX_BLOCKS if that is larger. */
 #define CACHE_BLOCK_MIN (64u << 10)
@@ -57,7 +71,8 @@ static inline uint32_t cache_block_size(uint32_t page_size)
 /* Creates `dir` (0700) and its pages/ and tmp/ subdirectories if missing, opens or creates
  * index.sqlite (0600), checks the schema and page size (a different page size resets the
  * cache). page_size 0 (the metadata cache) checks and records no page size. A damaged
- * database is deleted and recreated; a readable one of another schema version or page size
+ * database is deleted and recreated; one of schema version 2 is migrated in place (one line
+ * logged to stderr); a readable one of another schema version or page size
  * is emptied in place (other open connections stay valid); either way all page files are
  * deleted and one line is logged to stderr. Returns 0 or -errno with a one-line message in
  * err (-ENOTDIR if dir or a subdirectory is not a directory, -EACCES if not writable). */

@@ -211,10 +211,11 @@ static int open_index(const char *dir, int writable, sqlite3 **db, int *schema, 
         goto out_sql_error;
     *schema = atoi(v);
     if (*schema != CACHE_DB_SCHEMA_VERSION) {
+        /* Version 2 is migrated in place by cache_db_open(); any other is reset. */
         snprintf(err, errlen,
-                 "%s has schema version %s, this tool reads %d (pagefs resets it on its next "
-                 "start)",
-                 path, v[0] ? v : "(none)", CACHE_DB_SCHEMA_VERSION);
+                 "%s has schema version %s, this tool reads %d (pagefs %s it on its next start)",
+                 path, v[0] ? v : "(none)", CACHE_DB_SCHEMA_VERSION,
+                 strcmp(v, "2") == 0 ? "upgrades" : "resets");
         rc = -EPROTONOSUPPORT;
         goto out_close;
     }

@@ -45,12 +45,28 @@
  *   - Compression (conf->compress_level): a whole page that shrinks by at least 1/8 is stored
  *     as one zstd frame; it is read and verified whole, and never mapped.
  *   - bytes_resident/pages_resident are kept in memory (SUM at open). After a page is stored,
- *     if bytes exceed high_pct% of capacity or the filesystem has less than min_free bytes
- *     free, least-recently-used pages are evicted in batches down to low_pct%, unread
- *     prefetched pages last. Eviction unlinks files; a reader holding a page file open keeps
- *     reading it. With conf->log_debug each eviction run is one debug line: pages and bytes
- *     evicted, in how many batches, how long it took and why (cache_size: usage above the
- *     high watermark; cache_free: the file system short of min_free).
+ *     if the filesystem has less than min_free bytes free or the cache is over its mark,
+ *     pages are evicted in batches in access order (page_index.h: pages on probation first,
+ *     then kept pages, least recently used first), unread prefetched pages last. evict=lru:
+ *     over high_pct% of capacity, down to low_pct%. evict=stable: first, while the kept pages
+ *     hold more than the capacity less the probation band (pc_probation_band), the least
+ *     recently used of them move to probation; then, over the capacity, pages are evicted
+ *     down to the middle of the band. Eviction unlinks files; a reader holding a page file
+ *     open keeps reading it.
+ *   - Placement (evict=stable): a page stored when the kept pages have room for it is kept;
+ *     else it is kept only if the least recently used kept page has been idle (in accesses)
+ *     longer than the reuse limit, 1.25 x the decaying maximum reuse interval the index keeps
+ *     (it then moves to probation: a replacement), and goes on probation otherwise. (A page
+ *     stored again soon after it was evicted gives a reuse interval first: page_index.h.) The
+ *     decision is taken on the state every earlier access left: unless the page fits whatever
+ *     the touches held would promote, they are written and the kept pages brought within
+ *     their room first. A page on probation that is read again
+ *     is kept (page_index.c). So under shuffled epochs over a dataset larger than the cache,
+ *     no kept page ever idles past the limit and the kept part stays: each epoch serves about
+ *     what the cache keeps; a new working set replaces the old once its pages outlive it.
+ *     With conf->log_debug each eviction run is one debug line: pages and bytes evicted, in
+ *     how many batches, how long it took and why (cache_size: usage above the high mark or
+ *     kept pages beyond their room; cache_free: the file system short of min_free).
  *   - Where sqlite runs under pc->lock: page_cache_open() of a version this run does not know
  *     (one transaction), a row read the page marks cannot answer (one SELECT), storing a page
  *     (one INSERT or UPDATE), eviction (batches in transactions), evict_key, and the batched
@@ -61,7 +77,8 @@
  *   - a `pages` row exists only after its file was renamed into place, and a block's bit is
  *     set only after its bytes were written; rename + insert and delete + unlink happen in
  *     one critical section;
- *   - bytes_resident == SUM(pages.len), pages_resident == COUNT(pages);
+ *   - bytes_resident == SUM(pages.len), pages_resident == COUNT(pages); the index's counts of
+ *     pages on probation match their rows;
  *   - at most one inflight entry per (file_id, idx); only its owner writes that page;
  *   - a pbuf's bytes are either freshly fetched or read from disk and checksum-verified;
  *   - and those of the tables (page_tables.c).
@@ -154,13 +171,60 @@ static uint64_t fs_free_bytes(const struct page_cache *pc)
     return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
 }
 
-/* Under the lock: least recently used pages are evicted in batches until usage is back at the
- * low watermark (and free space above min_free). Prefetched pages nobody has read yet are
- * skipped (a cursor on seq walks past them); only when every other page is gone are they
- * taken too, oldest first (counted in prefetch_evicted_unread). */
+uint64_t pc_kept_bytes(const struct page_cache *pc)
+{
+    struct page_index_policy p;
+    page_index_policy(pc->index, &p);
+    return pc->stats.bytes_resident > p.prob_bytes ? pc->stats.bytes_resident - p.prob_bytes : 0;
+}
+
+/* Under the lock, evict=stable: while the kept pages hold more than `limit` bytes, the least
+ * recently used of them move to probation (keeping the clock of their last access, so they
+ * go before the newer pages there), unread prefetched pages skipped. */
+static void demote(struct page_cache *pc, uint64_t limit)
+{
+    uint64_t after = (uint64_t)CACHE_SEQ_KEPT - 1;
+    while (pc_kept_bytes(pc) > limit) {
+        if (page_index_begin(pc->index) < 0)
+            break;
+        struct page_index_lru batch[EVICT_BATCH];
+        int n = page_index_lru(pc->index, after, UINT64_MAX, 0, batch, EVICT_BATCH);
+        if (n > 0)
+            after = batch[n - 1].seq;
+        for (int i = 0; i < n && pc_kept_bytes(pc) > limit; i++)
+            if (!pc_unread_has(pc, batch[i].file_id, batch[i].idx) &&
+                page_index_demote(pc->index, batch[i].file_id, batch[i].idx) > 0)
+                pc->stats.demotions++;
+        if (page_index_commit(pc->index) < 0 || n == 0)
+            break;
+    }
+}
+
+/* Under the lock: 1 when eviction may stop before the page of `seq`: usage is back at the low
+ * mark (evict=stable: for a kept page, within the capacity: kept pages go only when the pages
+ * on probation that may go are not enough) and free space above min_free. */
+static int evicted_enough(struct page_cache *pc, uint64_t seq, uint64_t low)
+{
+    if (pc->evict == PC_EVICT_STABLE && seq >= (uint64_t)CACHE_SEQ_KEPT)
+        low = pc->capacity;
+    return pc->stats.bytes_resident <= low && fs_free_bytes(pc) >= pc->min_free;
+}
+
+/* Under the lock: pages are evicted in batches, in access order (pages on probation first),
+ * until usage is back at the low mark (and free space above min_free): evict=lru from the high
+ * watermark to the low; evict=stable from the capacity to the middle of the probation band,
+ * after the least recently used kept pages beyond the kept pages' room moved to probation
+ * (demote), and kept pages only while usage exceeds the capacity. Prefetched pages nobody has
+ * read yet are skipped (a cursor on seq walks past them); only when every other page is gone
+ * are they taken too, oldest first (counted in prefetch_evicted_unread). */
 static void maybe_evict(struct page_cache *pc)
 {
-    int over = pc->stats.bytes_resident > pc->high_bytes;
+    int stable = pc->evict == PC_EVICT_STABLE;
+    uint64_t band = stable ? pc_probation_band(pc) : 0;
+    uint64_t high = stable ? pc->capacity : pc->high_bytes;
+    uint64_t low = stable ? pc->capacity - band / 2 : pc->low_bytes;
+    int over_kept = stable && pc_kept_bytes(pc) > pc->capacity - band;
+    int over = over_kept || pc->stats.bytes_resident > high;
     uint64_t free_before = fs_free_bytes(pc);
     if (!over && free_before >= pc->min_free)
         return;
@@ -169,23 +233,26 @@ static void maybe_evict(struct page_cache *pc)
     uint64_t unread_before = pc->stats.prefetch_evicted_unread;
     int batches = 0;
     page_index_flush(pc->index);
+    if (stable)
+        demote(pc, pc->capacity - band);
+    if (pc->stats.bytes_resident <= high && fs_free_bytes(pc) >= pc->min_free)
+        goto out_check;
     uint64_t after = 0;
     int take_unread = 0;
     /* First the pages of units other nodes own (a cluster without peer_copy), then all. */
     uint32_t only = pc->peer_copy ? 0 : CACHE_PAGE_FOREIGN;
     for (;;) {
-        int done = pc->stats.bytes_resident <= pc->low_bytes && fs_free_bytes(pc) >= pc->min_free;
-        if (done)
+        if (evicted_enough(pc, after, low))
             break;
         int removed = 0, skipped = 0;
         if (page_index_begin(pc->index) < 0)
             break;
         struct page_index_lru batch[EVICT_BATCH];
-        int n = page_index_lru(pc->index, after, only, batch, EVICT_BATCH);
+        int n = page_index_lru(pc->index, after, UINT64_MAX, only, batch, EVICT_BATCH);
         if (n > 0)
             after = batch[n - 1].seq;
         for (int i = 0; i < n; i++) {
-            if (pc->stats.bytes_resident <= pc->low_bytes && fs_free_bytes(pc) >= pc->min_free)
+            if (evicted_enough(pc, batch[i].seq, low))
                 break;
             int unread = pc_unread_has(pc, batch[i].file_id, batch[i].idx);
             if (unread && !take_unread) {
@@ -219,7 +286,8 @@ static void maybe_evict(struct page_cache *pc)
         if (removed == 0 && skipped == 0)
             break;
     }
-    if (pc->log && pc->log_debug) {
+out_check:
+    if (pc->log && pc->log_debug && bytes_before > pc->stats.bytes_resident) {
         char msg[512];
         uint64_t us = backend_now_us() - start_us;
         int n = snprintf(
@@ -233,13 +301,57 @@ static void maybe_evict(struct page_cache *pc)
             over && free_before < pc->min_free ? "," : "",
             free_before < pc->min_free ? "cache_free" : "",
             pc->stats.prefetch_evicted_unread - unread_before, pc->stats.bytes_resident,
-            pc->high_bytes, pc->low_bytes);
+            high, low);
         if (free_before < pc->min_free && n > 0 && (size_t)n < sizeof(msg))
             snprintf(msg + n, sizeof(msg) - (size_t)n, " free=%" PRIu64 " min_free=%" PRIu64,
                      fs_free_bytes(pc), pc->min_free);
         pc->log(pc->log_ud, LOG_DEBUG, msg);
     }
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
+}
+
+/* Under the lock, evict=stable: where a new page of `stored` bytes would go now - kept, for the
+ * kept pages have room for it (PC_PLACE_ROOM), kept in place of the least recently used kept
+ * page, idle past the reuse limit (PC_PLACE_REPLACE), or on probation (PC_PLACE_PROBATION). */
+enum pc_place pc_stable_place(struct page_cache *pc, uint64_t stored)
+{
+    if (pc_kept_bytes(pc) + stored <= pc->capacity - pc_probation_band(pc))
+        return PC_PLACE_ROOM;
+    struct page_index_policy p;
+    uint64_t oldest;
+    page_index_policy(pc->index, &p);
+    if (page_index_oldest_kept(pc->index, &oldest) == 1 &&
+        p.clock + 1 - oldest > p.reuse + p.reuse / 4)
+        return PC_PLACE_REPLACE;
+    return PC_PLACE_PROBATION;
+}
+
+/* Under the lock, before a page of `stored` bytes gets its row: how page_index_page_insert()
+ * places it (see "Placement" above). A prefetch's page starts no reader's access. */
+static unsigned place_new(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                          uint64_t stored, int prefetch)
+{
+    unsigned place = prefetch ? 0 : PAGE_INDEX_READ;
+    page_index_ghost_sample(pc->index, f->file_id, idx); /* (lru keeps the reuse maximum too) */
+    if (pc->evict != PC_EVICT_STABLE)
+        return place;
+    /* Room for it, whatever the touches held would promote: kept, the touches stay held. */
+    uint64_t held = (uint64_t)page_index_touches(pc->index) * pc->store.page_size;
+    if (pc_kept_bytes(pc) + stored + held <= pc->capacity - pc_probation_band(pc))
+        return place;
+    page_index_flush(pc->index);
+    maybe_evict(pc); /* kept pages over their room (after promotions) move to probation */
+    switch (pc_stable_place(pc, stored)) {
+    case PC_PLACE_ROOM:
+        return place;
+    case PC_PLACE_REPLACE:
+        pc->stats.replacements++;
+        return place;
+    case PC_PLACE_PROBATION:
+        break;
+    }
+    pc->stats.probation_stored++;
+    return place | PAGE_INDEX_PROBATION;
 }
 
 /* Under the lock: a page could not be written (counted in write_errors). If the file system
@@ -327,7 +439,8 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
         pc->stats.write_errors++;
         return;
     }
-    int rc = page_index_page_insert(pc->index, f->file_id, idx, stored, sums, nb, m, flags);
+    unsigned place = place_new(pc, f, idx, stored, prefetch);
+    int rc = page_index_page_insert(pc->index, f->file_id, idx, stored, sums, nb, m, flags, place);
     pc_vm_forget(pc, f->file_id, idx);
     if (rc <= 0) {
         /* The index refused the row, or the file's version was dropped meanwhile. */
@@ -420,8 +533,8 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
         if (add & (1u << i))
             r.sums[i] = sums[i];
     uint64_t added = page_store_mask_bytes(&pc->store, plen, add);
-    int updated = page_index_page_update(pc->index, f->file_id, pb->idx, r.len + added, r.sums, nb,
-                                         r.blocks | add, r.blocks);
+    int updated = page_index_page_update(pc->index, f->file_id, pb->idx, r.len + added, r.len,
+                                         r.sums, nb, r.blocks | add, r.blocks);
     pc_vm_forget(pc, f->file_id, pb->idx);
     if (updated < 0) {
         pc->stats.write_errors++;
@@ -429,6 +542,9 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
         pc->stats.bytes_resident += added;
         if (prefetch)
             pc_unread_add(pc, f->file_id, pb->idx, r.len + added);
+        else /* a reader's access of a resident page (or part of one under way) */
+            page_index_touch(pc->index, f->file_id, pb->idx,
+                             pc_unread_forget(pc, f->file_id, pb->idx));
         maybe_evict(pc);
     }
 out_unlock:
@@ -647,8 +763,9 @@ static int join_fetch(struct page_cache *pc, const struct page_read *rd, struct 
     int covers = rc == 0 && in->pb && pc_pbuf_covers(in->pb, rd->in_page, rd->n);
     if (covers) {
         *out = pc_pbuf_ref(in->pb);
-        if (!rd->prefetch)
-            pc_unread_forget(pc, rd->f->file_id, rd->idx); /* a prefetched page, read now */
+        /* A prefetched page read now: its first access. */
+        if (!rd->prefetch && pc_unread_forget(pc, rd->f->file_id, rd->idx))
+            page_index_touch(pc->index, rd->f->file_id, rd->idx, 1);
     }
     if (--in->waiters == 0)
         inflight_free(in);
@@ -723,14 +840,11 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
         if (rc != 0)
             break;
     }
-    if (hit && !rd.prefetch) { /* a prefetch that finds the page resident is no reader's hit */
+    /* A prefetch that finds the page resident is no reader's hit, nor an access of it. */
+    if (hit && !rd.prefetch) {
         pc->stats.hits++;
         pc->stats.bytes_hit += n;
-    }
-    if (hit) {
-        page_index_touch(pc->index, f->file_id, idx);
-        if (!rd.prefetch)
-            pc_unread_forget(pc, f->file_id, idx);
+        page_index_touch(pc->index, f->file_id, idx, pc_unread_forget(pc, f->file_id, idx));
     }
     PAGEFS_CHECK_INVARIANTS(pc_check_page(pc, f->file_id, idx));
     pthread_mutex_unlock(&pc->lock);
@@ -804,8 +918,7 @@ static int map_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
     if (fd < 0)
         goto out_unlock; /* the read path finds it missing and refetches */
     *ext = (struct pc_extent){.fd = fd, .pos = a, .len = n};
-    page_index_touch(pc->index, f->file_id, idx);
-    pc_unread_forget(pc, f->file_id, idx);
+    page_index_touch(pc->index, f->file_id, idx, pc_unread_forget(pc, f->file_id, idx));
     pc->stats.hits++;
     pc->stats.fd_hits++;
     pc->stats.bytes_hit += n;
@@ -881,9 +994,17 @@ uint32_t page_cache_block_size(const struct page_cache *pc)
 void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
 {
     pthread_mutex_lock(&pc->lock);
+    struct page_index_policy p;
+    page_index_policy(pc->index, &p);
     *out = pc->stats;
     out->unread_pages = pc->nunread;
     out->unread_bytes = pc->unread_bytes;
+    out->promotions = p.promotions;
+    out->rereads = p.rereferences;
+    out->ghost_hits = p.ghost_hits;
+    out->probation_pages = p.prob_pages;
+    out->probation_bytes = p.prob_bytes;
+    out->reuse_limit = p.reuse + p.reuse / 4;
     pthread_mutex_unlock(&pc->lock);
 }
 
@@ -934,6 +1055,10 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
         snprintf(err, errlen, "unknown verify level %d", (int)conf->verify);
         return -EINVAL;
     }
+    if (conf->evict != PC_EVICT_STABLE && conf->evict != PC_EVICT_LRU) {
+        snprintf(err, errlen, "unknown eviction policy %d", (int)conf->evict);
+        return -EINVAL;
+    }
     unsigned high = conf->high_pct ? conf->high_pct : DEFAULT_HIGH_PCT;
     unsigned low = conf->low_pct ? conf->low_pct : DEFAULT_LOW_PCT;
     if (high > 100 || low > high) {
@@ -952,6 +1077,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->store.block_size = cache_block_size(ps);
     pc->store.zlevel = conf->compress_level;
     pc->verify = conf->verify;
+    pc->evict = conf->evict;
     pc->peer_copy = conf->peer_copy;
     pc->log = conf->log;
     pc->log_ud = conf->log_ud;
@@ -976,9 +1102,17 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
         snprintf(err, errlen, "out of memory");
         goto out_free;
     }
-    rc = page_index_create(pc->dir, ps, &pc->index, err, errlen);
+    const char *policy = pc->evict == PC_EVICT_LRU ? "lru" : "stable";
+    rc = page_index_create(pc->dir, ps, policy, &pc->index, err, errlen);
     if (rc < 0)
         goto out_free;
+    const char *prev = page_index_prev_policy(pc->index);
+    if (pc->log && prev[0] && strcmp(prev, policy) != 0) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "pagefs: eviction policy %s (this cache was used with %s)\n",
+                 policy, prev);
+        pc->log(pc->log_ud, LOG_NOTICE, msg);
+    }
     pc_recount(pc);
     page_store_clean_tmp(&pc->store);
     if (pthread_mutex_init(&pc->lock, NULL) != 0) {
@@ -1049,9 +1183,17 @@ void pc_check_invariants(struct page_cache *pc)
                                     "resident %" PRIu64 " pages, %" PRIu64
                                     " bytes; the index says %" PRIu64 ", %" PRIu64,
                                     pc->stats.pages_resident, pc->stats.bytes_resident, n, b);
-        if (max_seq > page_index_seq(pc->index))
-            pagefs_invariant_failed("page_cache", "access sequence behind the index");
+        if (max_seq > (uint64_t)CACHE_SEQ_KEPT + page_index_clock(pc->index))
+            pagefs_invariant_failed("page_cache", "access clock behind the index");
     }
+    struct page_index_policy p;
+    page_index_policy(pc->index, &p);
+    if (page_index_probation_sums(pc->index, &n, &b) == 0 &&
+        (n != p.prob_pages || b != p.prob_bytes || p.rows != pc->stats.pages_resident))
+        pagefs_invariant_failed("page_cache",
+                                "probation: %" PRIu64 " pages, %" PRIu64 " bytes; the index "
+                                "says %" PRIu64 ", %" PRIu64 " (rows %" PRIu64 ")",
+                                p.prob_pages, p.prob_bytes, n, b, p.rows);
     if (pc->nhot > pc->hot_max || page_index_touches(pc->index) > PAGE_INDEX_TOUCH_MAX ||
         pc->nfmap > FMAP_MAX)
         pagefs_invariant_failed("page_cache", "bounds: hot %zu/%zu, touches %zu, files %zu",

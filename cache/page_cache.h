@@ -11,9 +11,9 @@
  * Concurrent misses of one page share one fetch (single flight). A changed version of a key
  * drops the old version's pages. How often bytes read from disk are checked against their
  * block checksums is the verify level (conf->verify): every time (default), once per page and
- * run, or never; a page that fails is dropped and refetched, never served. Capacity is bounded by bytes on disk; least recently used
- * pages are evicted in batches between a high and a low watermark. Pages may be stored
- * zstd-compressed (conf->compress_level).
+ * run, or never; a page that fails is dropped and refetched, never served. Capacity is bounded by bytes on disk; pages are evicted
+ * in batches, and conf->evict says which pages the cache keeps when it is full. Pages may be
+ * stored zstd-compressed (conf->compress_level).
  *
  * Thread safety: all functions may be called from many threads at once.
  * Ownership: page_cache_create/destroy; pc_file is ref-counted (open gives one reference,
@@ -43,6 +43,23 @@ enum page_cache_verify {
                            handed out as file ranges (sizes are still checked) */
 };
 
+/* Which pages the cache keeps when it is full (conf->evict). */
+enum page_cache_evict {
+    /* Default. Least recently used pages go first, but once the pages the cache keeps fill it
+     * (all but its top 1/32, the probation band), a newly stored page is kept only in place of
+     * a kept page idle longer than 1.25 x the longest recent reuse interval (re-reads of kept
+     * pages, a decaying maximum, in accesses); otherwise it lives on probation in the band and
+     * is evicted first, unless it is read again (then it is kept, and the least recently used
+     * kept page moves to probation). So a cache smaller than a dataset read in shuffled epochs
+     * keeps a stable part of it and serves about capacity/dataset of each epoch (LRU evicts
+     * what the next epoch reads and serves far less), while a working set that changes is
+     * still replaced: its old pages outlive the limit. The state (which pages are on probation,
+     * the reuse maximum) lives in the index and survives restarts. */
+    PC_EVICT_STABLE = 0,
+    /* Least recently used pages first, in batches from the high watermark down to the low. */
+    PC_EVICT_LRU,
+};
+
 /* A log line from the cache (a page dropped as corrupt, ...): level is a syslog level. */
 typedef void (*page_cache_log_fn)(void *ud, int level, const char *msg);
 
@@ -51,8 +68,12 @@ struct page_cache_conf {
     uint32_t page_size;   /* bytes, power of two, 64 KiB .. 64 MiB; default 1 MiB */
     uint64_t capacity;    /* bytes of page data to keep at most; 0 = default 10 GiB */
     uint64_t min_free;    /* keep at least this many bytes free on the cache filesystem */
-    unsigned high_pct;    /* evict when usage exceeds high_pct% of capacity (default 95) */
-    unsigned low_pct;     /* ... down to low_pct% (default 85) */
+    unsigned high_pct;    /* evict=lru: evict when usage exceeds high_pct% of capacity (default
+                             95) ... */
+    unsigned low_pct;     /* ... down to low_pct% (default 85); evict=stable evicts pages on
+                             probation when usage exceeds the capacity, down to the middle of
+                             the probation band (the prefetch admission uses the low mark too) */
+    enum page_cache_evict evict; /* default PC_EVICT_STABLE */
     int compress_level;   /* zstd level for pages at rest (a page is stored compressed when
                              that saves at least 1/8 of it); 0 = no compression */
     enum page_cache_verify verify; /* default PC_VERIFY_FULL */
@@ -100,6 +121,22 @@ struct page_cache_stats {
     uint64_t unread_bytes;       /* their bytes on disk, now */
     uint64_t compressed;         /* pages stored compressed */
     uint64_t compress_saved;     /* bytes those pages saved on disk when they were stored */
+    /* Eviction policy (evict=stable; see enum page_cache_evict). */
+    uint64_t probation_stored;   /* pages stored on probation: the kept pages filled the cache
+                                    and none was idle past the reuse limit */
+    uint64_t replacements;       /* pages stored as kept in place of a kept page idle past the
+                                    limit (which moves to probation) */
+    uint64_t promotions;         /* pages on probation read again, kept since */
+    uint64_t demotions;          /* kept pages moved to probation (the least recently used of
+                                    them, when the kept pages exceed their room) */
+    uint64_t rereads;            /* reads of a resident page that started a new access of it
+                                    (a re-reference: one reuse interval) */
+    uint64_t ghost_hits;         /* pages stored again soon after they were evicted (their
+                                    ghost was still in memory: one reuse interval) */
+    uint64_t probation_pages;    /* pages on probation now (a gauge) */
+    uint64_t probation_bytes;    /* their bytes on disk, now */
+    uint64_t reuse_limit;        /* the idle time past which a kept page may be replaced, in
+                                    accesses (1.25 x the decaying maximum reuse interval), now */
 };
 
 /* Opens (or creates) the cache in conf->dir. The index is reset if it is damaged or of
@@ -170,7 +207,8 @@ void page_cache_release_ext(struct pc_extent *ext, size_t n);
 
 /* Prefetch under cache pressure. Pages that read-ahead or directory prefetch stored and nobody
  * has read yet are kept until they are read: eviction takes every other page first. They may
- * hold at most half of the low watermark; a prefetch (page_cache_prefetch, _range) fetches
+ * hold at most half of the low watermark (evict=stable, once the kept pages fill their room:
+ * only what those leave below the middle of the probation band); a prefetch (page_cache_prefetch, _range) fetches
  * only what fits in that (a run shrinks, or nothing is fetched: -ENOSPC, prefetch_denied), so
  * prefetch never fetches what the cache cannot keep until it is read. A prefetched page that
  * stayed unread for 5 minutes gives its room to a new prefetch that needs it (a lost bet).

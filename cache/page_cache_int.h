@@ -39,6 +39,7 @@ struct page_index;
 #define PC_FETCH_PREFETCH 0x100u         /* pc_get_range() flag: a prefetch, not a read (private) */
 #define UNREAD_PROTECT_MS (300u * 1000u) /* a prefetched page is kept unread at least this long */
 #define FMAP_MAX 32768u
+#define PROBATION_DIV 32u /* evict=stable: the probation band is 1/32 of the capacity */
 
 /* Verified bytes of page idx: [off, off + len) of the page's plen bytes. refs is atomic;
  * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
@@ -118,6 +119,7 @@ struct page_cache {
     char *dir;               /* owned; store.dir points to it */
     struct page_store store; /* page files: directory, page and block size, zstd level */
     enum page_cache_verify verify;
+    enum page_cache_evict evict;
     int peer_copy; /* keep pages of units other nodes own like our own (conf->peer_copy) */
     page_cache_log_fn log; /* NULL: none */
     void *log_ud;
@@ -153,6 +155,27 @@ static inline uint64_t pc_now_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+/* evict=stable: bytes of the probation band at the top of the capacity (1/PROBATION_DIV of
+ * it, at least two pages of the mean size resident - a page size when none is -, at most half
+ * of it); the kept pages may hold the rest. */
+static inline uint64_t pc_probation_band(const struct page_cache *pc)
+{
+    uint64_t band = pc->capacity / PROBATION_DIV;
+    uint64_t unit = pc->stats.pages_resident ? pc->stats.bytes_resident / pc->stats.pages_resident
+                                             : pc->store.page_size;
+    if (band < 2 * unit)
+        band = 2 * unit;
+    return band < pc->capacity / 2 ? band : pc->capacity / 2;
+}
+
+/* Bytes of the kept pages (resident bytes but those on probation). */
+uint64_t pc_kept_bytes(const struct page_cache *pc);
+
+/* evict=stable, under the lock: where a new page of `stored` bytes would go now (page_cache.c,
+ * "Placement"). Asks the index for its least recently used kept page. */
+enum pc_place { PC_PLACE_ROOM, PC_PLACE_REPLACE, PC_PLACE_PROBATION };
+enum pc_place pc_stable_place(struct page_cache *pc, uint64_t stored);
 
 /* Bytes of page idx of f. */
 static inline size_t pc_page_len(const struct page_cache *pc, const struct pc_file *f, uint64_t idx)
@@ -236,8 +259,10 @@ void pc_unread_forget_file(struct page_cache *pc, int64_t file_id);
 void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes);
 
 /* Bytes of prefetched, not yet read pages the cache holds at most: half its low watermark,
- * so what readers fetch themselves always has the other half to live in. */
-uint64_t pc_unread_cap(const struct page_cache *pc);
+ * so what readers fetch themselves always has the other half to live in; under evict=stable,
+ * once the kept pages fill their room, at most what they leave below the middle of the
+ * probation band. */
+uint64_t pc_unread_cap(struct page_cache *pc);
 
 /* The known-files table: the entry of key (h: XXH3-64 of key), or NULL; delete; clear. */
 struct fent *pc_fmap_find(struct page_cache *pc, const char *key, uint64_t h);

@@ -12,9 +12,10 @@
  *     bound its callers keep (page_cache_prefetch_mem, mem_budget.h).
  *   - Admission: prefetch fetches only what the cache can keep until it is read. Pages stored
  *     by prefetch and not read yet (page_tables.c) may hold at most pc_unread_cap() bytes
- *     (half the low watermark); a run is cut to what fits, or nothing is fetched (-ENOSPC,
- *     prefetch_denied); pages left unread for UNREAD_PROTECT_MS give their room to a new
- *     prefetch that needs it (lost bets).
+ *     (half the low watermark; less under evict=stable once the kept pages fill their room);
+ *     a run is cut to what fits, or nothing is fetched (-ENOSPC, prefetch_denied); pages left
+ *     unread for UNREAD_PROTECT_MS give their room to a new prefetch that needs it (lost
+ *     bets).
  *
  * Invariants (under pc->lock): pf_reserved is the sum of the admitted bytes of prefetches
  * under way; a registered page is published exactly once, on every path.

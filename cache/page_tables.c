@@ -352,10 +352,21 @@ void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_
 }
 
 /* Bytes of prefetched, not yet read pages the cache holds at most: half its low watermark,
- * so what readers fetch themselves always has the other half to live in. */
-uint64_t pc_unread_cap(const struct page_cache *pc)
+ * so what readers fetch themselves always has the other half to live in. Under evict=stable,
+ * once the kept pages fill their room, the cap is at most what they leave below the middle of
+ * the probation band (the top half is for the pages readers fetch), so unread pages never push
+ * kept ones out: a prefetched page then goes on probation, or replaces a kept page while the
+ * policy still replaces them - and letting prefetch replace more there (evict=lru's cap while
+ * no reuse was seen) costs the next epoch a tenth of what the cache serves. */
+uint64_t pc_unread_cap(struct page_cache *pc)
 {
-    return pc->low_bytes / 2;
+    uint64_t cap = pc->low_bytes / 2;
+    if (pc->evict == PC_EVICT_STABLE && pc_stable_place(pc, pc->store.page_size) != PC_PLACE_ROOM) {
+        uint64_t kept = pc_kept_bytes(pc), top = pc->capacity - pc_probation_band(pc) / 2;
+        uint64_t left = kept < top ? top - kept : 0;
+        cap = left < cap ? left : cap;
+    }
+    return cap;
 }
 
 /* ---- known files (under the lock) ---- */

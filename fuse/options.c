@@ -387,6 +387,9 @@ static const struct opt_word log_level_words[] = {
 static const struct opt_word verify_words[] = {
     {"full", PC_VERIFY_FULL}, {"once", PC_VERIFY_ONCE}, {"none", PC_VERIFY_NONE}, {NULL, 0},
 };
+static const struct opt_word evict_words[] = {
+    {"stable", PC_EVICT_STABLE}, {"lru", PC_EVICT_LRU}, {NULL, 0},
+};
 static const struct opt_word on_off_words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
 
 static int parse_endpoint(struct pagefs_options *o, const struct opt *d, const char *val,
@@ -486,6 +489,13 @@ static const struct opt options[] = {
     {.name = "cache_free", .kind = OPT_SIZE, FIELD(cache_free), .max = UINT64_MAX,
      .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_CACHE_FREE, .hint = "expected a size like 1G",
      .arg = "SIZE", .help = "free space kept on the cache file system (default %D)"},
+    {.name = "evict", .kind = OPT_WORD, FIELD(evict), .words = evict_words, .flags = OPT_F_DEF,
+     .def = PC_EVICT_STABLE, .arg = "stable|lru",
+     .help = "which pages a full cache keeps: stable = once the pages it keeps fill it, a new "
+             "page replaces one only if that one was idle past 1.25x the longest recent reuse "
+             "interval, else it stays in a small probation band (read again: kept), so a "
+             "dataset larger than the cache read in shuffled epochs is served about "
+             "cache/dataset of each epoch (default); lru = least recently used first"},
     {.name = "page_size", .kind = OPT_SIZE, FIELD(page_size), .min = PAGEFS_MIN_PAGE_SIZE,
      .max = PAGEFS_MAX_PAGE_SIZE, .flags = OPT_F_DEF | OPT_F_POW2,
      .def = PAGEFS_DEFAULT_PAGE_SIZE, .hint = "a power of two from 64K to 64M", .arg = "SIZE",

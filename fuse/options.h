@@ -98,6 +98,7 @@ struct pagefs_options {
                              * directory's budget (cache/dir_ledger.h); 0 off */
     int compress_level;     /* zstd level of pages at rest; 0 = no compression */
     int verify;             /* enum page_cache_verify: full (default), once, none */
+    int evict;              /* enum page_cache_evict: stable (default), lru */
     char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */
     /* Cluster cache (backends/members.h, backends/peer.h); all NULL / 0 without cluster=. */
     char *cluster;          /* cluster name */

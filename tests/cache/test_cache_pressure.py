@@ -1,19 +1,26 @@
 #!/usr/bin/python3
-"""Prefetch under cache pressure, through a real FUSE mount of a file:// source: with the cache
-at 10% to 200% of the dataset, no epoch fetches more than the dataset's bytes, whatever the
-order (issue: prefetched files were evicted before they were read and fetched again, 2.04x the
-dataset in the first epoch at half its size with the default directory prefetch).
+"""Prefetch and eviction under cache pressure, through a real FUSE mount of a file:// source:
+with the cache at 10% to 200% of the dataset, no epoch fetches more than the dataset's bytes,
+whatever the order (issue: prefetched files were evicted before they were read and fetched
+again, 2.04x the dataset in the first epoch at half its size with the default directory
+prefetch), under both eviction policies; and with the default policy (evict=stable) every
+shuffled epoch from the second serves at least 0.95 x cache/dataset of the dataset from the
+cache, where LRU (evict=lru, measured beside it) serves far less.
 
   - 800 small files (60-100 KB) in 16 directories, default options (dir_prefetch=8,
     read-ahead on): 3 epochs, 8 readers in a new shuffled order each epoch, and 3 epochs of
     one reader in name order (`cp -r`), for each cache size;
-  - 4 large files of 16 MiB read sequentially (read-ahead), with the cache at 10% and 50%.
+  - 4 large files of 16 MiB read sequentially (read-ahead), with the cache at 10% and 50%;
+  - the policy's state across a remount: 2 shuffled epochs, unmount, mount again on the same
+    cache directory, a third epoch serves as much (the index records the policy, the reuse
+    maximum and the pages on probation).
 Every byte read is checked. Bytes fetched from the store per epoch come from the daemon's
 counters (backend bytes_read). Counts, never timings. Run by ctest (label mount)."""
 
 import concurrent.futures
 import os
 import random
+import sqlite3
 import sys
 import unittest
 
@@ -80,7 +87,9 @@ class CachePressureTest(unittest.TestCase):
         return out
 
     def run_case(self, files, total, fraction, order, readers, options=()):
-        tag = "%s-%s-%g" % ("small" if files is self.small else "large", order, fraction)
+        """Bytes fetched per epoch; asserts that none fetched more than the dataset."""
+        tag = "%s-%s-%g%s" % ("small" if files is self.small else "large", order, fraction,
+                              "".join("-" + o for o in options))
         work = mountlib.TempDir("pressure-" + tag)
         try:
             cache = max(int(total * fraction) // KiB, 1024)
@@ -90,22 +99,79 @@ class CachePressureTest(unittest.TestCase):
                 fetched = self.epochs(m, files, order, readers)
                 s = m.stats()
             ratios = [round(f / total, 3) for f in fetched]
-            print("%-28s fetched/dataset per epoch %s  (denied %d, evicted unread %d, "
-                  "dir prefetches taken %d)" % (tag, ratios, s.get("cache_prefetch_denied", 0),
-                                                s.get("prefetch_evicted_unread", 0),
-                                                s.get("dir_prefetch_taken", 0)))
+            print("%-36s fetched/dataset per epoch %s  (denied %d, evicted unread %d, "
+                  "dir prefetches taken %d, on probation %d, promoted %d)"
+                  % (tag, ratios, s.get("cache_prefetch_denied", 0),
+                     s.get("prefetch_evicted_unread", 0), s.get("dir_prefetch_taken", 0),
+                     s.get("evict_probation_stored", 0), s.get("evict_promotions", 0)))
             for e, f in enumerate(fetched):
                 self.assertLessEqual(f, total, "%s epoch %d fetched %.3fx the dataset"
                                      % (tag, e + 1, f / total))
             if fraction >= 1.5:  # everything fits: later epochs come from the cache
                 self.assertEqual(fetched[1:], [0] * (EPOCHS - 1), tag)
+            return fetched
         finally:
             work.cleanup()
+
+    def assert_serves_its_share(self, tag, fetched, total, fraction):
+        """From the second epoch, at least 0.95 x cache/dataset of the bytes came from the
+        cache (the default policy keeps a stable part of the dataset)."""
+        for e, f in enumerate(fetched[1:], 2):
+            self.assertLessEqual(f, total * (1 - 0.95 * fraction),
+                                 "%s epoch %d served %.3f of the dataset, expected >= %.3f"
+                                 % (tag, e, 1 - f / total, 0.95 * fraction))
 
     def test_small_files_shuffled(self):
         for fraction in (0.1, 0.25, 0.5, 0.9, 2.0):
             with self.subTest(fraction=fraction):
-                self.run_case(self.small, self.small_bytes, fraction, "shuffled", 8)
+                stable = self.run_case(self.small, self.small_bytes, fraction, "shuffled", 8)
+                if fraction >= 1:
+                    continue
+                self.assert_serves_its_share("shuffled %g" % fraction, stable,
+                                             self.small_bytes, fraction)
+                lru = self.run_case(self.small, self.small_bytes, fraction, "shuffled", 8,
+                                    options=["evict=lru"])
+                # LRU evicts what the next epoch reads: it serves far less.
+                for e in range(1, EPOCHS):
+                    self.assertLess(self.small_bytes - lru[e],
+                                    0.8 * (self.small_bytes - stable[e]), "epoch %d" % (e + 1))
+
+    def test_policy_survives_a_remount(self):
+        fraction, total = 0.5, self.small_bytes
+        work = mountlib.TempDir("pressure-remount")
+        try:
+            opts = ["cache_size=%dK" % (int(total * fraction) // KiB), "cache_free=0"]
+            names = sorted(self.small)
+            fetched = []
+            for run in range(2):
+                with mountlib.Mount(self.pagefs, "file://" + self.src, work.path,
+                                    options=opts) as m:
+                    for epoch in range(2 if run == 0 else 1):
+                        random.Random(100 + len(fetched)).shuffle(names)
+                        before = m.stats()["bytes_read"]
+                        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+                            list(ex.map(lambda rel: self.read_checked(m, rel, self.small[rel]),
+                                        names))
+                        self.assertTrue(mountlib.drop_kernel_caches())
+                        fetched.append(m.stats()["bytes_read"] - before)
+                    s = m.stats()
+                if run == 0:
+                    self.assertGreater(s["evict_reuse_limit"], 0)
+                    self.assertGreater(s["probation_pages"], 0)
+                    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(
+                        work.path, "cache", "index.sqlite"), uri=True)
+                    meta = dict(db.execute("SELECT k, v FROM meta"))
+                    db.close()
+                    self.assertEqual(meta["evict_policy"], "stable")
+                    self.assertGreater(int(meta["evict_reuse"]), 0)
+                    limit = s["evict_reuse_limit"]
+                else:  # the state came back with the new daemon
+                    self.assertGreaterEqual(s["evict_reuse_limit"], limit // 2)
+            print("remount at %g: fetched/dataset per epoch %s"
+                  % (fraction, [round(f / total, 3) for f in fetched]))
+            self.assert_serves_its_share("remount", fetched, total, fraction)
+        finally:
+            work.cleanup()
 
     def test_small_files_in_name_order(self):
         for fraction in (0.1, 0.5, 2.0):

@@ -223,8 +223,10 @@ static ssize_t read_page(struct cache_env *e, struct pc_file *f, const unsigned 
 static void test_lru_order_survives_restart(void)
 {
     struct cache_env e;
-    /* 8 pages of capacity; evict when above 100%, down to 75% (6 pages). */
+    /* 8 pages of capacity; evict=lru: evict when above 100%, down to 75% (6 pages). */
     cache_env_init(&e, "pc", PS, 8 * PS, 100, 75);
+    e.conf.evict = PC_EVICT_LRU;
+    cache_env_restart(&e);
     size_t size = 12 * PS;
     unsigned char *data = cache_env_make_source(&e, "lru.bin", size, 3);
     struct pc_file *f = cache_env_open_key(&e, "lru.bin", NULL);
@@ -315,6 +317,7 @@ static void test_foreign_pages_evicted_first(void)
         e.pc = NULL;
         CHECK_EQ(backend_layer_create(e.be, &foreign_ops, sizeof(void *), &e.be), 0);
         e.conf.peer_copy = copy;
+        e.conf.evict = PC_EVICT_LRU; /* (evict=stable: tests/cache/test_evict_policy.c) */
         CHECK_EQ(cache_env_open_cache(&e), 0);
         size_t own_size = 6 * PS, f_size = 4 * PS;
         unsigned char *own = cache_env_make_source(&e, "own.bin", own_size, 5);
@@ -394,6 +397,8 @@ static void test_prefetch_kept_until_read(void)
 {
     struct cache_env e;
     cache_env_init(&e, "pc", PS, 20 * PS, 100, 50); /* low watermark 10 pages: room for 5 */
+    e.conf.evict = PC_EVICT_LRU; /* (evict=stable: tests/cache/test_evict_policy.c) */
+    cache_env_restart(&e);
     size_t asize = 8 * PS, bsize = 40 * PS;
     unsigned char *a = cache_env_make_source(&e, "a.bin", asize, 5);
     unsigned char *b = cache_env_make_source(&e, "b.bin", bsize, 6);

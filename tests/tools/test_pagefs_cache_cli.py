@@ -126,7 +126,7 @@ class PagefsCacheCliTest(unittest.TestCase):
         self.assertEqual(r.stderr, "")
         v = parse_text(r.stdout)
         self.assertEqual(v["cache directory"], self.cache)
-        self.assertEqual(v["schema version"], "2")  # cache/cache_db.h CACHE_DB_SCHEMA_VERSION
+        self.assertEqual(v["schema version"], "3")  # cache/cache_db.h CACHE_DB_SCHEMA_VERSION
         self.assertEqual(v["page size"], str(PS))
         self.assertEqual(v["files"], str(len(SOURCES)))
         self.assertEqual(v["pages"], str(PAGES))
@@ -137,7 +137,7 @@ class PagefsCacheCliTest(unittest.TestCase):
         r = run("info", "--json", self.cache)
         self.assertEqual(r.returncode, 0, r.stderr)
         j = json.loads(r.stdout)
-        self.assertEqual(j, {"cache_dir": self.cache, "schema_version": 2, "page_size": PS,
+        self.assertEqual(j, {"cache_dir": self.cache, "schema_version": 3, "page_size": PS,
                              "files": len(SOURCES), "pages": PAGES, "bytes": BYTES,
                              "listings": 2, "entries": 4})
         # Options may follow the directory.

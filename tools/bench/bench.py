@@ -5,6 +5,8 @@
         [--profile cloud|loopback] [--fs pagefs,s3fs,rclone] [--runs 3] [--out DIR]
         [--workloads a,b,...] [--no-shaper] [--workdir DIR] [--keep-workdir]
     /usr/bin/python3 tools/bench/bench.py --build BUILD --cluster [--size ...] [--runs N] ...
+    /usr/bin/python3 tools/bench/bench.py --build BUILD --small-cache [--size ...] [--runs N]
+        [--epochs 3] ...
     /usr/bin/python3 tools/bench/bench.py --validate DIR/results.json [--fs pagefs]
 
 One run: generates the datasets from a fixed seed into a local directory, starts a throwaway
@@ -28,6 +30,13 @@ process the harness started is stopped by its pid (see infra.py).
 daemons on one host, independent and then in one cluster, reading the small files and the
 shards at once, and a cluster read node by node; output in docs/benchmarks/<date>-<size>-
 <profile>-cluster/ (results.json with a "cluster" object, tables.txt; no chart).
+
+--small-cache runs the small-cache workload instead (small_cache.py; pagefs only, no
+ceilings): the small files read in --epochs shuffled epochs (8 readers) with the cache at 25%,
+50% and 90% of their bytes, under evict=lru and evict=stable in the same run; per epoch the
+bucket's bytes, the share served from the cache and the hit ratio; output in
+docs/benchmarks/<date>-<size>-<profile>-small-cache/ (results.json with a "small_cache" object,
+tables.txt; no chart).
 """
 
 import argparse
@@ -285,7 +294,7 @@ def _brief(wl, res):
 def default_out(args):
     return os.path.join(ROOT, "docs", "benchmarks", "%s-%s-%s%s" % (
         datetime.date.today().isoformat(), args.size, args.profile,
-        "-cluster" if args.cluster else ""))
+        "-cluster" if args.cluster else "-small-cache" if args.small_cache else ""))
 
 
 def parse_args(argv):
@@ -322,6 +331,12 @@ def parse_args(argv):
     ap.add_argument("--cluster", action="store_true",
                     help="run the cluster workload (3 pagefs nodes, independent and in one"
                     " cluster; see cluster.py) instead of the per-filesystem workloads")
+    ap.add_argument("--small-cache", action="store_true",
+                    help="run the small-cache workload (pagefs with the cache at 25%%, 50%% and "
+                    "90%% of the small files, evict=lru beside evict=stable, --epochs shuffled "
+                    "epochs; see small_cache.py) instead of the per-filesystem workloads")
+    ap.add_argument("--epochs", type=int, default=3,
+                    help="with --small-cache: shuffled epochs per cache size and policy (>= 3)")
     ap.add_argument("--validate", metavar="JSON", help="check a results.json and exit")
     args = ap.parse_args(argv)
     args.fs = [f for f in args.fs.split(",") if f]
@@ -336,7 +351,11 @@ def parse_args(argv):
             ap.error("unknown workload %s" % w)
     if args.validate:
         return args
-    if args.cluster:
+    if args.cluster and args.small_cache:
+        ap.error("--cluster and --small-cache are separate runs")
+    if args.small_cache and args.epochs < 3:
+        ap.error("--epochs must be at least 3")
+    if args.cluster or args.small_cache:
         args.fs = ["pagefs"]
         args.workloads = []
         args.no_ceilings = True
@@ -361,6 +380,7 @@ def main(argv):
 
     import cluster
     import datasets
+    import small_cache
     import workloads
 
     if os.geteuid() != 0:
@@ -371,8 +391,8 @@ def main(argv):
         return 2
     for tool, pkg in (("fio", "fio"), ("curl", "curl"), ("fusermount3", "fuse3"),
                       ("s3fs", "s3fs"), ("rclone", "rclone")):
-        if (tool in ("s3fs", "rclone") and tool not in args.fs) or (tool == "fio"
-                                                                      and args.cluster):
+        if (tool in ("s3fs", "rclone") and tool not in args.fs) or (
+                tool == "fio" and (args.cluster or args.small_cache)):
             continue
         if shutil.which(tool) is None:
             print("bench.py: %s not found (apt-get install %s)" % (tool, pkg), file=sys.stderr)
@@ -401,18 +421,23 @@ def main(argv):
                           "runs": args.runs, "seed": args.seed, "workloads": args.workloads,
                           "shaped": not args.no_shaper,
                           "restart": args.restart, "pagefs_opts": args.pagefs_opts,
-                          "cluster": args.cluster, "cluster_opts": args.cluster_opts},
+                          "cluster": args.cluster, "cluster_opts": args.cluster_opts,
+                          "small_cache": args.small_cache, "epochs": args.epochs},
                  "workload_params": {"readers": workloads.READERS,
                                      "net_parallel": workloads.NET_PARALLEL,
                                      "loader_workers": workloads.LOADER_WORKERS,
                                      "loader_compute_ms": workloads.LOADER_COMPUTE_MS,
                                      "fio_jobs": workloads.FIO_JOBS,
                                      "cluster_nodes": cluster.NODES,
-                                     "cluster_shard_streams": cluster.SHARD_STREAMS},
+                                     "cluster_shard_streams": cluster.SHARD_STREAMS,
+                                     "small_cache_fractions": small_cache.FRACTIONS,
+                                     "small_cache_policies": small_cache.POLICIES},
                  "workdir": workdir})
     results = {"meta": meta, "shaper_selftest": {}, "workloads": {}, "failures": []}
     if args.cluster:
         results["cluster"] = {"runs": []}
+    if args.small_cache:
+        results["small_cache"] = {"runs": []}
     for wl in wls:
         results["workloads"][wl.name] = {
             "name": wl.name, "title": wl.title, "metric": wl.metric, "unit": wl.unit,
@@ -450,7 +475,12 @@ def main(argv):
             r, failed = cluster.run(run_idx, args, ds, store, shaper, workdir, cleanup, timeout)
             results["cluster"]["runs"].append(r)
             results["failures"] += failed
-        for run_idx in range(0 if args.cluster else args.runs):
+        for run_idx in range(args.runs if args.small_cache else 0):
+            r, failed = small_cache.run(run_idx, args, ds, store, shaper, workdir, cleanup,
+                                        timeout, run_pass)
+            results["small_cache"]["runs"].append(r)
+            results["failures"] += failed
+        for run_idx in range(0 if args.cluster or args.small_cache else args.runs):
             for fs in args.fs:
                 for wl in wls:
                     entry = results["workloads"][wl.name]["fs"][fs]
@@ -511,6 +541,9 @@ def main(argv):
                 r["summary"] = report.summarize_passes(r["runs"], wl["metric"])
     if args.cluster:
         results["cluster"]["summary"] = report.summarize_cluster(results["cluster"]["runs"])
+    if args.small_cache:
+        results["small_cache"]["summary"] = report.summarize_small_cache(
+            results["small_cache"]["runs"])
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
@@ -537,6 +570,9 @@ def main(argv):
     if args.cluster:
         text += report.cluster_table(results["cluster"]["summary"], ds.total_bytes,
                                      len(results["cluster"]["runs"]))
+    if args.small_cache:
+        text += report.small_cache_table(results["small_cache"]["summary"], ds.small_bytes,
+                                         len(ds.small), len(results["small_cache"]["runs"]))
     if results["failures"]:
         text += "\n\nFAILURES:\n" + "\n".join("  " + f for f in results["failures"])
     text += "\n\ntotal time: %.0f s%s\n" % (results["meta"]["seconds"],
@@ -545,12 +581,13 @@ def main(argv):
     with open(os.path.join(args.out, "tables.txt"), "w") as f:
         f.write(text)
     try:
-        if not args.cluster:
+        if not args.cluster and not args.small_cache:
             report.chart(results, args.fs, os.path.join(args.out, "chart.png"),
                          "%s, profile %s, %s" % (args.size, args.profile, started[:10]))
     except Exception as e:
         log("chart failed: %s" % e)
-    log("wrote %s/{results.json,tables.txt%s}" % (args.out, "" if args.cluster else ",chart.png"))
+    log("wrote %s/{results.json,tables.txt%s}" % (
+        args.out, "" if args.cluster or args.small_cache else ",chart.png"))
     if interrupted:
         return 130
     return 0 if not results["failures"] else 1

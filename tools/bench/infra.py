@@ -338,7 +338,7 @@ def make_mount(kind, build, store, workdir, tag, cache_bytes, cleanup, extra_opt
         env.update(AWS_ACCESS_KEY_ID=store.access_key, AWS_SECRET_ACCESS_KEY=store.secret_key,
                    AWS_REGION=store.region, HOME="/nonexistent")
         opts = ["endpoint=" + store.endpoint, "cache_dir=" + cache,
-                "cache_size=%dM" % (cache_bytes >> 20)] + list(extra_opts)
+                "cache_size=%dK" % (cache_bytes >> 10)] + list(extra_opts)
         cmd = [os.path.join(build, "pagefs"), "mount", "s3://" + store.bucket, mp,
                "-o", ",".join(opts), "-f"]
     elif kind == "s3fs":

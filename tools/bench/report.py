@@ -2,7 +2,10 @@
 
 The cluster workload (bench.py --cluster) has its own summary, table and check
 (summarize_cluster, cluster_table, validate_cluster): one row per pass, per-node figures side
-by side, and the ratios cluster/independent and from-peers/from-bucket.
+by side, and the ratios cluster/independent and from-peers/from-bucket. So has the small-cache
+workload (bench.py --small-cache: summarize_small_cache, small_cache_table,
+validate_small_cache): one row per cache size and eviction policy, per epoch the bucket's
+bytes, the share served from the cache and the hit ratio, and the check of its goal.
 
 Summaries: every figure of every run is kept; the summary of a (workload, filesystem, pass)
 is the median over runs with min and max beside it. Tables print one block per workload with
@@ -266,6 +269,8 @@ def validate(path, fs_expected=None):
     fs_list = fs_expected or meta.get("args", {}).get("fs", [])
     if "cluster" in data:
         problems += validate_cluster(data)
+    elif "small_cache" in data:
+        problems += validate_small_cache(data)
     elif not data.get("workloads"):
         problems.append("no workloads")
     for name, wl in data.get("workloads", {}).items():
@@ -284,7 +289,8 @@ def validate(path, fs_expected=None):
                 if len(r.get("runs", [])) < 1:
                     problems.append("%s/%s: no runs" % (name, fs))
     base = os.path.dirname(os.path.abspath(path))
-    for sibling in ("tables.txt",) if "cluster" in data else ("tables.txt", "chart.png"):
+    no_chart = "cluster" in data or "small_cache" in data
+    for sibling in ("tables.txt",) if no_chart else ("tables.txt", "chart.png"):
         p = os.path.join(base, sibling)
         if not os.path.isfile(p) or os.path.getsize(p) == 0:
             problems.append("%s missing or empty next to the JSON" % sibling)
@@ -484,4 +490,100 @@ def validate_cluster(data):
                 if not _num(v) or v <= 0:
                     problems.append("cluster %s/%s node %d: no valid %s" % (scen, ps,
                                                                             n["node"], k))
+    return problems
+
+
+# -- the small-cache workload (bench.py --small-cache) ----------------------------------------
+
+SMALL_CACHE_FIGURES = ("served", "bucket_x", "hit_ratio", "files_per_s")
+
+
+def summarize_small_cache(runs):
+    """runs: [{key: {fraction, policy, cache_bytes, epochs: [figures]}}] -> per key the medians
+    (min, max) of each epoch's figures over the runs."""
+    out = {}
+    for k in sorted(set(k for r in runs for k in r)):
+        rs = [r[k] for r in runs if k in r and not r[k].get("error")]
+        if not rs:
+            continue
+        n = max(len(r["epochs"]) for r in rs)
+        out[k] = {"fraction": rs[0]["fraction"], "policy": rs[0]["policy"],
+                  "cache_bytes": rs[0]["cache_bytes"],
+                  "epochs": [{f: stat_of([r["epochs"][e].get(f) for r in rs
+                                          if len(r["epochs"]) > e])
+                              for f in SMALL_CACHE_FIGURES} for e in range(n)]}
+    return out
+
+
+def small_cache_check(summary):
+    """[(fraction, epoch, served, wanted)] of the evict=stable epochs from the second that served
+    less than 0.95 x cache/dataset (the workload's goal); empty when all met it."""
+    misses = []
+    for s in summary.values():
+        if s["policy"] != "stable" or s["fraction"] >= 1:
+            continue
+        for e, ep in enumerate(s["epochs"][1:], 2):
+            v = _med(ep, "served")
+            if v is None or v < 0.95 * s["fraction"]:
+                misses.append((s["fraction"], e, v, 0.95 * s["fraction"]))
+    return misses
+
+
+def small_cache_table(summary, ds_small_bytes, nfiles, runs):
+    """The small-cache workload's block of text: one row per (cache size, policy), per epoch
+    the bucket's bytes (x the dataset), the share served from the cache and the hit ratio."""
+    lines = ["", "== small_cache: %d small files (%s), cache at %s of them, 8 shuffled readers, "
+             "evict=lru beside evict=stable  [medians of %d run%s]"
+             % (nfiles, _fmt_bytes(ds_small_bytes),
+                ", ".join("%.0f%%" % (100 * f) for f in sorted(set(
+                    s["fraction"] for s in summary.values()))), runs, "" if runs == 1 else "s")]
+    n = max((len(s["epochs"]) for s in summary.values()), default=0)
+    rows = [["cache", "policy"] + ["epoch %d: bucket/served/hit, files/s" % (e + 1)
+                                   for e in range(n)]]
+    for k in sorted(summary, key=lambda k: (summary[k]["fraction"], summary[k]["policy"])):
+        s = summary[k]
+        row = ["%.0f%% (%s)" % (100 * s["fraction"], _fmt_bytes(s["cache_bytes"])), s["policy"]]
+        for ep in s["epochs"]:
+            def f(name, fmt):
+                v = _med(ep, name)
+                return "-" if v is None else fmt % v
+            row.append("%s %s %s, %s" % (f("bucket_x", "%.2fx"), f("served", "%.3f"),
+                                         f("hit_ratio", "%.3f"), f("files_per_s", "%.0f")))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows if len(r) > i) for i in range(len(rows[0]))]
+    for j, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+        if j == 0:
+            lines.append("-" * len(lines[-1]))
+    misses = small_cache_check(summary)
+    lines.append("  goal: evict=stable serves >= 0.95 x cache/dataset of every epoch from the "
+                 "second: %s" % ("met" if not misses else "NOT met: " + "; ".join(
+                     "%.0f%% epoch %d served %s < %.3f" % (100 * f, e, "n/a" if v is None
+                                                            else "%.3f" % v, w)
+                     for f, e, v, w in misses)))
+    lines.append("  (bucket = the shaper's bytes down over the epoch, x the small files' bytes; "
+                 "served = 1 - that; hit = pagefs page hits / (hits + misses), hits include "
+                 "pages prefetched just before the reader came)")
+    return "\n".join(lines)
+
+
+def validate_small_cache(data):
+    problems = []
+    c = data.get("small_cache") or {}
+    if not c.get("runs"):
+        problems.append("small_cache: no runs")
+    s = c.get("summary") or {}
+    for f in ("0.25", "0.5", "0.9"):
+        for p in ("lru", "stable"):
+            r = s.get("%s/%s" % (f, p))
+            if not r:
+                problems.append("small_cache: no summary of %s/%s" % (f, p))
+                continue
+            if len(r["epochs"]) < 3:
+                problems.append("small_cache %s/%s: %d epochs" % (f, p, len(r["epochs"])))
+            for e, ep in enumerate(r["epochs"], 1):
+                for k in ("bucket_x", "files_per_s"):
+                    v = _med(ep, k)
+                    if not _num(v) or v < 0:
+                        problems.append("small_cache %s/%s epoch %d: no valid %s" % (f, p, e, k))
     return problems
