@@ -5,12 +5,15 @@
  * helpers that latch the first failure, so a document is either complete or not returned.
  * With encoding-type=url the keys, prefixes, delimiter, markers and start-after are written
  * percent-encoded (s3api_url_encode()), as S3 does; the element text is escaped by the
- * writer either way.
+ * writer either way. Text that XML 1.0 cannot hold (not UTF-8, control characters) fails the
+ * document: a client that lists such keys asks for encoding-type=url (boto3 and the AWS CLI
+ * always do).
  */
 #include "fuse/s3api_xml.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <libxml/xmlstring.h>
 #include <libxml/xmlwriter.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,9 +60,22 @@ static void w_end(struct w *w)
         w->failed = 1;
 }
 
+/* Text XML 1.0 can hold: UTF-8 without control characters other than tab, LF and CR (the
+ * writer would copy anything else through into a broken document). */
+static int xml_text_ok(const char *s)
+{
+    if (!xmlCheckUTF8(BAD_CAST s))
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
+            return 0;
+    return 1;
+}
+
 static void w_elem(struct w *w, const char *name, const char *text)
 {
-    if (!w->failed && xmlTextWriterWriteElement(w->tw, BAD_CAST name, BAD_CAST text) < 0)
+    if (!w->failed && (!xml_text_ok(text) ||
+                       xmlTextWriterWriteElement(w->tw, BAD_CAST name, BAD_CAST text) < 0))
         w->failed = 1;
 }
 
