@@ -951,15 +951,16 @@ enum s3api_err s3api_check_conditions(const char *if_match, const char *if_none_
     return S3API_OK;
 }
 
-/* A decimal number of at most 19 digits at *p (advanced). */
+/* A decimal number at *p (advanced), saturating at UINT64_MAX: a position past any object is
+ * one past this one's end. */
 static int read_u64(const char **p, uint64_t *out)
 {
     uint64_t v = 0;
     int digits = 0;
     while (isdigit((unsigned char)**p)) {
-        if (++digits > 19)
-            return -1;
-        v = v * 10 + (uint64_t)(**p - '0');
+        unsigned d = (unsigned)(**p - '0');
+        v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+        digits++;
         (*p)++;
     }
     if (!digits)
