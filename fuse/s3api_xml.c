@@ -74,8 +74,8 @@ static int xml_text_ok(const char *s)
 
 static void w_elem(struct w *w, const char *name, const char *text)
 {
-    if (!w->failed && (!xml_text_ok(text) ||
-                       xmlTextWriterWriteElement(w->tw, BAD_CAST name, BAD_CAST text) < 0))
+    if (!w->failed &&
+        (!xml_text_ok(text) || xmlTextWriterWriteElement(w->tw, BAD_CAST name, BAD_CAST text) < 0))
         w->failed = 1;
 }
 

@@ -80,19 +80,23 @@ static enum s3api_err suite_case(const char *path, const char *query, const char
              "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
              "SignedHeaders=host;x-amz-date, Signature=%s",
              sig);
-    const char *h[] = {"Host",           "example.amazonaws.com",
-                       "X-Amz-Date",     "20150830T123600Z",
-                       "Authorization",  authz,
-                       "x-amz-content-sha256", EMPTY_SHA,
+    const char *h[] = {"Host",
+                       "example.amazonaws.com",
+                       "X-Amz-Date",
+                       "20150830T123600Z",
+                       "Authorization",
+                       authz,
+                       "x-amz-content-sha256",
+                       EMPTY_SHA,
                        NULL};
     return verify("GET", path, query, h, SUITE_SECRET, SUITE_NOW, NULL);
 }
 
 static void test_sigv4_suite(void)
 {
-    CHECK_EQ(suite_case("/", NULL,
-                        "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"),
-             S3API_OK);
+    CHECK_EQ(
+        suite_case("/", NULL, "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"),
+        S3API_OK);
     /* get-vanilla-query-order-key-case: parameters sorted by name. */
     CHECK_EQ(suite_case("/", "Param2=value2&Param1=value1",
                         "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"),
@@ -111,9 +115,9 @@ static void test_sigv4_suite(void)
                         "2cdec8eed098649ff3a119c94853b13c643bcf08f8b0a1d91e12c9027818dd04"),
              S3API_OK);
     snprintf(p, sizeof(p), "/%s", unreserved);
-    CHECK_EQ(suite_case(p, NULL,
-                        "07ef7494c76fa4850883e2b006601f940f8a34d404d0cfa977f52a65bbf5f24f"),
-             S3API_OK);
+    CHECK_EQ(
+        suite_case(p, NULL, "07ef7494c76fa4850883e2b006601f940f8a34d404d0cfa977f52a65bbf5f24f"),
+        S3API_OK);
     /* get-utf8: a path of U+1234, sent raw or encoded (the same canonical URI). */
     CHECK_EQ(suite_case("/%E1%88%B4", NULL,
                         "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85"),
@@ -126,9 +130,9 @@ static void test_sigv4_suite(void)
                         "652487583200325589f1fba4c7e578f72c47cb61beeca81406b39ddec1366741"),
              S3API_OK);
     /* One bit off: SignatureDoesNotMatch. */
-    CHECK_EQ(suite_case("/", NULL,
-                        "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf30"),
-             S3API_ERR_SIGNATURE_MISMATCH);
+    CHECK_EQ(
+        suite_case("/", NULL, "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf30"),
+        S3API_ERR_SIGNATURE_MISMATCH);
     /* The same signature for another request. */
     CHECK_EQ(suite_case("/", "Param1=value1",
                         "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"),
@@ -142,11 +146,16 @@ static void test_sigv4_s3_get_object(void)
         "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request,"
         "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,"
         "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
-    const char *h[] = {"Host",    "examplebucket.s3.amazonaws.com",
-                       "Range",   "bytes=0-9",
-                       "x-amz-content-sha256", EMPTY_SHA,
-                       "x-amz-date", "20130524T000000Z",
-                       "Authorization", authz,
+    const char *h[] = {"Host",
+                       "examplebucket.s3.amazonaws.com",
+                       "Range",
+                       "bytes=0-9",
+                       "x-amz-content-sha256",
+                       EMPTY_SHA,
+                       "x-amz-date",
+                       "20130524T000000Z",
+                       "Authorization",
+                       authz,
                        NULL};
     char *creq = NULL;
     CHECK_EQ(verify("GET", "/test.txt", NULL, h, S3DOC_SECRET, S3DOC_NOW, &creq), S3API_OK);
@@ -157,11 +166,16 @@ static void test_sigv4_s3_get_object(void)
     /* A wrong secret; a changed signed header; the clock 16 minutes off either way. */
     CHECK_EQ(verify("GET", "/test.txt", NULL, h, SUITE_SECRET, S3DOC_NOW, NULL),
              S3API_ERR_SIGNATURE_MISMATCH);
-    const char *h2[] = {"Host",    "examplebucket.s3.amazonaws.com",
-                        "Range",   "bytes=0-10",
-                        "x-amz-content-sha256", EMPTY_SHA,
-                        "x-amz-date", "20130524T000000Z",
-                        "Authorization", authz,
+    const char *h2[] = {"Host",
+                        "examplebucket.s3.amazonaws.com",
+                        "Range",
+                        "bytes=0-10",
+                        "x-amz-content-sha256",
+                        EMPTY_SHA,
+                        "x-amz-date",
+                        "20130524T000000Z",
+                        "Authorization",
+                        authz,
                         NULL};
     CHECK_EQ(verify("GET", "/test.txt", NULL, h2, S3DOC_SECRET, S3DOC_NOW, NULL),
              S3API_ERR_SIGNATURE_MISMATCH);
@@ -172,8 +186,14 @@ static void test_sigv4_s3_get_object(void)
     CHECK_EQ(verify("GET", "/test.txt", NULL, h, S3DOC_SECRET, S3DOC_NOW - 16 * 60, NULL),
              S3API_ERR_TIME_SKEWED);
     /* A signed header missing from the request. */
-    const char *h3[] = {"Host", "examplebucket.s3.amazonaws.com", "x-amz-content-sha256",
-                        EMPTY_SHA, "x-amz-date", "20130524T000000Z", "Authorization", authz,
+    const char *h3[] = {"Host",
+                        "examplebucket.s3.amazonaws.com",
+                        "x-amz-content-sha256",
+                        EMPTY_SHA,
+                        "x-amz-date",
+                        "20130524T000000Z",
+                        "Authorization",
+                        authz,
                         NULL};
     CHECK_EQ(verify("GET", "/test.txt", NULL, h3, S3DOC_SECRET, S3DOC_NOW, NULL),
              S3API_ERR_SIGNATURE_MISMATCH);
@@ -222,8 +242,8 @@ static void test_sigv4_s3_presigned(void)
 
 static enum s3api_err auth_of(const char *authz, const char *date, const char *sha)
 {
-    const char *h[] = {"Host", "h", "Authorization", authz, "x-amz-date", date,
-                       "x-amz-content-sha256", sha, NULL};
+    const char *h[] = {
+        "Host", "h", "Authorization", authz, "x-amz-date", date, "x-amz-content-sha256", sha, NULL};
     if (!date)
         h[4] = "x-other";
     if (!sha)
@@ -334,8 +354,7 @@ static void test_operations(void)
     CHECK_EQ(op_of("GET", "/bucket/k", "versionId=3", &op), S3API_ERR_NOT_IMPLEMENTED);
     CHECK_EQ(op_of("GET", "/bucket/k", "versionId=null", &op), S3API_OK);
     /* Decoding: keys with %2F, spaces, '+', '%' and UTF-8; '+' in a query is a space. */
-    CHECK_EQ(s3api_parse_request("GET", "/bucket/a%2Fb%20c+d%25%C3%BC", "prefix=x+y%2Bz", NULL,
-                                 &r),
+    CHECK_EQ(s3api_parse_request("GET", "/bucket/a%2Fb%20c+d%25%C3%BC", "prefix=x+y%2Bz", NULL, &r),
              S3API_OK);
     CHECK_STR(r.bucket, "bucket");
     CHECK_STR(r.key, "a/b c+d%\xc3\xbc");
@@ -406,8 +425,7 @@ static void test_hostile(void)
     CHECK_EQ(s3api_parse_request("GET", "/bkt/k", "prefix=%00", NULL, &r), S3API_ERR_INVALID_URI);
     CHECK_EQ(s3api_parse_request("GET", "b/k", NULL, NULL, &r), S3API_ERR_INVALID_URI);
     CHECK_EQ(s3api_parse_request("GET", "/a/k", NULL, NULL, &r), S3API_ERR_INVALID_BUCKET_NAME);
-    CHECK_EQ(s3api_parse_request("GET", "/b%2Fc/k", NULL, NULL, &r),
-             S3API_ERR_INVALID_BUCKET_NAME);
+    CHECK_EQ(s3api_parse_request("GET", "/b%2Fc/k", NULL, NULL, &r), S3API_ERR_INVALID_BUCKET_NAME);
     char *longkey = malloc(2100);
     memset(longkey, 'k', 2099);
     memcpy(longkey, "/bb/", 4);
@@ -435,8 +453,7 @@ static void test_hostile(void)
     CHECK_EQ(s3api_key_plausible("/a"), 0);
     CHECK_EQ(s3api_key_plausible(""), 0);
     CHECK_EQ(s3api_key_plausible("a/..b"), 1);
-    CHECK_EQ(s3api_parse_request("GET", "/bucket/%2E%2E%2Fetc%2Fpasswd", NULL, NULL, &r),
-             S3API_OK);
+    CHECK_EQ(s3api_parse_request("GET", "/bucket/%2E%2E%2Fetc%2Fpasswd", NULL, NULL, &r), S3API_OK);
     CHECK_EQ(s3api_key_plausible(r.key), 0);
     s3api_request_clear(&r);
 }
@@ -496,8 +513,7 @@ static void test_conditions(void)
     CHECK_EQ(s3api_check_conditions("\"abc\"", NULL, NULL, NULL, etag, t), S3API_OK);
     CHECK_EQ(s3api_check_conditions("\"x\"", NULL, NULL, NULL, etag, t),
              S3API_ERR_PRECONDITION_FAILED);
-    CHECK_EQ(s3api_check_conditions(NULL, "\"abc\"", NULL, NULL, etag, t),
-             S3API_ERR_NOT_MODIFIED);
+    CHECK_EQ(s3api_check_conditions(NULL, "\"abc\"", NULL, NULL, etag, t), S3API_ERR_NOT_MODIFIED);
     CHECK_EQ(s3api_check_conditions(NULL, "\"x\"", NULL, NULL, etag, t), S3API_OK);
     CHECK_EQ(s3api_check_conditions(NULL, NULL, "Fri, 24 May 2013 00:00:00 GMT", NULL, etag, t),
              S3API_ERR_NOT_MODIFIED);
@@ -507,11 +523,10 @@ static void test_conditions(void)
              S3API_ERR_PRECONDITION_FAILED);
     /* If-Match true wins over If-Unmodified-Since false; If-None-Match false over
      * If-Modified-Since (S3's documented pairs). */
-    CHECK_EQ(s3api_check_conditions("\"abc\"", NULL, NULL, "Thu, 23 May 2013 00:00:00 GMT", etag,
-                                     t),
-             S3API_OK);
-    CHECK_EQ(s3api_check_conditions(NULL, "\"x\"", "Fri, 24 May 2013 00:00:00 GMT", NULL, etag,
-                                     t),
+    CHECK_EQ(
+        s3api_check_conditions("\"abc\"", NULL, NULL, "Thu, 23 May 2013 00:00:00 GMT", etag, t),
+        S3API_OK);
+    CHECK_EQ(s3api_check_conditions(NULL, "\"x\"", "Fri, 24 May 2013 00:00:00 GMT", NULL, etag, t),
              S3API_OK);
     CHECK_EQ(s3api_check_conditions(NULL, NULL, "garbage", NULL, etag, t), S3API_OK);
 }
@@ -527,7 +542,8 @@ static void test_xml(void)
     CHECK_EQ(n, strlen(x));
     free(x);
     CHECK_EQ(s3api_xml_location("us-east-1", &x, &n), 0);
-    CHECK(x && strstr(x, "<LocationConstraint xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"/>"));
+    CHECK(x &&
+          strstr(x, "<LocationConstraint xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"/>"));
     free(x);
     CHECK_EQ(s3api_xml_location("eu-west-1", &x, &n), 0);
     CHECK(x && strstr(x, ">eu-west-1</LocationConstraint>"));
