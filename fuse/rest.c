@@ -390,8 +390,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0; /* answered early: discard the rest of the body */
         return MHD_YES;
     }
-    if (l->is_s3)
-        return s3api_request(l->rs, c, ctx, method); /* at the first call: bodies are refused */
+    if (l->is_s3) {
+        /* A read is answered at the second call: a response queued at the first (the headers
+         * alone) makes libmicrohttpd close the connection after it, and S3 clients keep theirs
+         * alive. A write is refused at once (its body is never read). */
+        int is_read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        if (is_read && !ctx->parsed && *upload_data_size == 0) {
+            ctx->parsed = 1;
+            return MHD_YES;
+        }
+        return s3api_request(l->rs, c, ctx, method);
+    }
     if (!ctx->parsed) {
         ctx->parsed = 1;
         char *q = strchr(ctx->uri, '?');
