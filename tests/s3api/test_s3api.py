@@ -15,7 +15,11 @@ NUL, garbage) get 4xx and the daemon keeps serving. The chained cache: a second 
 s3://BUCKET/PREFIX with endpoint= the first daemon's S3 API, reads byte-exact, its warm epoch
 makes no request to the first, and its own S3 API (a prefix now) accepts its store
 credentials and answers NoSuchKey outside the prefix. rclone and s3fs mount the S3 API and
-read the tree byte-exact (skipped when the tool is missing)."""
+read the tree byte-exact (skipped when the tool is missing).
+
+With --s3-env ENVFILE (the rgw fixture) the origin is a radosgw bucket mounted with a prefix:
+the S3 API answers the origin's bucket name, keys and ETags, accepts the daemon's own store
+credentials (no keys file), keeps to the prefix, and serves a second sync from the cache."""
 
 import filecmp
 import hashlib
@@ -574,6 +578,96 @@ class S3ApiTest(unittest.TestCase):
             subprocess.run(["fusermount3", "-u", mp], capture_output=True)
 
 
+S3_ENV = {}
+
+
+class S3OriginTest(unittest.TestCase):
+    """An s3:// origin (radosgw) mounted with a prefix: the origin's names and ETags."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not S3_ENV:
+            raise unittest.SkipTest("no --s3-env given")
+        if boto3 is None:
+            raise unittest.SkipTest("no boto3")
+        cls.pagefs = mountlib.pagefs_binary()
+        cls.work = mountlib.TempDir("s3api-rgw")
+        ak, sk = S3_ENV["AWS_ACCESS_KEY_ID"], S3_ENV["AWS_SECRET_ACCESS_KEY"]
+        cls.origin = boto3.client("s3", endpoint_url=S3_ENV["PAGEFS_TEST_S3_ENDPOINT"],
+                                  aws_access_key_id=ak, aws_secret_access_key=sk,
+                                  region_name="us-east-1",
+                                  config=Config(s3={"addressing_style": "path"}))
+        cls.bucket = "pagefs-s3api-%d" % os.getpid()
+        cls.origin.create_bucket(Bucket=cls.bucket)
+        cls.files = {"pre/f%03d.txt" % i: b"%d\n" % i * (i + 1) for i in range(30)}
+        cls.files["pre/sub/odd key+%.txt"] = b"odd\n"
+        cls.files["pre/large.bin"] = os.urandom(3 << 20)
+        cls.files["other/outside.txt"] = b"outside\n"
+        cls.files["prefix-sibling.txt"] = b"sibling\n"
+        for k, v in cls.files.items():
+            cls.origin.put_object(Bucket=cls.bucket, Key=k, Body=v)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(AWS_ACCESS_KEY_ID=ak, AWS_SECRET_ACCESS_KEY=sk, HOME="/nonexistent")
+        cls.port = mountlib.free_port()
+        cls.mount = mountlib.Mount(cls.pagefs, "s3://%s/pre" % cls.bucket, cls.work.path,
+                                   env=env,
+                                   options=["endpoint=" + S3_ENV["PAGEFS_TEST_S3_ENDPOINT"],
+                                            "page_size=256K", "s3api=127.0.0.1:%d" % cls.port])
+        cls.mount.start()
+        cls.s3 = client(cls.port, ak=ak, sk=sk)
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "mount", None):
+            cls.mount.stop()
+        if getattr(cls, "origin", None):
+            for k in cls.files:
+                cls.origin.delete_object(Bucket=cls.bucket, Key=k)
+            cls.origin.delete_bucket(Bucket=cls.bucket)
+        if getattr(cls, "work", None):
+            cls.work.cleanup()
+
+    def test_origin_names_etags_and_prefix(self):
+        self.assertEqual([b["Name"] for b in self.s3.list_buckets()["Buckets"]], [self.bucket])
+        mine = s3_sorted(k for k in self.files if k.startswith("pre/"))
+        got, want = [], {}
+        for page in self.s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, PaginationConfig={"PageSize": 7}):
+            got += page.get("Contents", [])
+        for page in self.origin.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix="pre/"):
+            want.update({o["Key"]: o for o in page["Contents"]})
+        self.assertEqual([o["Key"] for o in got], mine)
+        for o in got:
+            self.assertEqual(o["ETag"], want[o["Key"]]["ETag"], o["Key"])
+            self.assertEqual(o["Size"], want[o["Key"]]["Size"], o["Key"])
+        for k in ("pre/sub/odd key+%.txt", "pre/large.bin", "pre/f007.txt"):
+            r = self.s3.get_object(Bucket=self.bucket, Key=k)
+            self.assertEqual(r["Body"].read(), self.files[k], k)
+            o = self.origin.head_object(Bucket=self.bucket, Key=k)
+            self.assertEqual(r["ETag"], o["ETag"], k)
+            self.assertEqual(r["LastModified"], o["LastModified"], k)
+        for k in ("other/outside.txt", "prefix-sibling.txt", "pre"):
+            self.assertEqual(error_code(self.s3.get_object, Bucket=self.bucket, Key=k)[0],
+                             "NoSuchKey", k)
+        r = self.s3.list_objects_v2(Bucket=self.bucket, Delimiter="/")
+        self.assertEqual([p["Prefix"] for p in r.get("CommonPrefixes", [])], ["pre/"])
+        self.assertEqual(r.get("KeyCount"), 1)
+        r = self.s3.list_objects_v2(Bucket=self.bucket, Prefix="other/")
+        self.assertEqual(r.get("KeyCount"), 0)
+
+    def test_second_read_from_cache(self):
+        keys = s3_sorted(k for k in self.files if k.startswith("pre/"))
+        for k in keys:
+            self.s3.get_object(Bucket=self.bucket, Key=k)["Body"].read()
+        before = self.mount.backend_calls()
+        for k in keys:
+            self.assertEqual(self.s3.get_object(Bucket=self.bucket, Key=k)["Body"].read(),
+                             self.files[k])
+        self.s3.list_objects_v2(Bucket=self.bucket)
+        self.assertEqual(self.mount.backend_calls(), before)
+
+
 class S3ApiOptionsTest(unittest.TestCase):
     """Start-up errors of the S3 API's options, and s3api_anonymous."""
 
@@ -645,8 +739,28 @@ class S3ApiOptionsTest(unittest.TestCase):
 
 
 def main():
+    args = sys.argv[1:]
+    loader = unittest.defaultTestLoader
+    if "--s3-env" in args:
+        i = args.index("--s3-env")
+        path = args[i + 1]
+        del args[i:i + 2]
+        if not os.path.exists(path):
+            print("SKIP: no radosgw env file %s" % path, file=sys.stderr)
+            sys.exit(77)
+        with open(path) as f:
+            for line in f:
+                k, sep, v = line.strip().partition("=")
+                if sep:
+                    S3_ENV[k] = v
+        tests = loader.loadTestsFromTestCase(S3OriginTest)
+    elif args:
+        tests = loader.loadTestsFromNames(args, sys.modules[__name__])
+    else:
+        tests = unittest.TestSuite([loader.loadTestsFromTestCase(S3ApiTest),
+                                    loader.loadTestsFromTestCase(S3ApiOptionsTest)])
     mountlib.skip_unless_fuse()
-    result = unittest.main(exit=False, verbosity=2).result
+    result = unittest.TextTestRunner(verbosity=2).run(tests)
     sys.exit(0 if result.wasSuccessful() else 1)
 
 
