@@ -263,6 +263,26 @@ int backend_layer_counters(struct backend *be, struct backend_counters *out)
     return inner->ops->counters(inner, out);
 }
 
+int backend_layer_credentials(struct backend *be, char *buf, size_t len)
+{
+    return backend_credentials(backend_layer_inner(be), buf, len);
+}
+
+int backend_credentials(struct backend *be, char *buf, size_t len)
+{
+    if (!be || !be->ops->credentials)
+        return -ENOTSUP;
+    return be->ops->credentials(be, buf, len);
+}
+
+int backend_has_credentials(struct backend *be)
+{
+    char buf[4096];
+    int rc = backend_credentials(be, buf, sizeof(buf));
+    explicit_bzero(buf, sizeof(buf));
+    return rc == 0;
+}
+
 int backend_layer_where(struct backend *be, struct backend_where *out)
 {
     struct backend *inner = backend_layer_inner(be);

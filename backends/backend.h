@@ -141,6 +141,10 @@ struct backend_ops {
     /* The endpoint and region the store's requests go to (resolved from the options, the
      * environment and the profile as the backend did); NULL: the source URL says it all. */
     int (*where)(struct backend *be, struct backend_where *out);
+    /* The signing credentials in force as "ACCESS_KEY:SECRET" in buf (len bytes; the caller
+     * wipes it), for a front end that accepts the daemon's own keys (fuse/s3api.c); -ENOTSUP
+     * for a backend that does not sign, -ENOSPC when buf is too small. NULL: none. */
+    int (*credentials)(struct backend *be, char *buf, size_t len);
     void (*destroy)(struct backend *be);
 };
 
@@ -192,6 +196,11 @@ static inline int backend_owned_elsewhere(struct backend *be, const char *key, u
     return be->ops->owned_elsewhere ? be->ops->owned_elsewhere(be, key, off) : 0;
 }
 
+/* be->ops->credentials(), or -ENOTSUP without it. */
+int backend_credentials(struct backend *be, char *buf, size_t len);
+/* Does the store sign its requests with credentials (backend_credentials() succeeds)? */
+int backend_has_credentials(struct backend *be);
+
 void backend_stat_clear(struct backend_stat *st);
 void backend_list_page_clear(struct backend_list_page *page);
 /* Append an entry (strings are copied). Returns 0 or -ENOMEM. */
@@ -220,6 +229,7 @@ static inline struct backend *backend_layer_inner(const struct backend *be)
 /* Pass-through counters: the inner backend's, or -ENOTSUP when it keeps none. */
 int backend_layer_counters(struct backend *be, struct backend_counters *out);
 int backend_layer_where(struct backend *be, struct backend_where *out);
+int backend_layer_credentials(struct backend *be, char *buf, size_t len);
 /* Pass-through destroy: destroys the inner backend, frees priv and the layer. */
 void backend_layer_destroy(struct backend *be);
 

@@ -107,6 +107,7 @@ static const struct backend_ops fault_ops = {
     .check = fault_check,
     .counters = backend_layer_counters,
     .where = backend_layer_where,
+    .credentials = backend_layer_credentials,
     .destroy = backend_layer_destroy,
 };
 

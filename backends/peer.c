@@ -438,6 +438,7 @@ static const struct backend_ops peer_ops = {
     .check = peer_check,
     .counters = backend_layer_counters,
     .where = backend_layer_where,
+    .credentials = backend_layer_credentials,
     .owned_elsewhere = peer_owned_elsewhere,
     .destroy = peer_destroy,
 };

@@ -298,6 +298,7 @@ static const struct backend_ops retry_ops = {
     .check = retry_check,
     .counters = backend_layer_counters,
     .where = backend_layer_where,
+    .credentials = backend_layer_credentials,
     .destroy = backend_layer_destroy,
 };
 

@@ -451,6 +451,25 @@ static int s3_counters(struct backend *be, struct backend_counters *out)
     return 0;
 }
 
+/* The current set as "KEY:SECRET" (the provider's userpwd); -ENOTSUP for anonymous requests. */
+static int s3_credentials(struct backend *be, char *buf, size_t len)
+{
+    struct s3 *s3 = be->priv;
+    const struct aws_cred_snap *snap = NULL;
+    if (!s3->creds)
+        return -ENOTSUP;
+    int ret = aws_cred_provider_get(s3->creds, &snap);
+    if (ret < 0)
+        return ret;
+    size_t n = strlen(snap->userpwd);
+    if (n < len)
+        memcpy(buf, snap->userpwd, n + 1);
+    else
+        ret = -ENOSPC;
+    aws_cred_snap_unref(snap);
+    return ret;
+}
+
 static const struct backend_ops s3_ops = {
     .name = "s3",
     .caps = BACKEND_CAP_VERSIONED | BACKEND_CAP_REMOTE,
@@ -460,6 +479,7 @@ static const struct backend_ops s3_ops = {
     .check = s3_check,
     .counters = s3_counters, /* credentials only: the stats layer above counts requests */
     .where = s3_where,
+    .credentials = s3_credentials,
     .destroy = s3_destroy,
 };
 

@@ -167,6 +167,7 @@ static const struct backend_ops stats_ops = {
     .check = stats_check,
     .counters = stats_counters,
     .where = backend_layer_where,
+    .credentials = backend_layer_credentials,
     .destroy = backend_layer_destroy,
 };
 

@@ -570,6 +570,10 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .health = health,
         .options = o,
         .cache_dir = cache_dir,
+        .s3api_listen = o->s3api,
+        .s3api_bucket = o->s3api_bucket,
+        .s3api_keys = o->s3api_keys,
+        .s3api_anonymous = o->s3api_anonymous,
     };
     rc = rest_server_create(&rconf, &rest, err, sizeof(err));
     if (rc < 0) {
@@ -623,6 +627,8 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     if (o->rest)
         fuse_log(FUSE_LOG_INFO, "pagefs: REST API, metrics and dashboard on http://%s/\n",
                  o->rest);
+    if (o->s3api)
+        fuse_log(FUSE_LOG_INFO, "pagefs: S3 API on http://%s/\n", o->s3api);
     fuse_log(FUSE_LOG_DEBUG, "pagefs: control socket %s\n", control_path);
     fuse_log(FUSE_LOG_DEBUG,
              "pagefs: cache_dir=%s page_size=%u cache_size=%llu meta_ttl=%u uid=%u gid=%u "

@@ -317,6 +317,20 @@ static int parse_listen_addr(const char *val)
     return 0;
 }
 
+/* A bucket name clients accept in a path or a host name: 3 to 63 of a-z 0-9 . -, starting and
+ * ending with a letter or digit. */
+static int s3api_bucket_name_ok(const char *b)
+{
+    size_t n = strlen(b);
+    if (n < 3 || n > 63 || b[0] == '.' || b[0] == '-' || b[n - 1] == '.' || b[n - 1] == '-')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '.' ||
+              b[i] == '-'))
+            return 0;
+    return 1;
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 enum opt_kind {
@@ -555,6 +569,19 @@ static const struct opt options[] = {
      .help = "serve the REST API, /metrics and the dashboard there (default: off; use a "
              "loopback address unless the network is trusted: the API is read-only and "
              "unauthenticated)"},
+    {.name = "s3api", .kind = OPT_CUSTOM, FIELD(s3api), .parse = parse_rest,
+     .hint = "HOST:PORT, e.g. 127.0.0.1:29998", .arg = "HOST:PORT",
+     .help = "serve the cached tree as a read-only S3 API there, for S3 clients (boto3, aws, "
+             "rclone, another pagefs): the origin's bucket and keys, SigV4-signed requests "
+             "(default: off; README \"S3 API\")"},
+    {.name = "s3api_bucket", .kind = OPT_STRING, FIELD(s3api_bucket), .arg = "NAME",
+     .help = "the bucket name the S3 API serves (default: the s3:// source's bucket; required "
+             "for http(s):// and file:// sources)"},
+    {.name = "s3api_keys", .kind = OPT_STRING, FIELD(s3api_keys), .arg = "FILE",
+     .help = "keys the S3 API accepts besides the daemon's own store credentials: "
+             "ACCESS_KEY:SECRET a line, mode 0600"},
+    {.name = "s3api_anonymous", .kind = OPT_FLAG, FIELD(s3api_anonymous), .val = 1,
+     .help = "the S3 API also serves unsigned requests (default: off)"},
 
     {.kind = OPT_SECTION, .help = "cluster cache (-o; every node: the same SOURCE, cluster and "
                                   "secret, its own cache_dir and rest=):"},
@@ -1018,6 +1045,14 @@ int pagefs_options_parse(int argc, char *const argv[], const struct pagefs_env *
     rc = check_cluster(out, err, errlen);
     if (rc < 0)
         return rc;
+    if (!out->s3api && (out->s3api_bucket || out->s3api_keys || out->s3api_anonymous))
+        return fail(err, errlen, "s3api_bucket=, s3api_keys= and s3api_anonymous need "
+                                 "s3api=HOST:PORT");
+    if (out->s3api && !out->s3api_bucket && src.kind != BACKEND_SOURCE_S3)
+        return fail(err, errlen, "s3api= needs s3api_bucket=NAME for an http(s):// or file:// "
+                                 "source");
+    if (out->s3api_bucket && !s3api_bucket_name_ok(out->s3api_bucket))
+        return fail(err, errlen, "s3api_bucket must be 3 to 63 of a-z 0-9 . - (an S3 bucket name)");
 
     out->source = strdup(pos[0]);
     out->mountpoint = strdup(pos[1]);
@@ -1049,6 +1084,9 @@ void pagefs_options_clear(struct pagefs_options *o)
     free(o->profile);
     free(o->cache_dir);
     free(o->rest);
+    free(o->s3api);
+    free(o->s3api_bucket);
+    free(o->s3api_keys);
     free(o->log_file);
     free(o->fuse_opts);
     free(o->given);

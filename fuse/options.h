@@ -100,6 +100,10 @@ struct pagefs_options {
     int verify;             /* enum page_cache_verify: full (default), once, none */
     int evict;              /* enum page_cache_evict: stable (default), lru */
     char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */
+    char *s3api;            /* S3 API listen address "HOST:PORT" (fuse/s3api.h); NULL = off */
+    char *s3api_bucket;     /* its bucket name; NULL: the s3:// source's */
+    char *s3api_keys;       /* ACCESS_KEY:SECRET lines it accepts; NULL: none */
+    int s3api_anonymous;    /* it serves unsigned requests too */
     /* Cluster cache (backends/members.h, backends/peer.h); all NULL / 0 without cluster=. */
     char *cluster;          /* cluster name */
     char *peers;            /* static member list file */

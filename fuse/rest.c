@@ -49,6 +49,7 @@
 #include "backends/source.h"
 #include "cache/tree.h"
 #include "fuse/config.h"
+#include "fuse/s3api_parse.h"
 
 #define MAX_CONNECTIONS 64
 /* The TCP listener of a cluster node: every peer keeps a few keep-alive connections to it (one
@@ -397,6 +398,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0; /* answered early: discard the rest of the body */
         return MHD_YES;
     }
+    if (l->is_s3) {
+        /* A read is answered at the second call: a response queued at the first (the headers
+         * alone) makes libmicrohttpd close the connection after it, and S3 clients keep theirs
+         * alive. A write is refused at once (its body is never read). */
+        int is_read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        if (is_read && !ctx->parsed && *upload_data_size == 0) {
+            ctx->parsed = 1;
+            return MHD_YES;
+        }
+        return s3api_request(l->rs, c, ctx, method);
+    }
     if (!ctx->parsed) {
         ctx->parsed = 1;
         char *q = strchr(ctx->uri, '?');
@@ -453,9 +465,10 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
 
 /* ---- sockets --------------------------------------------------------------------------- */
 
-/* A listening TCP socket on exactly "HOST:PORT" ("[v6]:PORT" too). Fills rs->host/port. */
-static int listen_tcp(struct rest_server *rs, const char *addr, int *fd_out, char *err,
-                      size_t errlen)
+/* A listening TCP socket on exactly "HOST:PORT" ("[v6]:PORT" too). Fills rs->host/port when
+ * `remember` (the REST listener's). */
+static int listen_tcp(struct rest_server *rs, const char *addr, int remember, int *fd_out,
+                      char *err, size_t errlen)
 {
     int rc, fd = -1;
     const char *colon = strrchr(addr, ':');
@@ -495,6 +508,11 @@ static int listen_tcp(struct rest_server *rs, const char *addr, int *fd_out, cha
         rc = -errno;
         snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(-rc));
         close(fd);
+        goto out_free_res;
+    }
+    if (!remember) {
+        *fd_out = fd;
+        rc = 0;
         goto out_free_res;
     }
     struct sockaddr_storage ss;
@@ -581,9 +599,11 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int fd)
         NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_URI_LOG_CALLBACK, on_uri, l,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)(!l->is_control && l->rs->secret ? CLUSTER_MAX_CONNECTIONS : MAX_CONNECTIONS),
+        (unsigned)(!l->is_control && !l->is_s3 && l->rs->secret ? CLUSTER_MAX_CONNECTIONS
+                                                                : MAX_CONNECTIONS),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(REST_MAX_URL * 4), MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(l->is_s3 ? S3API_MAX_URL * 4 : REST_MAX_URL * 4), MHD_OPTION_END);
 }
 
 /* ---- lifetime -------------------------------------------------------------------------- */
@@ -603,7 +623,7 @@ static void server_free(struct rest_server *rs)
 int rest_server_create(const struct rest_conf *conf, struct rest_server **out, char *err,
                        size_t errlen)
 {
-    int rc = -EINVAL, tcp_fd = -1, ctl_fd = -1;
+    int rc = -EINVAL, tcp_fd = -1, ctl_fd = -1, s3_fd = -1;
     snprintf(err, errlen, "invalid REST server configuration");
     if (!conf->control_path || !conf->source || !conf->be || !conf->pc || !conf->mc ||
         !conf->reader || !conf->health)
@@ -658,9 +678,22 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
         goto out_destroy_loads;
 
     if (conf->listen) {
-        rc = listen_tcp(rs, conf->listen, &tcp_fd, err, errlen);
+        rc = listen_tcp(rs, conf->listen, 1, &tcp_fd, err, errlen);
         if (rc < 0)
             goto out_destroy_history;
+    }
+    if (conf->s3api_listen) {
+        struct s3api_conf sconf = {.source = conf->source,
+                                   .bucket = conf->s3api_bucket,
+                                   .keys_file = conf->s3api_keys,
+                                   .anonymous = conf->s3api_anonymous,
+                                   .be = conf->be};
+        rc = s3api_create(&sconf, &rs->s3, err, errlen);
+        if (rc < 0)
+            goto out_close_tcp;
+        rc = listen_tcp(rs, conf->s3api_listen, 0, &s3_fd, err, errlen);
+        if (rc < 0)
+            goto out_close_tcp;
     }
     rc = listen_unix(conf->control_path, &ctl_fd, err, errlen);
     if (rc < 0)
@@ -672,11 +705,14 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
     pthread_sigmask(SIG_BLOCK, &all, &old);
     rs->ctl = (struct listener){.rs = rs, .is_control = 1};
     rs->tcp = (struct listener){.rs = rs, .is_control = 0};
+    rs->s3l = (struct listener){.rs = rs, .is_s3 = 1};
     rs->ctl.daemon = start_daemon(&rs->ctl, ctl_fd);
     if (rs->ctl.daemon && tcp_fd >= 0)
         rs->tcp.daemon = start_daemon(&rs->tcp, tcp_fd);
+    if (rs->ctl.daemon && (tcp_fd < 0 || rs->tcp.daemon) && s3_fd >= 0)
+        rs->s3l.daemon = start_daemon(&rs->s3l, s3_fd);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!rs->ctl.daemon || (tcp_fd >= 0 && !rs->tcp.daemon)) {
+    if (!rs->ctl.daemon || (tcp_fd >= 0 && !rs->tcp.daemon) || (s3_fd >= 0 && !rs->s3l.daemon)) {
         snprintf(err, errlen, "cannot start the REST server");
         rc = -EIO;
         goto out_stop_daemons;
@@ -687,13 +723,19 @@ int rest_server_create(const struct rest_conf *conf, struct rest_server **out, c
 out_stop_daemons:
     /* A started daemon owns (and closes) its socket. Whether a failed start closed its socket
      * depends on where it failed: leak it rather than risk closing a reused descriptor. */
+    if (rs->tcp.daemon)
+        MHD_stop_daemon(rs->tcp.daemon);
     if (rs->ctl.daemon)
         MHD_stop_daemon(rs->ctl.daemon);
     unlink(conf->control_path);
+    s3api_destroy(rs->s3);
     goto out_destroy_history;
 out_close_tcp:
     if (tcp_fd >= 0)
         close(tcp_fd);
+    if (s3_fd >= 0)
+        close(s3_fd);
+    s3api_destroy(rs->s3);
 out_destroy_history:
     history_destroy(rs->history);
 out_destroy_loads:
@@ -710,6 +752,9 @@ void rest_server_destroy(struct rest_server *rs)
 {
     if (!rs)
         return;
+    if (rs->s3l.daemon)
+        MHD_stop_daemon(rs->s3l.daemon);
+    s3api_destroy(rs->s3);
     if (rs->tcp.daemon)
         MHD_stop_daemon(rs->tcp.daemon);
     MHD_stop_daemon(rs->ctl.daemon);

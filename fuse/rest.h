@@ -5,6 +5,7 @@
  *
  * Two listeners share the handlers: a TCP one (only with -o rest=HOST:PORT; it binds exactly
  * that address) and the control socket, a unix socket at conf->control_path created 0600.
+ * A third, with -o s3api=HOST:PORT, serves only the read-only S3 API (fuse/s3api.h).
  * Everything is read-only except the control endpoints (POST /api/v1/evict), which answer 403
  * on TCP. Load jobs (rest_load.h) run in the server and are stopped at rest_server_destroy().
  * The server also keeps the last hour of the daemon's counters (fuse/history.h, a sampler thread
@@ -55,6 +56,12 @@ struct rest_conf {
      * create time only. */
     const struct pagefs_options *options;
     const char *cache_dir;
+    /* The read-only S3 API (fuse/s3api.h) on its own listener "HOST:PORT" (-o s3api=); NULL:
+     * off. Its bucket name, keys file and anonymous flag as in struct s3api_conf. */
+    const char *s3api_listen;
+    const char *s3api_bucket;
+    const char *s3api_keys;
+    int s3api_anonymous;
 };
 
 /* Counters of the cluster's server side. */

@@ -8,7 +8,8 @@
  *   rest_v1.c   the Alluxio-compatible API (/api/v1/master|worker|...: node, files, info,
  *               page, chunk, load) and the file-id map it needs;
  *   rest_api.c  the pagefs API (/api/v1/stats, history, load, evict, cache), /metrics,
- *               /healthz and the dashboard.
+ *               /healthz and the dashboard;
+ *   s3api.c     the read-only S3 API on its own listener (-o s3api=), fuse/s3api.h.
  * Requests are parsed (and fuzzed) in rest_parse.c; load jobs run in rest_load.c; counters
  * are rendered by stats.c.
  *
@@ -30,6 +31,7 @@
 #include "fuse/rest.h"
 #include "fuse/rest_load.h"
 #include "fuse/rest_parse.h"
+#include "fuse/s3api.h"
 
 struct pagefs_config;
 
@@ -55,6 +57,7 @@ struct listener {
     struct rest_server *rs;
     struct MHD_Daemon *daemon;
     int is_control; /* the unix control socket */
+    int is_s3;      /* the S3 API's listener (s3api.c answers everything on it) */
 };
 
 struct rest_server {
@@ -74,7 +77,8 @@ struct rest_server {
     uint64_t start_ms; /* CLOCK_MONOTONIC */
     struct id_map ids;
     struct load_engine *loads;
-    struct listener tcp, ctl;
+    struct listener tcp, ctl, s3l;
+    struct s3api *s3;                    /* -o s3api= (fuse/s3api.h), or NULL */
     const struct peer_secret *secret;    /* the cluster's, or NULL */
     struct pagefs_health *health;        /* /healthz (fuse/health.h) */
     struct pagefs_config *config;        /* "config" of /api/v1/stats (fuse/config.h), or NULL */
@@ -179,6 +183,12 @@ int rest_cluster_gate(struct rest_server *rs, const struct listener *l, struct M
 /* /v1/node?path=: the owner of the path's first unit (the node itself without a cluster). */
 enum MHD_Result rest_cluster_node(struct rest_server *rs, struct MHD_Connection *c,
                                   struct req_ctx *ctx);
+
+/* ---- s3api.c: the S3 API ---------------------------------------------------------------- */
+
+/* Answers a request of the S3 listener (ctx->uri is the raw URI; its query is cut off here). */
+enum MHD_Result s3api_request(struct rest_server *rs, struct MHD_Connection *c, struct req_ctx *ctx,
+                              const char *method);
 
 /* ---- rest_api.c: the pagefs API -------------------------------------------------------- */
 

@@ -2,7 +2,8 @@
 # install-deps.sh [--test] - installs the Debian 12 packages pagefs needs, if any are missing.
 #   (no flag)  what building and running pagefs needs
 #   --test     also what the test suite needs (radosgw, awscli, boto3, ...)
-#   --bench    also what the benchmarks need (the test set, peers s3fs and rclone, fio, torch)
+#   --bench    also what the benchmarks need (the test set, which has the peers s3fs and
+#              rclone, fio, torch)
 # Runs apt-get only when something is missing, so it is quick on a machine that has it all.
 set -euo pipefail
 
@@ -32,10 +33,10 @@ test_pkgs=(
   nginx-light openssl                    # autoindex server (+ a self-signed TLS cert) for the http(s):// tests
   clang libclang-rt-14-dev               # libFuzzer targets (scripts/fuzz.sh, run by test.sh)
   etcd-server                            # the cluster membership tests start a real etcd (3.4)
+  s3fs rclone                            # S3 API tests: both mount pagefs's S3 endpoint
 )
 
 bench_pkgs=(
-  s3fs rclone                            # the peers pagefs is measured against
   fio                                    # raw I/O patterns
   python3-torch python3-matplotlib       # the DataLoader workload; the chart
 )
