@@ -356,17 +356,25 @@ static unsigned place_new(struct page_cache *pc, const struct pc_file *f, uint64
 
 /* Under the lock: a page could not be written (counted in write_errors). If the file system
  * is full (ENOSPC/EDQUOT) before the capacity is reached, it holds less than the capacity:
- * what is resident now becomes the capacity for the rest of this run, and eviction brings
- * usage down to its low watermark, leaving room for new pages and for the index. */
+ * what is resident now becomes the capacity for the rest of this run (evict=stable: that
+ * much times low_pct/high_pct), and eviction brings usage down to its low mark, leaving room
+ * for new pages and for the index. */
 static void write_failed(struct page_cache *pc, int err)
 {
     pc->stats.write_errors++;
     uint64_t cap = pc->stats.bytes_resident;
-    if ((err != -ENOSPC && err != -EDQUOT) || cap == 0 || cap > pc->high_bytes)
+    int stable = pc->evict == PC_EVICT_STABLE;
+    if ((err != -ENOSPC && err != -EDQUOT) || cap == 0 ||
+        cap > (stable ? pc->capacity : pc->high_bytes))
         return;
+    /* evict=stable fills the capacity itself (no watermarks): it gets the room LRU's low
+     * watermark would leave, or the next page would find the disk full again. */
+    double room = (double)pc->low_bytes / (double)pc->high_bytes;
     pc->low_bytes = (uint64_t)((double)cap * (double)pc->low_bytes / (double)pc->capacity);
     pc->high_bytes = (uint64_t)((double)cap * (double)pc->high_bytes / (double)pc->capacity);
-    pc->capacity = cap;
+    pc->capacity = stable ? (uint64_t)((double)cap * room) : cap;
+    if (pc->capacity == 0)
+        pc->capacity = 1;
     maybe_evict(pc);
 }
 

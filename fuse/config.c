@@ -138,16 +138,20 @@ static int is_loopback(const struct sockaddr *sa)
     return 0;
 }
 
-int pagefs_config_rest_warning(const struct pagefs_options *o, char *buf, size_t len)
+/* 1 when addr ("HOST:PORT", an IPv6 literal in brackets) binds an address that is not loopback
+ * (the first one HOST resolves to, as fuse/rest.c listen_tcp() takes it), with that address
+ * in shown; 0 otherwise (also when HOST does not resolve: the server then fails with its own
+ * message). */
+static int binds_beyond_loopback(const char *addr, char *shown, size_t shown_len)
 {
-    const char *colon = o->rest ? strrchr(o->rest, ':') : NULL;
-    char host[256], shown[NI_MAXHOST];
+    const char *colon = addr ? strrchr(addr, ':') : NULL;
+    char host[256];
     struct addrinfo *res = NULL;
-    if (!colon || (size_t)(colon - o->rest) >= sizeof(host))
+    if (!colon || (size_t)(colon - addr) >= sizeof(host))
         return 0;
-    /* The host as the REST server takes it: brackets of an IPv6 literal removed. */
-    const char *h = o->rest;
-    size_t hl = (size_t)(colon - o->rest);
+    /* The host as the server takes it: brackets of an IPv6 literal removed. */
+    const char *h = addr;
+    size_t hl = (size_t)(colon - addr);
     if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
         h++;
         hl -= 2;
@@ -158,12 +162,18 @@ int pagefs_config_rest_warning(const struct pagefs_options *o, char *buf, size_t
                              .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
     if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
         return 0;
-    int warn = !is_loopback(res->ai_addr);
-    if (warn && getnameinfo(res->ai_addr, res->ai_addrlen, shown, sizeof(shown), NULL, 0,
-                            NI_NUMERICHOST) != 0)
-        snprintf(shown, sizeof(shown), "%s", host);
+    int beyond = !is_loopback(res->ai_addr);
+    if (beyond && getnameinfo(res->ai_addr, res->ai_addrlen, shown, (socklen_t)shown_len, NULL,
+                              0, NI_NUMERICHOST) != 0)
+        snprintf(shown, shown_len, "%s", host);
     freeaddrinfo(res);
-    if (!warn)
+    return beyond;
+}
+
+int pagefs_config_rest_warning(const struct pagefs_options *o, char *buf, size_t len)
+{
+    char shown[NI_MAXHOST];
+    if (!binds_beyond_loopback(o->rest, shown, sizeof(shown)))
         return 0;
     if (o->cluster)
         snprintf(buf, len,
@@ -179,6 +189,20 @@ int pagefs_config_rest_warning(const struct pagefs_options *o, char *buf, size_t
                  "start and stop load jobs that fill the cache; give a loopback address "
                  "(127.0.0.1:PORT) unless the network is trusted",
                  o->rest, shown);
+    return 1;
+}
+
+int pagefs_config_s3api_warning(const struct pagefs_options *o, char *buf, size_t len)
+{
+    char shown[NI_MAXHOST];
+    if (!o->s3api_anonymous || !binds_beyond_loopback(o->s3api, shown, sizeof(shown)))
+        return 0;
+    snprintf(buf, len,
+             "pagefs: s3api=%.256s listens on %.256s, not on loopback, with s3api_anonymous: "
+             "anyone who "
+             "can reach it can read the mount's objects without a signature; give a loopback "
+             "address (127.0.0.1:PORT) or drop s3api_anonymous unless the network is trusted",
+             o->s3api, shown);
     return 1;
 }
 
@@ -231,6 +255,8 @@ void pagefs_config_warn(const struct pagefs_options *o, const char *cache_dir)
     char line[1024];
     struct statvfs sv;
     if (pagefs_config_rest_warning(o, line, sizeof(line)))
+        fuse_log(FUSE_LOG_WARNING, "%s\n", line);
+    if (pagefs_config_s3api_warning(o, line, sizeof(line)))
         fuse_log(FUSE_LOG_WARNING, "%s\n", line);
     if (statvfs(cache_dir, &sv) == 0 &&
         pagefs_config_cache_warning(o, cache_dir, &sv, line, sizeof(line)))

@@ -13,6 +13,8 @@
  * daemon detaches):
  *   - rest= binds an address that is not loopback (0.0.0.0, a public address, a name that
  *     resolves to one): the REST API has no authentication;
+ *   - s3api= with s3api_anonymous binds an address that is not loopback: unsigned reads are
+ *     open to anyone who reaches it;
  *   - a cache_size= given is more than the file system of the cache directory can hold,
  *     cache_free kept free: the line says the real limit.
  *
@@ -57,6 +59,11 @@ struct json_object *pagefs_config_json(const struct pagefs_config *c);
  * takes it) is not a loopback address; 0 otherwise (also when the host does not resolve: the
  * server then fails with its own message). */
 int pagefs_config_rest_warning(const struct pagefs_options *o, char *buf, size_t len);
+
+/* The warning about o->s3api into buf ("pagefs: s3api=...", no newline). Returns 1 when
+ * s3api_anonymous is set and the address s3api= binds is not loopback (signed requests are
+ * authenticated, so a signed-only S3 API beyond loopback is not warned about); 0 otherwise. */
+int pagefs_config_s3api_warning(const struct pagefs_options *o, char *buf, size_t len);
 
 /* The bytes of pages a cache on file system sv can hold at most: its space usable by the
  * daemon (the blocks not reserved for root, as the cache counts free space) less cache_free. */

@@ -243,6 +243,33 @@ static void test_rest_warning(void)
     pagefs_options_clear(&o);
 }
 
+/* s3api= beyond loopback is warned about only when it serves unsigned reads. */
+static void test_s3api_warning(void)
+{
+    static const struct {
+        const char *opts;
+        int warn;
+    } cases[] = {
+        {"s3api=0.0.0.0:29998", 0},
+        {"s3api=127.0.0.1:29998,s3api_anonymous", 0},
+        {"s3api=[::1]:29998,s3api_anonymous", 0},
+        {"s3api=0.0.0.0:29998,s3api_anonymous", 1},
+        {"s3api=[::]:29998,s3api_anonymous", 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct pagefs_options o;
+        char line[1024] = "";
+        CHECK_EQ(parse(&o, "s3://bucket", cases[i].opts), 0);
+        int w = pagefs_config_s3api_warning(&o, line, sizeof(line));
+        if (w != cases[i].warn)
+            fprintf(stderr, "  %s: %d '%s'\n", cases[i].opts, w, line);
+        CHECK_EQ(w, cases[i].warn);
+        if (w)
+            CHECK(strstr(line, "not on loopback, with s3api_anonymous") != NULL);
+        pagefs_options_clear(&o);
+    }
+}
+
 static void test_cache_size_warning(void)
 {
     /* 1000 blocks of 1 MiB, 100 of them reserved for root: 900 MiB usable. */
@@ -288,6 +315,7 @@ int main(void)
     RUN(test_file_source);
     RUN(test_s3_endpoint_and_region);
     RUN(test_rest_warning);
+    RUN(test_s3api_warning);
     RUN(test_cache_size_warning);
     return test_finish();
 }
