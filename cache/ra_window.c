@@ -2,21 +2,16 @@
  * ra_window.c - read-ahead window sizing from the link (see ra_window.h).
  *
  * Design:
- *   - The link: samples with a ttfb update exponentially weighted means of the ttfb and of
- *     the transfer's time per byte (each new sample weighing max(1/n, 1/16): the first ones
- *     count fully, then about the last 16). Samples without one feed a weighted
- *     least-squares line through (bytes, us) - weighted means of x, y, x^2 and x*y, weighed
- *     alike. With a spread of sizes (coefficient of variation of at least 1/10) its slope is
- *     the time per byte and its intercept the ttfb; a negative intercept (noise) is taken as
- *     0 with the line through the mean. Without spread, a fit made earlier keeps its slope and
- *     moves its intercept to the mean. A sample more than RA_OUTLIER times what the link
- *     predicts (a retried GET) is clipped to that.
- *     The best rate is the largest the weighted mean of the rate reached, decaying by 1/2048
- *     per sample (so that it follows a link that became slower for good, in a few thousand
- *     GETs): the mean, not single samples, so that noise is not taken for room. Whether the
- *     link is shared out compares with it the rate of the last few GETs (weights 1/4), so
- *     that a window that just doubled sees the GETs it added split the link within an
- *     epoch.
+ *   - The link: a weighted least-squares line through the samples (each new one weighing
+ *     max(1/n, 1/16): the first ones count fully, then about the last 16): of (bytes, time of
+ *     the transfer after the first byte) when the transport measures the ttfb (whose own
+ *     weighted mean is kept alike), else of (bytes, time of the GET), whose intercept is then
+ *     the ttfb. A transfer line may cross zero above the origin (a link that sends the first
+ *     bytes of a reply at once - a shaper's token bucket, TCP's window - and the rest at its
+ *     rate): its slope is the rate all the same. With a spread of sizes (coefficient of
+ *     variation of at least 1/10) the slope is refitted; without, the line keeps its slope
+ *     and goes through the mean (the first samples of one size: through the origin). A
+ *     sample more than RA_OUTLIER times what the link predicts (a retried GET) is clipped.
  *   - The window: epochs and decisions as the header says.
  *
  * Invariants: min <= win <= max, all multiples of the page size.
@@ -28,9 +23,7 @@
 
 #define RA_OUTLIER 4.0
 #define RA_WEIGHT_MIN (1.0 / 16)
-#define RA_SPREAD 0.1 /* coefficient of variation of sizes a fit needs */
-#define RA_BEST_DECAY (1.0 - 1.0 / 2048)
-#define RA_NOW_WEIGHT (1.0 / 4)
+#define RA_SPREAD 0.1     /* coefficient of variation of sizes a line needs */
 #define RA_WAIT_SHARE 16u /* waited: at least 1/RA_WAIT_SHARE of the epoch */
 #define RA_MIN_PAGES 4u
 #define RA_UNFIT_CHUNK_PAGES 4u
@@ -40,18 +33,19 @@ void ra_link_init(struct ra_link *l)
     memset(l, 0, sizeof(*l));
 }
 
-/* The time the current fit (or mean) predicts for x bytes; 0 when nothing is known. */
-static double link_predict(const struct ra_link *l, double x)
-{
-    if (l->fitted)
-        return l->ttfb_us + l->us_per_byte * x;
-    return l->n ? l->my : 0; /* the mean time of a GET of the mean size */
-}
-
 static double weight(uint64_t n)
 {
     double a = 1.0 / (double)n;
     return a < RA_WEIGHT_MIN ? RA_WEIGHT_MIN : a;
+}
+
+/* The time the line (or, before there is one, the mean) predicts for x bytes; 0: unknown. */
+static double link_predict(const struct ra_link *l, double x)
+{
+    if (!l->fitted)
+        return l->n ? l->my : 0; /* the mean time of a GET of the mean size */
+    double t = l->a + l->b * x;
+    return (l->ndirect ? l->ttfb_us : 0) + (t > 0 ? t : 0);
 }
 
 void ra_link_sample(struct ra_link *l, uint64_t bytes, uint64_t ttfb_us, uint64_t us)
@@ -60,52 +54,43 @@ void ra_link_sample(struct ra_link *l, uint64_t bytes, uint64_t ttfb_us, uint64_
         return;
     double x = (double)bytes, y = (double)(us ? us : 1);
     double pred = link_predict(l, x);
-    if (l->n + l->ndirect >= 4 && pred > 0 && y > RA_OUTLIER * pred)
+    if (l->n >= 4 && pred > 0 && y > RA_OUTLIER * pred)
         y = RA_OUTLIER * pred;
+    l->n++;
     if (ttfb_us) {
         double t = (double)ttfb_us < y ? (double)ttfb_us : y;
-        double a = weight(++l->ndirect);
-        if (!l->fitted)
-            a = 1;
-        l->ttfb_us += a * (t - l->ttfb_us);
-        l->us_per_byte += a * ((y - t) / x - l->us_per_byte);
-        l->fitted = 1;
-        goto out_best;
+        l->ttfb_us += weight(++l->ndirect) * (t - l->ttfb_us);
     }
-    double a = weight(++l->n);
+    /* The line is of the transfer when ttfbs are measured, else of the whole GET. */
+    if (l->ndirect) {
+        double t = ttfb_us ? (double)ttfb_us : l->ttfb_us;
+        y -= t < y ? t : y;
+    }
+    double a = weight(l->n);
     l->mx += a * (x - l->mx);
     l->my += a * (y - l->my);
     l->mxx += a * (x * x - l->mxx);
     l->mxy += a * (x * y - l->mxy);
-    if (l->ndirect)
-        goto out_best; /* the transport measures the ttfb: the fit is not needed */
 
     double var = l->mxx - l->mx * l->mx;
     double cov = l->mxy - l->mx * l->my;
     double spread = RA_SPREAD * l->mx;
     if (l->n >= 3 && var > spread * spread && cov > 0) {
-        l->us_per_byte = cov / var;
-        l->ttfb_us = l->my - l->us_per_byte * l->mx;
+        l->b = cov / var;
         l->fitted = 1;
-    } else if (l->fitted) {
-        l->ttfb_us = l->my - l->us_per_byte * l->mx;
+    } else if (!l->fitted && l->ndirect) {
+        l->b = l->my / l->mx; /* one size so far: the transfer through the origin */
+        l->fitted = 1;
     }
-    if (l->fitted && l->ttfb_us < 0) {
-        l->ttfb_us = 0;
-        l->us_per_byte = l->my / l->mx;
-    }
-out_best:
     if (!l->fitted)
         return;
-    double upb = (y - (l->ttfb_us < y ? l->ttfb_us : y)) / x;
-    if (l->n + l->ndirect == 1 || l->now_upb <= 0)
-        l->now_upb = upb;
-    else
-        l->now_upb += RA_NOW_WEIGHT * (upb - l->now_upb);
-    if (l->best_upb <= 0 || l->us_per_byte <= l->best_upb / RA_BEST_DECAY)
-        l->best_upb = l->us_per_byte;
-    else
-        l->best_upb /= RA_BEST_DECAY; /* fades toward the rate now */
+    if (l->b <= 0)
+        l->b = 1e-9; /* a transfer takes some time */
+    l->a = l->my - l->b * l->mx; /* the line goes through the mean */
+    if (!l->ndirect && l->a < 0) {
+        l->a = 0; /* a negative time to first byte is noise */
+        l->b = l->my / l->mx;
+    }
 }
 
 uint64_t ra_link_time_us(const struct ra_link *l, uint64_t bytes)
@@ -116,36 +101,23 @@ uint64_t ra_link_time_us(const struct ra_link *l, uint64_t bytes)
     return t < 1 ? 1 : (uint64_t)t;
 }
 
-uint64_t ra_link_best_time_us(const struct ra_link *l, uint64_t bytes)
+/* The time to first byte: measured, or the line's intercept. */
+static double link_ttfb(const struct ra_link *l)
 {
-    if (!l->fitted)
-        return ra_link_time_us(l, bytes);
-    double t = l->ttfb_us + l->best_upb * (double)bytes;
-    return t < 1 ? 1 : (uint64_t)t;
+    if (l->ndirect)
+        return l->ttfb_us;
+    return l->a > 0 ? l->a : 0;
 }
 
-static uint64_t rate_of(double upb)
-{
-    return upb > 0 ? (uint64_t)(1e6 / upb) : UINT64_MAX;
-}
-
-int ra_link_fit(const struct ra_link *l, uint64_t *ttfb_us, uint64_t *rate, uint64_t *best)
+int ra_link_fit(const struct ra_link *l, uint64_t *ttfb_us, uint64_t *rate)
 {
     if (!l->fitted)
         return 0;
     if (ttfb_us)
-        *ttfb_us = (uint64_t)l->ttfb_us;
+        *ttfb_us = (uint64_t)link_ttfb(l);
     if (rate)
-        *rate = rate_of(l->us_per_byte);
-    if (best)
-        *best = rate_of(l->best_upb);
+        *rate = l->b > 0 ? (uint64_t)(1e6 / l->b) : UINT64_MAX;
     return 1;
-}
-
-int ra_link_shared(const struct ra_link *l)
-{
-    /* rate now < RA_SHARED_PCT% of best <=> time per byte now > best's / RA_SHARED_PCT% */
-    return l->fitted && l->now_upb * RA_SHARED_PCT > l->best_upb * 100;
 }
 
 /* ---- the window ------------------------------------------------------------------------- */
@@ -183,8 +155,9 @@ uint64_t ra_window_chunk(const struct ra_window *w, const struct ra_link *l)
 {
     double c;
     if (l->fitted) {
-        c = l->best_upb > 0 ? (double)RA_CHUNK_TTFB * l->ttfb_us / l->best_upb
-                            : (double)w->max_chunk;
+        /* The size whose transfer takes RA_CHUNK_TTFB ttfbs at the line's rate (a link that
+         * sends a reply's first bytes at once sends those of a GET of that size sooner). */
+        c = (double)RA_CHUNK_TTFB * link_ttfb(l) / l->b;
     } else {
         c = (double)(w->win / 8);
         if (c > (double)(RA_UNFIT_CHUNK_PAGES * w->page))
@@ -196,7 +169,7 @@ uint64_t ra_window_chunk(const struct ra_window *w, const struct ra_link *l)
     if (c > (double)w->max_chunk)
         c = (double)w->max_chunk;
     /* To the nearest page, then within max_chunk and a quarter of the window. */
-    uint64_t chunk = (uint64_t)(c / (double)w->page + 0.5) * w->page;
+    uint64_t chunk = c > 0 ? (uint64_t)(c / (double)w->page + 0.5) * w->page : 0;
     if (chunk > round_pages(w, w->max_chunk))
         chunk = round_pages(w, w->max_chunk);
     if (chunk > round_pages(w, w->win / 4))
@@ -205,24 +178,36 @@ uint64_t ra_window_chunk(const struct ra_window *w, const struct ra_link *l)
 }
 
 /* The window the link needs for the reader to read at `rate` without waiting: the bytes of
- * RA_HEADROOM_PCT% of a GET's time at that rate, plus one chunk; the GET's time as now, or
- * (best) at a connection's best rate. 0 when a GET's time is unknown. */
-static uint64_t needed(const struct ra_window *w, const struct ra_link *l, double rate, int best)
+ * RA_HEADROOM_PCT% of a GET's time at that rate, plus one chunk (0 when a GET's time is
+ * unknown). */
+static uint64_t needed(const struct ra_window *w, const struct ra_link *l, double rate)
 {
     uint64_t chunk = ra_window_chunk(w, l);
-    uint64_t t = best ? ra_link_best_time_us(l, chunk) : ra_link_time_us(l, chunk);
+    uint64_t t = ra_link_time_us(l, chunk);
     if (!t)
         return 0;
     return (uint64_t)(RA_HEADROOM_PCT / 100.0 * rate * (double)t / 1e6) + chunk;
 }
 
-/* Shrinks the window by a quarter at most, toward need (never below it or min). */
-static int shrink_toward(struct ra_window *w, uint64_t need)
+/* The most a window can use at `rate`: twice the bytes the reader reads in a GET's time when
+ * a GET takes its ttfb and RA_CHUNK_TTFB more (the chunk's transfer), plus two chunks - in
+ * ttfbs, which GETs sharing the link do not stretch as they stretch a GET's time (0 when the
+ * ttfb is unknown: no ceiling). */
+static uint64_t ceiling(const struct ra_window *w, const struct ra_link *l, double rate)
 {
-    if (!need || w->win <= need)
+    if (!l->fitted)
+        return 0;
+    double t = (1 + RA_CHUNK_TTFB) * link_ttfb(l);
+    return (uint64_t)(2 * rate * t / 1e6) + 2 * ra_window_chunk(w, l);
+}
+
+/* Shrinks the window by a quarter at most, toward `to` (never below it or min). */
+static int shrink_toward(struct ra_window *w, uint64_t to)
+{
+    if (!to || w->win <= to)
         return 0;
     uint64_t smaller = w->win - w->win / 4;
-    uint64_t win = clamp_win(w, smaller > need ? smaller : need);
+    uint64_t win = clamp_win(w, smaller > to ? smaller : to);
     if (win >= w->win)
         return 0;
     w->win = win;
@@ -236,22 +221,21 @@ static enum ra_step end_epoch(struct ra_window *w, const struct ra_link *l, uint
     int waited = w->ep_wait_us * RA_WAIT_SHARE >= dt_us;
     w->epochs++;
     w->rate = rate;
-    if (ra_link_shared(l)) {
-        /* More GETs would only split the link further, and the time of a GET now is
-         * inflated by that sharing: a window grown past twice what the link would need
-         * with its GETs at their best (a doubling into a shared link, or growth while the
-         * best rate faded) comes back to that, waiting reader or not. */
-        int shrank = shrink_toward(w, 2 * needed(w, l, rate, 1));
-        if (!waited)
-            return shrank ? RA_SHRANK : RA_HELD;
-        w->shared++;
-        return RA_SHARED;
-    }
     if (!waited)
-        return shrink_toward(w, needed(w, l, rate, 0)) ? RA_SHRANK : RA_HELD;
+        return shrink_toward(w, needed(w, l, rate)) ? RA_SHRANK : RA_HELD;
+    uint64_t ceil = ceiling(w, l, rate);
+    if (ceil && w->win >= ceil) {
+        /* The link, not the window, bounds the reader: more GETs would only split it. */
+        w->ceilings++;
+        shrink_toward(w, ceil);
+        return RA_CEILING;
+    }
     if (w->win >= w->max)
         return RA_HELD;
-    w->win = clamp_win(w, w->win * 2);
+    uint64_t win = w->win * 2;
+    if (ceil && win > ceil)
+        win = ceil;
+    w->win = clamp_win(w, win);
     w->grows++;
     return RA_GREW;
 }

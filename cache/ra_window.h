@@ -5,41 +5,41 @@
  * Two parts:
  *   - struct ra_link: the store link as read-ahead GETs see it, one per prefetcher (shared by
  *     its streams). Each GET that completed is a sample: its bytes, its time and, when the
- *     transport measured it, its time to first byte (ttfb). From those: the ttfb, the rate of
- *     one connection now (its transfer's bytes per second, the GETs under way sharing the
- *     link as they do), and the best such rate seen lately (what a connection gets when the
- *     link is not shared out: the rate now falling well below it means the GETs under way
- *     already share all the link has). Samples without a ttfb are fitted instead: a
- *     least-squares line through (bytes, time) splits a GET's time into a fixed part (the
- *     ttfb) and a part per byte, once the samples' sizes differ enough; until then only the
+ *     transport measured it, its time to first byte (ttfb). From those: the ttfb, and a line
+ *     of a GET's time by its size (its slope: the time per byte of one connection, the GETs
+ *     under way sharing the link as they do). Without measured ttfbs, the line's intercept is
+ *     the ttfb; it can be drawn once the samples' sizes differ enough, and until then only the
  *     mean time of a GET of the mean size is known.
  *   - struct ra_window: one sequential run's window (bytes asked for ahead of the reader) and
  *     its GET size (chunk); the GETs under way for the run are window / chunk. Time is cut
  *     into epochs of at least two GET times (and RA_EPOCH_MIN_US); at the end of each, the
  *     reader's rate over the epoch and whether it waited for read-ahead decide:
  *       - waited (the reader spent at least 1/16 of the epoch waiting for pages read-ahead had
- *         not brought yet, or fetching pages it had not asked for) while the link has room (a
- *         connection still gets at least RA_SHARED_PCT% of its best rate): the window doubles,
- *         up to max_window;
- *       - did not wait: the window shrinks toward what the link needs at that rate now;
- *       - while the link is shared out, more GETs would only split it further, and the time
- *         of a GET now is inflated by that sharing: the window does not grow, and comes back
- *         to twice what the link would need at the reader's rate with GETs at their best
- *         rate if it is larger, whether the reader waited or not.
- *     What the link needs at a rate: RA_HEADROOM_PCT% x rate x the time of one GET, plus one
- *     chunk (Little's law: the bytes that must be under way so that the reader never waits).
- *     A window shrinks by a quarter at most per epoch, never below that need or min_window.
- *     The chunk: a GET whose transfer takes RA_CHUNK_TTFB times its ttfb at a connection's
- *     best rate (so one connection gives 3/4 of that), at least one page and the reader's
- *     rate x RA_CHUNK_MIN_US (no more than about 200 GETs a second per reader), at most
- *     max_chunk and a quarter of the window (at least 4 GETs under way). Before the link is
- *     known, an eighth of the window (1 to 4 pages), so that the first GETs' sizes differ and
- *     a fit can be made.
+ *         not brought yet, or fetching pages it had not asked for): the window doubles, up
+ *         to max_window and to the ceiling;
+ *       - did not wait: the window shrinks toward what the link needs at that rate:
+ *         RA_HEADROOM_PCT% x rate x the time of one GET, plus one chunk (Little's law: the
+ *         bytes that must be under way so that the reader never waits).
+ *     The ceiling: twice the bytes the reader reads in a GET's time, when a GET takes its
+ *     ttfb and RA_CHUNK_TTFB ttfbs of transfer (see the chunk), plus two chunks: a third above
+ *     what the link needs at that rate. While the window is what bounds the reader, its rate
+ *     is the window over a GET's time, and the ceiling is about twice the window: it does not
+ *     hold a doubling back. Once the link is what bounds the reader, its rate stops growing
+ *     with the window and the ceiling stays put: the window stops there (and comes back to it,
+ *     a quarter at a time, when the reader's rate falls) instead of growing to max_window -
+ *     more GETs would only split the link. It is counted in ttfbs, not in a GET's time now,
+ *     which grows as GETs share the link.
+ *     A window shrinks by a quarter at most per epoch, never below min_window.
+ *     The chunk: a GET whose transfer takes RA_CHUNK_TTFB times its ttfb (so one connection
+ *     gives 2/3 of its rate, and a page waits for a GET of 3 ttfbs), at least one page and
+ *     the reader's rate x RA_CHUNK_MIN_US (no
+ *     more than about 200 GETs a second per reader), at most max_chunk and a quarter of the
+ *     window (at least 4 GETs under way). Before the link is known, an eighth of the window
+ *     (1 to 4 pages), so that the first GETs' sizes differ and a line can be drawn.
  *
- * A window only grows while its reader waits and the link has room: a reader that stops
- * leaves at most one window of bytes fetched for nothing, and that window is about what the
- * link needs for the rate the reader read at: within twice that on a shared-out link; on one
- * with room to spare, at most the cap (memory) allows.
+ * A window only grows while its reader waits, and only to a third above what the link needs
+ * for the rate the reader read at: a reader that stops leaves at most one window of bytes
+ * fetched for nothing.
  *
  * Both structs are values embedded by their owner (the prefetcher), which serializes calls;
  * their fields are private to ra_window.c.
@@ -51,20 +51,18 @@
 
 #define RA_EPOCH_MIN_US 10000u     /* an epoch lasts at least this long */
 #define RA_EPOCH_UNKNOWN_US 20000u /* ... and, while a GET's time is unknown, this long */
-#define RA_SHARED_PCT 70u          /* a connection below this share of its best rate: shared out */
 #define RA_HEADROOM_PCT 150u       /* bytes under way = RA_HEADROOM_PCT% x rate x time of a GET */
-#define RA_CHUNK_TTFB 3u           /* a GET's transfer time = RA_CHUNK_TTFB x its ttfb */
+#define RA_CHUNK_TTFB 2u           /* a GET's transfer time = RA_CHUNK_TTFB x its ttfb */
 #define RA_CHUNK_MIN_US 5000u      /* a GET carries at least the reader's rate x this */
 #define RA_DEFAULT_MAX_CHUNK (16ull << 20)
 
 struct ra_link {
     /* private */
-    uint64_t n;                  /* samples without a ttfb so far */
-    uint64_t ndirect;            /* samples with one */
-    double mx, my, mxx, mxy;     /* weighted means of those without: bytes, us, bytes^2, bytes*us */
-    double ttfb_us, us_per_byte; /* the estimate, when fitted */
-    double now_upb;              /* the time per byte of the last few GETs (weights 1/4) */
-    double best_upb;             /* the time per byte of a connection at its best lately */
+    uint64_t n;              /* samples */
+    uint64_t ndirect;        /* of them with a measured ttfb */
+    double ttfb_us;          /* weighted mean of the measured ttfbs */
+    double mx, my, mxx, mxy; /* weighted means: bytes, us (of the transfer, or the GET), ... */
+    double a, b;             /* the line: us = a + b * bytes */
     int fitted;
 };
 
@@ -74,14 +72,9 @@ void ra_link_init(struct ra_link *l);
 void ra_link_sample(struct ra_link *l, uint64_t bytes, uint64_t ttfb_us, uint64_t us);
 /* The expected time of one GET of `bytes`, microseconds (>= 1); 0 while nothing is known. */
 uint64_t ra_link_time_us(const struct ra_link *l, uint64_t bytes);
-/* The time of one GET of `bytes` at a connection's best rate (0 while nothing is known). */
-uint64_t ra_link_best_time_us(const struct ra_link *l, uint64_t bytes);
-/* 1 with the fit (*ttfb_us: time to first byte; *rate: bytes/s of one connection now; *best:
- * its best rate lately), or 0 while there is none. Any pointer may be NULL. */
-int ra_link_fit(const struct ra_link *l, uint64_t *ttfb_us, uint64_t *rate, uint64_t *best);
-/* 1 when a connection gets less than RA_SHARED_PCT% of its best rate (the link is shared
- * out), 0 when it has room or nothing is known. */
-int ra_link_shared(const struct ra_link *l);
+/* 1 with the fit (*ttfb_us: time to first byte; *rate: bytes/s of one connection after it),
+ * or 0 while there is none. Either pointer may be NULL. */
+int ra_link_fit(const struct ra_link *l, uint64_t *ttfb_us, uint64_t *rate);
 
 struct ra_window_conf {
     uint64_t page_size;  /* bytes, > 0: windows and chunks are whole pages */
@@ -93,11 +86,11 @@ struct ra_window_conf {
 
 /* What the end of an epoch decided (ra_window_progress()). */
 enum ra_step {
-    RA_NONE,   /* the epoch goes on */
-    RA_HELD,   /* an epoch ended; the window stays */
-    RA_GREW,   /* the reader waited and the link has room: the window doubled */
-    RA_SHARED, /* the reader waited, the link is shared out: no growth (maybe shrank) */
-    RA_SHRANK, /* the window shrank toward what the link needs (the reader did not wait) */
+    RA_NONE,    /* the epoch goes on */
+    RA_HELD,    /* an epoch ended; the window stays */
+    RA_GREW,    /* the reader waited: the window doubled (or grew to the ceiling) */
+    RA_CEILING, /* the reader waited, the window is at the ceiling: no growth (maybe shrank) */
+    RA_SHRANK,  /* the reader did not wait: the window shrank toward what the link needs */
 };
 
 struct ra_window {
@@ -108,7 +101,7 @@ struct ra_window {
     int started;  /* an epoch is open (the first progress starts one) */
     uint64_t ep_t0, ep_pos0, ep_wait_us;
     double rate; /* bytes/s the reader read at over the last epoch (0: none yet) */
-    uint64_t epochs, grows, shrinks, shared;
+    uint64_t epochs, grows, shrinks, ceilings;
 };
 
 void ra_window_init(struct ra_window *w, const struct ra_window_conf *conf);
