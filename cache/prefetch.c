@@ -5,7 +5,8 @@
  * the file's detector under its lock, then appends requests to the prefetcher's queue under
  * pf->lock and calls uv_async_send(), the only cross-thread libuv call. A request is one GET:
  * of a sequential run, the run's GET size (ra_window_chunk: from the link, at most an eighth
- * of mem_limit), so its window is window / GET size GETs; of a dense strided run, one page;
+ * of mem_limit; rounded down to a power of two pages, the sizes the fetch buffer pool keeps),
+ * so its window is window / GET size GETs; of a dense strided run, one page;
  * a sparse strided record is one ranged GET of its blocks. The loop
  * thread (on_wake, after_fetch) moves requests from the queue to the pool with uv_queue_work
  * while fewer than max_inflight fetches are under way and the memory budget (mem_budget.h;
@@ -91,12 +92,12 @@
 #include <uv.h>
 #include <xxhash.h>
 
-#define MAX_PENDING 4096    /* queued requests at most; more are dropped */
-#define TRACK_SLOTS 16384u  /* power of two */
+#define MAX_PENDING 4096   /* queued requests at most; more are dropped */
+#define TRACK_SLOTS 16384u /* power of two */
 #define TRACK_PROBE 8
-#define OBJ_BUCKETS 1024u  /* power of two */
-#define FILE_BUCKETS 1024u /* power of two */
-#define RETAIN_FILES 64u   /* files whose read-ahead state outlives their last handle */
+#define OBJ_BUCKETS 1024u   /* power of two */
+#define FILE_BUCKETS 1024u  /* power of two */
+#define RETAIN_FILES 64u    /* files whose read-ahead state outlives their last handle */
 #define MIN_WINDOW_PAGES 4u /* a sequential window opens at this */
 #define CLOSE_GRACE_MS 20u  /* a file without a handle this long loses its read-ahead */
 #define CHUNK_MEM_SHARE 8u  /* a read-ahead GET holds at most 1/8 of mem_limit */
@@ -104,17 +105,17 @@
 /* The read-ahead state of one object version (file id), shared by its handles and kept for
  * a while after the last one closes (an open-read-close reader continues its runs). */
 struct pf_file {
-    struct pf_file *hnext;        /* in pf->files (under pf->lock) */
+    struct pf_file *hnext;         /* in pf->files (under pf->lock) */
     struct pf_file *lprev, *lnext; /* in pf's retained list while no handle has it */
-    atomic_uint refs;             /* the table's, each handle's, each request's */
-    atomic_uint cancels;          /* bumped when its read-ahead is cancelled (grace timer) */
-    unsigned handles;             /* under pf->lock */
-    int in_table;                 /* under pf->lock */
-    uint64_t closed_ms;           /* under pf->lock: when its last handle closed; 0: open, or
-                                     its read-ahead cancelled since */
+    atomic_uint refs;              /* the table's, each handle's, each request's */
+    atomic_uint cancels;           /* bumped when its read-ahead is cancelled (grace timer) */
+    unsigned handles;              /* under pf->lock */
+    int in_table;                  /* under pf->lock */
+    uint64_t closed_ms;            /* under pf->lock: when its last handle closed; 0: open, or
+                                      its read-ahead cancelled since */
     int64_t file_id;
     uint64_t size;
-    pthread_mutex_t lock;         /* guards set, ra, ra_gen */
+    pthread_mutex_t lock; /* guards set, ra, ra_gen */
     struct stream_set set;
     struct ra_window ra[STREAM_SET_MAX]; /* each run's window sizing */
     unsigned ra_gen[STREAM_SET_MAX];     /* the run generation ra[i] belongs to, + 1 (0: none) */
@@ -149,19 +150,19 @@ struct pf_req {
     struct pf_req *rprev, *rnext; /* in pf's running list while under way */
     atomic_int cancel;            /* its call scope's flag: set to abort its GET */
     struct prefetcher *pf;
-    struct pf_file *pfile;      /* one reference; NULL for an object request */
-    struct pc_file *f;          /* one reference; NULL for an object request */
-    struct pf_obj *obj;         /* an object request's name; NULL for a stream request */
-    int64_t file_id;            /* of the pages fetched (an object's: set by the pool thread) */
+    struct pf_file *pfile; /* one reference; NULL for an object request */
+    struct pc_file *f;     /* one reference; NULL for an object request */
+    struct pf_obj *obj;    /* an object request's name; NULL for a stream request */
+    int64_t file_id;       /* of the pages fetched (an object's: set by the pool thread) */
     uint64_t idx;
     size_t count;
-    uint64_t off, len;          /* a range request when len > 0 (idx, count: its pages) */
-    unsigned run;               /* index in pfile->gen */
+    uint64_t off, len; /* a range request when len > 0 (idx, count: its pages) */
+    unsigned run;      /* index in pfile->gen */
     unsigned gen;
-    unsigned cancels;           /* pfile->cancels when it was queued */
-    uint64_t mem;  /* bytes of buffers this fetch holds */
-    size_t overtaken; /* pages skipped when its turn came: the reader had read them */
-    int result;    /* page_cache_prefetch() result, set by the pool thread */
+    unsigned cancels;        /* pfile->cancels when it was queued */
+    uint64_t mem;            /* bytes of buffers this fetch holds */
+    size_t overtaken;        /* pages skipped when its turn came: the reader had read them */
+    int result;              /* page_cache_prefetch() result, set by the pool thread */
     struct pc_fetch_time ft; /* its GET, timed (set by the pool thread) */
     uv_work_t work;
 };
@@ -214,8 +215,8 @@ struct prefetcher {
     struct prefetch_stats stats;
     struct track_slot *track;
     uint64_t track_clock;
-    struct pf_obj **objs; /* OBJ_BUCKETS chains: objects queued or running */
-    struct pf_file **files; /* FILE_BUCKETS chains: the read-ahead state of files */
+    struct pf_obj **objs;                /* OBJ_BUCKETS chains: objects queued or running */
+    struct pf_file **files;              /* FILE_BUCKETS chains: the read-ahead state of files */
     struct pf_file *lru_head, *lru_tail; /* files no handle has, most recent first */
     unsigned nretained;
     uint64_t next_reader;
@@ -260,8 +261,7 @@ static void lru_unlink(struct prefetcher *pf, struct pf_file *pfile)
 /* Under pf->lock: takes pfile out of the table (the caller drops the table's reference). */
 static void table_remove(struct prefetcher *pf, struct pf_file *pfile)
 {
-    for (struct pf_file **pp = &pf->files[file_bucket(pfile->file_id)]; *pp;
-         pp = &(*pp)->hnext) {
+    for (struct pf_file **pp = &pf->files[file_bucket(pfile->file_id)]; *pp; pp = &(*pp)->hnext) {
         if (*pp == pfile) {
             *pp = pfile->hnext;
             break;
@@ -467,8 +467,8 @@ static void prefetcher_check_invariants(struct prefetcher *pf)
         pagefs_invariant_failed("prefetcher", "%u fetches running, counted %u", running,
                                 pf->inflight);
     if (pf->inflight > pf->max_inflight || (pf->inflight == 0 && pf->mem_inflight != 0))
-        pagefs_invariant_failed("prefetcher", "%u fetches (at most %u) holding %" PRIu64
-                                " bytes", pf->inflight, pf->max_inflight, pf->mem_inflight);
+        pagefs_invariant_failed("prefetcher", "%u fetches (at most %u) holding %" PRIu64 " bytes",
+                                pf->inflight, pf->max_inflight, pf->mem_inflight);
     unsigned retained = 0;
     for (struct pf_file *p = pf->lru_head; p; p = p->lnext, retained++)
         if (!p->in_table || p->handles != 0 || (p->lnext ? p->lnext->lprev : pf->lru_tail) != p)
@@ -601,8 +601,7 @@ static void after_fetch(uv_work_t *w, int status)
         pf->stats.link_gets++;
         pthread_mutex_unlock(&pf->link_lock);
     }
-    if (status < 0 || r->result == -ECANCELED ||
-        (r->result == -EINTR && atomic_load(&r->cancel))) {
+    if (status < 0 || r->result == -ECANCELED || (r->result == -EINTR && atomic_load(&r->cancel))) {
         pf->stats.dropped += r->count;
     } else if (r->result == -ENOSPC) {
         pf->stats.denied += r->count; /* the cache could not keep them until read */
@@ -819,8 +818,8 @@ static struct pf_req *req_new(struct prefetcher *pf, struct prefetch_stream *st,
 
 /* Queues batch b of st. Also counts the pages of [rd_off, rd_off + rd_len) that the
  * prefetcher had fetched as used. */
-static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
-                    const struct pf_batch *b, uint64_t rd_off, size_t rd_len)
+static void enqueue(struct prefetcher *pf, struct prefetch_stream *st, const struct pf_batch *b,
+                    uint64_t rd_off, size_t rd_len)
 {
     struct pf_req *list = NULL, *last = NULL;
     uint64_t chunk = b->chunk && b->chunk < b->npages ? b->chunk : b->npages;
@@ -844,8 +843,7 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
         uint64_t off = b->rec_off + k * b->rec_stride;
         if (off >= st->pfile->size)
             break;
-        uint64_t len = b->rec_len < st->pfile->size - off ? b->rec_len
-                                                          : st->pfile->size - off;
+        uint64_t len = b->rec_len < st->pfile->size - off ? b->rec_len : st->pfile->size - off;
         uint64_t p0 = off / pf->page_size, p1 = (off + len - 1) / pf->page_size;
         wanted += p1 - p0 + 1;
         struct pf_req *r = req_new(pf, st, b);
@@ -973,9 +971,14 @@ static uint64_t size_window(struct prefetcher *pf, struct pf_file *pfile, const 
     }
     *step = ra_window_progress(w, l, now_us, end);
     *win = ra_window_bytes(w);
-    uint64_t chunk = ra_window_chunk(w, l) / pf->page_size;
+    /* GETs of a power of two pages: their buffers come from the fetch buffer pool, which
+     * keeps buffers by size (a size it has none of is a new mapping, zero-filled page by
+     * page as the GET writes it). */
+    uint64_t want = ra_window_chunk(w, l) / pf->page_size, chunk = 1;
+    while (chunk * 2 <= want)
+        chunk *= 2;
     stream_set_window(&pfile->set, run, *win / pf->page_size, chunk, more);
-    return chunk ? chunk : 1;
+    return chunk;
 }
 
 int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len)
@@ -1036,8 +1039,11 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
         d.first_page = more.first_page;
         d.npages = more.npages;
     } else if (more.npages) {
-        struct pf_batch mb = {.run = b.run, .gen = b.gen, .first = more.first_page,
-                              .npages = more.npages, .chunk = chunk};
+        struct pf_batch mb = {.run = b.run,
+                              .gen = b.gen,
+                              .first = more.first_page,
+                              .npages = more.npages,
+                              .chunk = chunk};
         enqueue(pf, st, &mb, 0, 0);
     }
     b.first = d.first_page;
@@ -1064,8 +1070,8 @@ void prefetch_waited(struct prefetcher *pf, struct prefetch_stream *st, uint64_t
     pthread_mutex_unlock(&pfile->lock);
 }
 
-int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
-                    uint64_t size, int64_t mtime_ns)
+int prefetch_object(struct prefetcher *pf, const char *key, const char *version, uint64_t size,
+                    int64_t mtime_ns)
 {
     if (!pf)
         return 0;

@@ -5,10 +5,12 @@
  *   - The link: a weighted least-squares line through the samples (each new one weighing
  *     max(1/n, 1/16): the first ones count fully, then about the last 16): of (bytes, time of
  *     the transfer after the first byte) when the transport measures the ttfb (whose own
- *     weighted mean is kept alike), else of (bytes, time of the GET), whose intercept is then
- *     the ttfb. A transfer line may cross zero above the origin (a link that sends the first
- *     bytes of a reply at once - a shaper's token bucket, TCP's window - and the rest at its
- *     rate): its slope is the rate all the same. With a spread of sizes (coefficient of
+ *     weighted mean is kept alike, and its least value: it follows a lower ttfb at once and a
+ *     higher one by 1/512 a sample, a link that became slower for good in a few thousand
+ *     GETs), else of (bytes, time of the GET), whose intercept is then the ttfb. A transfer
+ *     line may cross zero above the origin (a link that sends the first bytes of a reply at
+ *     once - a shaper's token bucket, TCP's window - and the rest at its rate): its slope is
+ *     the rate all the same. With a spread of sizes (coefficient of
  *     variation of at least 1/10) the slope is refitted; without, the line keeps its slope
  *     and goes through the mean (the first samples of one size: through the origin). A
  *     sample more than RA_OUTLIER times what the link predicts (a retried GET) is clipped.
@@ -22,6 +24,7 @@
 #include <string.h>
 
 #define RA_OUTLIER 4.0
+#define RA_TTFB_RISE (1.0 + 1.0 / 512) /* the least ttfb rises by this a sample */
 #define RA_WEIGHT_MIN (1.0 / 16)
 #define RA_SPREAD 0.1     /* coefficient of variation of sizes a line needs */
 #define RA_WAIT_SHARE 16u /* waited: at least 1/RA_WAIT_SHARE of the epoch */
@@ -60,6 +63,8 @@ void ra_link_sample(struct ra_link *l, uint64_t bytes, uint64_t ttfb_us, uint64_
     if (ttfb_us) {
         double t = (double)ttfb_us < y ? (double)ttfb_us : y;
         l->ttfb_us += weight(++l->ndirect) * (t - l->ttfb_us);
+        l->ttfb_min =
+            l->ndirect == 1 || t < l->ttfb_min * RA_TTFB_RISE ? t : l->ttfb_min * RA_TTFB_RISE;
     }
     /* The line is of the transfer when ttfbs are measured, else of the whole GET. */
     if (l->ndirect) {
@@ -85,7 +90,7 @@ void ra_link_sample(struct ra_link *l, uint64_t bytes, uint64_t ttfb_us, uint64_
     if (!l->fitted)
         return;
     if (l->b <= 0)
-        l->b = 1e-9; /* a transfer takes some time */
+        l->b = 1e-9;             /* a transfer takes some time */
     l->a = l->my - l->b * l->mx; /* the line goes through the mean */
     if (!l->ndirect && l->a < 0) {
         l->a = 0; /* a negative time to first byte is noise */
@@ -101,11 +106,11 @@ uint64_t ra_link_time_us(const struct ra_link *l, uint64_t bytes)
     return t < 1 ? 1 : (uint64_t)t;
 }
 
-/* The time to first byte: measured, or the line's intercept. */
+/* The link's time to first byte: the least measured lately, or the line's intercept. */
 static double link_ttfb(const struct ra_link *l)
 {
     if (l->ndirect)
-        return l->ttfb_us;
+        return l->ttfb_min;
     return l->a > 0 ? l->a : 0;
 }
 
@@ -252,7 +257,7 @@ enum ra_step ra_window_progress(struct ra_window *w, const struct ra_link *l, ui
         w->ep_wait_us = 0;
         return RA_NONE;
     }
-    uint64_t len = 2 * ra_link_time_us(l, ra_window_chunk(w, l));
+    uint64_t len = ra_link_time_us(l, ra_window_chunk(w, l));
     if (len == 0)
         len = RA_EPOCH_UNKNOWN_US;
     if (len < RA_EPOCH_MIN_US)

@@ -5,14 +5,16 @@
  * Two parts:
  *   - struct ra_link: the store link as read-ahead GETs see it, one per prefetcher (shared by
  *     its streams). Each GET that completed is a sample: its bytes, its time and, when the
- *     transport measured it, its time to first byte (ttfb). From those: the ttfb, and a line
- *     of a GET's time by its size (its slope: the time per byte of one connection, the GETs
- *     under way sharing the link as they do). Without measured ttfbs, the line's intercept is
+ *     transport measured it, its time to first byte (ttfb). From those: the ttfb - the least
+ *     of the recent ones: what the link itself takes, without the time a GET queued behind
+ *     others at a busy server (as BBR takes the least round trip) - and a line of a GET's
+ *     time by its size (its slope: the time per byte of one connection, the GETs under way
+ *     sharing the link as they do). Without measured ttfbs, the line's intercept is
  *     the ttfb; it can be drawn once the samples' sizes differ enough, and until then only the
  *     mean time of a GET of the mean size is known.
  *   - struct ra_window: one sequential run's window (bytes asked for ahead of the reader) and
  *     its GET size (chunk); the GETs under way for the run are window / chunk. Time is cut
- *     into epochs of at least two GET times (and RA_EPOCH_MIN_US); at the end of each, the
+ *     into epochs of at least one GET's time (and RA_EPOCH_MIN_US); at the end of each, the
  *     reader's rate over the epoch and whether it waited for read-ahead decide:
  *       - waited (the reader spent at least 1/16 of the epoch waiting for pages read-ahead had
  *         not brought yet, or fetching pages it had not asked for): the window doubles, up
@@ -61,6 +63,7 @@ struct ra_link {
     uint64_t n;              /* samples */
     uint64_t ndirect;        /* of them with a measured ttfb */
     double ttfb_us;          /* weighted mean of the measured ttfbs */
+    double ttfb_min;         /* the least measured ttfb lately (rising slowly) */
     double mx, my, mxx, mxy; /* weighted means: bytes, us (of the transfer, or the GET), ... */
     double a, b;             /* the line: us = a + b * bytes */
     int fitted;
@@ -72,8 +75,8 @@ void ra_link_init(struct ra_link *l);
 void ra_link_sample(struct ra_link *l, uint64_t bytes, uint64_t ttfb_us, uint64_t us);
 /* The expected time of one GET of `bytes`, microseconds (>= 1); 0 while nothing is known. */
 uint64_t ra_link_time_us(const struct ra_link *l, uint64_t bytes);
-/* 1 with the fit (*ttfb_us: time to first byte; *rate: bytes/s of one connection after it),
- * or 0 while there is none. Either pointer may be NULL. */
+/* 1 with the fit (*ttfb_us: the link's time to first byte; *rate: bytes/s of one connection
+ * after it), or 0 while there is none. Either pointer may be NULL. */
 int ra_link_fit(const struct ra_link *l, uint64_t *ttfb_us, uint64_t *rate);
 
 struct ra_window_conf {

@@ -736,7 +736,7 @@ static void test_close_cancels_readahead(void)
     env_init(&e, &pc);
     size_t size = 1024 * PS;
     unsigned char *data = cache_env_make_source(&e, "half.bin", size, 15);
-    fault_backend_set_link(e.fault, 40000, 20000000); /* GETs outlive the grace period */
+    fault_backend_set_link(e.fault, 100000, 20000000); /* GETs outlive the grace period */
     struct pc_file *f = cache_env_open_key(&e, "half.bin", NULL);
     struct prefetch_stream *st = NULL;
     CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
@@ -750,6 +750,12 @@ static void test_close_cancels_readahead(void)
     struct page_cache_stats s = cache_env_stats(&e);
     CHECK(before.inflight + before.pending > 0); /* there was read-ahead to cancel */
     CHECK(p.dropped > before.dropped);
+    if (p.dropped <= before.dropped)
+        fprintf(stderr, "  at close: %llu under way, %llu queued; dropped %llu -> %llu, fetched "
+                "%llu -> %llu, errors %llu\n", (unsigned long long)before.inflight,
+                (unsigned long long)before.pending, (unsigned long long)before.dropped,
+                (unsigned long long)p.dropped, (unsigned long long)before.fetched,
+                (unsigned long long)p.fetched, (unsigned long long)p.errors);
     CHECK(s.pages_resident >= 128);
     CHECK(s.pages_resident <= 128 + p.window_peak / PS);
     /* Opened again: its run goes on from where it stopped, every byte right. */

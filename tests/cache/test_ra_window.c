@@ -178,6 +178,18 @@ static void test_transfer_line(void)
     CHECK_EQ(ra_link_fit(&l, &ttfb, &rate), 1);
     CHECK_EQ(ttfb, 20 * MS);
     CHECK(within((double)rate, 50.0 * MiB, 0.01));
+    /* GETs queued at a busy server (60 ms to first byte, 20 of them the link's): the link's
+     * ttfb stays the least seen, rising by 1/512 a GET; a link slower for good (60 ms from
+     * now on) is followed within a few thousand GETs. */
+    struct ra_link q;
+    ra_link_init(&q);
+    feed_direct(&q, 20 * MS, 80 * MS, 8);
+    feed_direct(&q, 60 * MS, 120 * MS, 64);
+    CHECK_EQ(ra_link_fit(&q, &ttfb, NULL), 1);
+    CHECK(ttfb >= 20 * MS && ttfb < 23 * MS);
+    feed_direct(&q, 60 * MS, 120 * MS, 2000);
+    CHECK_EQ(ra_link_fit(&q, &ttfb, NULL), 1);
+    CHECK_EQ(ttfb, 60 * MS);
     /* GETs of one size that take longer: the line keeps its slope and moves up. */
     feed_direct(&l, 20 * MS, 140 * MS, 64);
     CHECK(within((double)ra_link_time_us(&l, 3 * MiB), 140 * MS, 0.05));
@@ -216,11 +228,11 @@ static void test_decisions(void)
     ra_window_init(&w, &c);
     uint64_t t = 1000 * MS, pos = 0;
     CHECK_EQ(ra_window_progress(&w, &l, t, pos), RA_NONE); /* the first epoch starts */
-    /* Too short an epoch decides nothing (a 4 MiB window: 1 MiB GETs, 2 x 40 ms). */
-    CHECK_EQ(epoch(&w, &l, &t, &pos, 30 * MS, MiB, 20 * MS), RA_NONE);
+    /* Too short an epoch decides nothing (a 4 MiB window: 1 MiB GETs of 40 ms). */
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 20 * MS, MiB, 20 * MS), RA_NONE);
     CHECK_EQ(epoch(&w, &l, &t, &pos, 10 * MS, 0, 0), RA_NONE);
     /* 20 ms of 90 waited: doubles (the ceiling is above: see below). */
-    CHECK_EQ(epoch(&w, &l, &t, &pos, 50 * MS, 7 * MiB, 0), RA_GREW);
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 60 * MS, 7 * MiB, 0), RA_GREW);
     CHECK_EQ(ra_window_bytes(&w), 8 * MiB);
     CHECK_EQ(epoch(&w, &l, &t, &pos, 200 * MS, 40 * MiB, 50 * MS), RA_GREW);
     CHECK_EQ(ra_window_bytes(&w), 16 * MiB);
@@ -258,6 +270,14 @@ static void test_decisions(void)
     CHECK_EQ(epoch(&w, &l, &t, &pos, 10000 * MS, MiB, 0), RA_SHRANK);
     CHECK_EQ(ra_window_bytes(&w), 48 * MiB);
     CHECK_EQ(w.ceilings, 2);
+    /* An epoch without progress goes on, however long. */
+    struct ra_window idle;
+    ra_window_init(&idle, &c);
+    t = 0;
+    pos = 0;
+    ra_window_progress(&idle, &l, t, pos);
+    CHECK_EQ(epoch(&idle, &l, &t, &pos, 1000 * MS, 0, 1000 * MS), RA_NONE);
+    CHECK_EQ(idle.epochs, 0);
 }
 
 static void test_unknown_link(void)
@@ -430,7 +450,8 @@ static void sim_link_limited(uint64_t ttfb_ms, uint64_t conn_mib, uint64_t total
     uint64_t chunk = ra_window_chunk(&w, &l), ttfb = 0;
     ra_link_fit(&l, &ttfb, NULL);
     double ceil = 6.0 * (double)total_mb * 1e6 * (double)ttfb / 1e6 + 2.0 * (double)chunk;
-    fprintf(stderr, "  link %llu ms%s, %llu MiB/s per connection, %llu MB/s in all: reader "
+    fprintf(stderr,
+            "  link %llu ms%s, %llu MiB/s per connection, %llu MB/s in all: reader "
             "%.0f MB/s, window %llu MiB (largest %llu, ceiling %.0f MiB), chunk %llu MiB, "
             "grows %llu, at the ceiling %llu\n",
             (unsigned long long)ttfb_ms, direct ? "" : " (no ttfb measured)",
@@ -457,8 +478,8 @@ static void test_sim_link_limited(void)
     sim_link_limited(20, 50, 400, 256, 0);  /* cloud, GET times only */
 }
 
-/* Only the connection rate limits: the window grows to max_window and the reader gets
- * max_window / time of a GET (as much as the memory allows). */
+/* Only the connection rate limits: the window grows toward max_window (and never past it),
+ * and the reader gets about the window over a GET's time. */
 static void test_sim_memory_limited(void)
 {
     struct ra_link l;
@@ -472,11 +493,15 @@ static void test_sim_memory_limited(void)
                     .stop = 2048 * MiB,
                     .direct = 1};
     sim_run(&s, &w, &l, 600000 * MS);
-    CHECK_EQ(ra_window_bytes(&w), 64 * MiB);
+    fprintf(stderr, "  memory-bound: window %llu MiB (largest %llu), reader %.0f MB/s\n",
+            (unsigned long long)(ra_window_bytes(&w) / MiB), (unsigned long long)(s.max_win / MiB),
+            steady_rate(&s) / 1e6);
+    CHECK(ra_window_bytes(&w) >= 32 * MiB); /* far past where it opened (4 MiB) */
+    CHECK(s.max_win <= 64 * MiB);
     CHECK(s.max_inflight_bytes <= 64 * MiB);
     uint64_t chunk = ra_window_chunk(&w, &l);
     double get_s = 0.08 + (double)chunk / (25.0 * MiB);
-    CHECK(steady_rate(&s) >= 0.6 * 64.0 * MiB / get_s);
+    CHECK(steady_rate(&s) >= 0.5 * (double)ra_window_bytes(&w) / get_s);
     sim_free(&s);
 }
 
