@@ -69,6 +69,7 @@ void backend_call_begin_flags(struct backend_call *call, uint64_t deadline_ms,
     call->cancel = cancel;
     call->outer = outer;
     call->attempt = 0;
+    call->timing = NULL;
     current = call;
 }
 
@@ -102,6 +103,22 @@ int64_t backend_call_remaining_ms(const struct backend_call *call)
         return -1;
     uint64_t now = backend_now_ms();
     return now >= call->deadline_ms ? 0 : (int64_t)(call->deadline_ms - now);
+}
+
+void backend_call_set_timing(struct backend_call *call, struct backend_timing *t)
+{
+    call->timing = t;
+}
+
+void backend_call_note_ttfb(uint64_t ttfb_us)
+{
+    for (const struct backend_call *c = current; c; c = c->outer) {
+        if (c->timing) {
+            c->timing->ttfb_us = ttfb_us;
+            c->timing->requests++;
+            return;
+        }
+    }
 }
 
 void backend_call_set_attempt(struct backend_call *call, unsigned attempt)

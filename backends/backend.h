@@ -252,6 +252,15 @@ struct backend_call {
     const struct backend_call *outer; /* the scope this one is nested in, or NULL */
     unsigned flags;                   /* BACKEND_CALL_*: this scope's and every outer one's */
     unsigned attempt;                 /* the retry layer's attempt under way, 1-based; 0: none */
+    struct backend_timing *timing;    /* where requests note their time to first byte; NULL */
+};
+
+/* What a caller learns of the requests made within its scope (backend_call_set_timing()):
+ * the transports that can tell note each request's time to first byte (read-ahead sizes its
+ * window from it). */
+struct backend_timing {
+    uint64_t ttfb_us; /* the last request's time from its start to the first byte of the reply */
+    unsigned requests; /* requests that noted one */
 };
 
 /* Flags of a call scope (backend_call_begin_flags()), inherited by the scopes nested in it. */
@@ -282,6 +291,13 @@ int backend_call_cancelled(const struct backend_call *call);
 /* Milliseconds left before the deadline of `call` (0 when it has passed), or -1 when `call`
  * is NULL or has no deadline. */
 int64_t backend_call_remaining_ms(const struct backend_call *call);
+
+/* Requests made within `call` (and the scopes nested in it that have no sink of their own)
+ * note their time to first byte in *t (NULL: no longer). */
+void backend_call_set_timing(struct backend_call *call, struct backend_timing *t);
+/* A transport's request of the calling thread got its first byte ttfb_us after it started:
+ * noted in the sink of the innermost open scope that has one (nothing when none has). */
+void backend_call_note_ttfb(uint64_t ttfb_us);
 
 /* Sets the attempt number (1 for the first try) of the calls made within `call` from now on:
  * the retry layer's, which the transports' request lines show. */

@@ -25,7 +25,9 @@
  * Requests honour the calling thread's call scope (backend.h): timeouts capped at its time
  * left, and an XFERINFOFUNCTION that aborts the transfer once it is cancelled (libcurl calls
  * it about once a second while nothing moves). Stall detection is libcurl's low-speed limit
- * at 1 byte/s: a slow but moving transfer never trips it.
+ * at 1 byte/s: a slow but moving transfer never trips it. A request that succeeded notes its
+ * time to first byte in its call scope (backend_call_note_ttfb(): read-ahead sizes its window
+ * from it).
  *
  * Invariants: 0 <= n <= max_idle; every handle in idle[0..n) is owned by the pool alone. A
  * request's body never exceeds body.cap (body.max when it grows), its error body errcap - 1.
@@ -492,6 +494,10 @@ int curl_req_finish(CURL *c, struct curl_req *r, CURLcode cc)
 
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &r->os_errno);
+    curl_off_t ttfb = 0;
+    if (cc == CURLE_OK && curl_easy_getinfo(c, CURLINFO_STARTTRANSFER_TIME_T, &ttfb) == CURLE_OK &&
+        ttfb > 0)
+        backend_call_note_ttfb((uint64_t)ttfb);
     if (cc == CURLE_OK && curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff)
         r->effective_url = strdup(eff);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);

@@ -6,9 +6,11 @@
  * overlap so that single-flight and race paths are exercised, and stands for a slow or hung
  * store: the delay honours the caller's call scope (backend.h) as a real transfer does,
  * ending the call with -ETIMEDOUT at the scope's deadline and with -EINTR once the scope is
- * cancelled (it looks every DELAY_SLICE_US). The settings change at any time through
- * fault_backend_set(); they are atomics, so a test thread may flip them while other threads
- * are inside calls.
+ * cancelled (it looks every DELAY_SLICE_US). A read can also stand for a network link
+ * (fault_backend_set_link): its time to first byte, noted in the call scope as a transport
+ * notes it (backend_call_note_ttfb), then its bytes at a rate. The settings change at any
+ * time through fault_backend_set(); they are atomics, so a test thread may flip them while
+ * other threads are inside calls.
  *
  * Invariants: a call that fails here never reaches the layer below; a delayed call ends within
  * DELAY_SLICE_US of its scope's deadline or cancel. Lock order: no locks (atomics only).
@@ -25,6 +27,8 @@ struct fault_priv {
     atomic_int remaining; /* calls left before failing; < 0: never fail */
     atomic_int err;       /* positive errno */
     atomic_uint delay_us;
+    atomic_uint link_ttfb_us;       /* reads: time to first byte */
+    atomic_uint_fast64_t link_rate; /* reads: bytes/s after it; 0 = no link */
 };
 
 #define DELAY_SLICE_US 10000u
@@ -89,6 +93,16 @@ static ssize_t fault_read_range(struct backend *be, const char *key, const char 
 {
     struct fault_priv *fp = be->priv;
     int rc = fault_gate(fp);
+    uint64_t rate = atomic_load(&fp->link_rate);
+    if (rc == 0 && rate) {
+        unsigned ttfb = atomic_load(&fp->link_ttfb_us);
+        rc = fault_delay(ttfb);
+        if (rc == 0) {
+            backend_call_note_ttfb(ttfb);
+            uint64_t us = (uint64_t)len * 1000000 / rate;
+            rc = fault_delay(us > UINT32_MAX ? UINT32_MAX : (unsigned)us);
+        }
+    }
     return rc < 0 ? rc : fp->inner->ops->read_range(fp->inner, key, version, off, len, buf);
 }
 
@@ -119,6 +133,15 @@ void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned 
     atomic_store(&fp->delay_us, delay_us);
     atomic_store(&fp->remaining, fail_after < 0 ? 0 : fail_after);
     atomic_store(&fp->err, err < 0 ? -err : err);
+}
+
+void fault_backend_set_link(struct backend *fault, unsigned ttfb_us, uint64_t rate)
+{
+    struct fault_priv *fp = fault->priv;
+    if (fault->ops != &fault_ops)
+        return;
+    atomic_store(&fp->link_ttfb_us, ttfb_us);
+    atomic_store(&fp->link_rate, rate);
 }
 
 int fault_backend_create(struct backend *inner, int fail_after, int err, struct backend **out)

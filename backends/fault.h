@@ -17,5 +17,9 @@ int fault_backend_create(struct backend *inner, int fail_after, int err, struct 
  * at the calling scope's deadline and -EINTR once the scope is cancelled. A backend that is
  * not a fault layer is left alone. */
 void fault_backend_set(struct backend *fault, int fail_after, int err, unsigned delay_us);
+/* Makes every read a transfer over a link (after the delay above): ttfb_us to its first
+ * byte, which it notes in the call scope as an HTTP transport does, then its bytes at `rate`
+ * bytes/s (0: no link, the default). Cancel and deadline end it as they end a delay. */
+void fault_backend_set_link(struct backend *fault, unsigned ttfb_us, uint64_t rate);
 
 #endif

@@ -816,7 +816,7 @@ static int fetch_missing(struct page_cache *pc, const struct page_read *rd, uint
  * reference, caller unrefs): from the hot set, from the page file, from a fetch in flight, or
  * fetched; each look may change what the next one finds, so it looks until one serves. */
 int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t in_page, size_t n,
-                 unsigned flags, struct pbuf **out)
+                 unsigned flags, struct pbuf **out, struct pc_read_info *info)
 {
     struct page_read rd = {
         .f = f,
@@ -844,7 +844,15 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
         if (hit || rc < 0)
             break;
         struct inflight *in = pc_inflight_find(pc, f->file_id, idx);
+        uint64_t t0 = info ? backend_now_us() : 0;
         rc = in ? join_fetch(pc, &rd, in, &retries, out) : fetch_missing(pc, &rd, have, out);
+        if (info) {
+            uint64_t us = backend_now_us() - t0;
+            if (in)
+                info->wait_us += us;
+            else
+                info->fetch_us += us;
+        }
         if (rc != 0)
             break;
     }
@@ -883,7 +891,7 @@ ssize_t page_cache_read_ex(struct page_cache *pc, struct pc_file *f, uint64_t of
         if (n > len - done)
             n = len - done;
         struct pbuf *pb;
-        int rc = pc_get_range(pc, f, idx, in_page, n, flags, &pb);
+        int rc = pc_get_range(pc, f, idx, in_page, n, flags, &pb, NULL);
         if (rc < 0)
             return rc;
         if (!pc_pbuf_covers(pb, in_page, n)) { /* cannot happen: pc_get_range returns a cover */
@@ -940,9 +948,18 @@ out_unlock:
 int page_cache_read_ext(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
                         unsigned flags, struct pc_extent *ext, size_t max_ext)
 {
+    return page_cache_read_ext_info(pc, f, off, len, flags, ext, max_ext, NULL);
+}
+
+int page_cache_read_ext_info(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                             unsigned flags, struct pc_extent *ext, size_t max_ext,
+                             struct pc_read_info *info)
+{
     size_t n = 0, done = 0;
     int rc = 0;
 
+    if (info)
+        memset(info, 0, sizeof(*info));
     if (!pc || !f || (!ext && max_ext) || (flags & ~PC_READ_RANDOM))
         return -EINVAL;
     if (off >= f->size || len == 0)
@@ -963,7 +980,7 @@ int page_cache_read_ext(struct page_cache *pc, struct pc_file *f, uint64_t off, 
             done += k;
             continue;
         }
-        rc = pc_get_range(pc, f, idx, in_page, k, flags, &pb);
+        rc = pc_get_range(pc, f, idx, in_page, k, flags, &pb, info);
         if (rc < 0)
             goto out_release;
         ext[n++] = (struct pc_extent){

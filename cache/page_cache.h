@@ -202,6 +202,16 @@ struct pc_extent {
  * (nothing to release then). */
 int page_cache_read_ext(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
                         unsigned flags, struct pc_extent *ext, size_t max_ext);
+/* What one read waited for the store (page_cache_read_ext_info): read-ahead sizes its
+ * window from it. */
+struct pc_read_info {
+    uint64_t wait_us;  /* waiting for fetches another thread had under way (read-ahead) */
+    uint64_t fetch_us; /* fetching what the cache lacked itself */
+};
+/* page_cache_read_ext() that also fills *info (zeroed first; NULL: not wanted). */
+int page_cache_read_ext_info(struct page_cache *pc, struct pc_file *f, uint64_t off, size_t len,
+                             unsigned flags, struct pc_extent *ext, size_t max_ext,
+                             struct pc_read_info *info);
 /* Closes the file extents and drops the memory extents' buffers of a read_ext result. */
 void page_cache_release_ext(struct pc_extent *ext, size_t n);
 
@@ -214,6 +224,8 @@ void page_cache_release_ext(struct pc_extent *ext, size_t n);
  * stayed unread for 5 minutes gives its room to a new prefetch that needs it (a lost bet).
  * Bytes a prefetch could store now (0: none). */
 uint64_t page_cache_prefetch_room(struct page_cache *pc);
+/* Bytes of unread prefetched pages the cache keeps at most (half its low watermark). */
+uint64_t page_cache_prefetch_cap(struct page_cache *pc);
 
 /* Makes pages [idx, idx + count) of f resident (clipped to the object), for read-ahead.
  * Pages that are resident or being fetched are skipped; each run of contiguous missing pages
@@ -225,6 +237,16 @@ uint64_t page_cache_prefetch_room(struct page_cache *pc);
  * -errno if a fetch failed (pages fetched before the failure stay resident), -ENOSPC when the
  * cache had no room to keep any of them until read (see above). */
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count);
+/* One GET a prefetch made, timed (page_cache_prefetch_timed). */
+struct pc_fetch_time {
+    uint64_t bytes;   /* bytes it asked for; 0: the call made no GET of whole pages */
+    uint64_t us;      /* its time, from the request to its last byte */
+    uint64_t ttfb_us; /* its time to first byte, when the store's transport measures it; 0 */
+};
+/* page_cache_prefetch() that also times its largest GET of whole pages into *t (zeroed
+ * first; NULL: not wanted). */
+int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t idx,
+                              size_t count, struct pc_fetch_time *t);
 /* The most bytes of buffers page_cache_prefetch() of `count` pages holds at once: the run
  * buffer of a run of several pages, the page being stored, and its compression buffer when
  * compression is on (a waiting reader that takes a page over holds it as its own). What a

@@ -316,9 +316,11 @@ int pc_fetch_range(struct page_cache *pc, const struct pc_file *f, uint64_t off,
 
 /* Verified bytes [in_page, in_page + n) of page idx of f, in a pbuf that covers them (one
  * reference, caller unrefs): from the hot set, from the page file, from a fetch in flight, or
- * fetched; each look may change what the next one finds, so it looks until one serves. */
+ * fetched; each look may change what the next one finds, so it looks until one serves. The
+ * time it waited for another thread's fetch and fetched itself is added to *info (NULL: not
+ * wanted). */
 int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t in_page, size_t n,
-                 unsigned flags, struct pbuf **out);
+                 unsigned flags, struct pbuf **out, struct pc_read_info *info);
 
 /* The set (VM_WAYS marks) page idx of file_id belongs to. */
 struct vmark *pc_vm_set(struct page_cache *pc, int64_t file_id, uint64_t idx);

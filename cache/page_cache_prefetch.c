@@ -5,7 +5,9 @@
  * Design:
  *   - A run of missing pages is registered as in flight (flagged prefetch), fetched with one
  *     read_range and published page by page, so readers wait on it exactly as on a foreground
- *     miss (single flight); a reader whose awaited prefetch failed fetches the page itself. A
+ *     miss (single flight); a reader whose awaited prefetch failed fetches the page itself.
+ *     That read_range runs in a call scope of its own that collects its time to first byte
+ *     (backend_call_set_timing), and is timed: read-ahead sizes its window from both. A
  *     partial page gets each run of its missing blocks fetched (prefetch_fill), never a block
  *     it has. Prefetched pages skip the hot set. Buffers come from the fetch buffer pool when
  *     the cache has one (conf->fetch_bufs, buf_pool.h), which keeps their memory within the
@@ -145,7 +147,8 @@ out_lock:
  * inflight entry. Registers them as in flight, fetches them with one read_range, then stores
  * (filling in what partial pages lack) and publishes them one by one. Returns with the lock
  * held: 0 or -errno. */
-static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t n)
+static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t n,
+                        struct pc_fetch_time *t)
 {
     uint64_t off = idx * pc->store.page_size;
     uint64_t end = (idx + n) * pc->store.page_size;
@@ -181,9 +184,19 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         rc = -ENOMEM;
         goto out_lock;
     }
+    struct backend_call scope;
+    struct backend_timing timing = {0};
+    backend_call_begin(&scope, 0, NULL);
+    backend_call_set_timing(&scope, &timing);
+    uint64_t t0 = backend_now_us();
     rc = pc_fetch_range(pc, f, off, total, one ? one->data : buf);
+    uint64_t us = backend_now_us() - t0;
+    backend_call_end(&scope);
     if (rc < 0)
         goto out_lock;
+    if (t && total > t->bytes)
+        *t = (struct pc_fetch_time){
+            .bytes = total, .us = us, .ttfb_us = timing.requests ? timing.ttfb_us : 0};
 
     for (size_t i = 0; i < n; i++) {
         size_t poff = i * (size_t)pc->store.page_size;
@@ -231,6 +244,14 @@ out_publish:
 
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count)
 {
+    return page_cache_prefetch_timed(pc, f, idx, count, NULL);
+}
+
+int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t idx,
+                              size_t count, struct pc_fetch_time *t)
+{
+    if (t)
+        memset(t, 0, sizeof(*t));
     if (!pc || !f)
         return -EINVAL;
     uint64_t npages = (f->size + pc->store.page_size - 1) / pc->store.page_size;
@@ -260,7 +281,7 @@ int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         if (known < 0)
             rc = prefetch_fill(pc, f, i, have);
         else
-            rc = prefetch_run(pc, f, i, (size_t)n);
+            rc = prefetch_run(pc, f, i, (size_t)n, t);
         pc_prefetch_done(pc, reserved);
         if (rc < 0)
             break;
@@ -317,7 +338,8 @@ int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t
             return fetched ? fetched : -ENOSPC;
         if (admitted) {
             struct pbuf *pb = NULL;
-            int rc = pc_get_range(pc, f, idx, in_page, n, PC_READ_RANDOM | PC_FETCH_PREFETCH, &pb);
+            int rc = pc_get_range(pc, f, idx, in_page, n, PC_READ_RANDOM | PC_FETCH_PREFETCH, &pb,
+                                  NULL);
             pthread_mutex_lock(&pc->lock);
             pc_prefetch_done(pc, bytes);
             pthread_mutex_unlock(&pc->lock);
@@ -329,6 +351,14 @@ int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t
         done += n;
     }
     return fetched;
+}
+
+uint64_t page_cache_prefetch_cap(struct page_cache *pc)
+{
+    pthread_mutex_lock(&pc->lock);
+    uint64_t cap = pc_unread_cap(pc);
+    pthread_mutex_unlock(&pc->lock);
+    return cap;
 }
 
 uint64_t page_cache_prefetch_room(struct page_cache *pc)

@@ -4,9 +4,10 @@
  * Design (libuv's threading rules): FUSE threads never touch the loop. prefetch_read() runs
  * the file's detector under its lock, then appends requests to the prefetcher's queue under
  * pf->lock and calls uv_async_send(), the only cross-thread libuv call. A request is one GET:
- * one page while a window is narrow, window / max_inflight pages (at most MAX_CHUNK_PAGES,
- * and so that max_inflight of them fit in mem_limit) once it is wider, so a full window is
- * about max_inflight GETs; a sparse strided record is one ranged GET of its blocks. The loop
+ * of a sequential run, the run's GET size (ra_window_chunk: from the link, at most an eighth
+ * of mem_limit; rounded down to a power of two pages, the sizes the fetch buffer pool keeps),
+ * so its window is window / GET size GETs; of a dense strided run, one page;
+ * a sparse strided record is one ranged GET of its blocks. The loop
  * thread (on_wake, after_fetch) moves requests from the queue to the pool with uv_queue_work
  * while fewer than max_inflight fetches are under way and the memory budget (mem_budget.h;
  * shared with load jobs) grants the request's page buffers (page_cache_prefetch_mem). The
@@ -24,9 +25,20 @@
  *   - Staleness: each run of a file has a generation, bumped when it jumps or is recycled
  *     for another reader, and the file one more (FILE_GEN), bumped when its last handle
  *     closes. A request carries the generation it was queued under; when its turn comes it
- *     is dropped if that moved on. Closing a handle does not cancel its runs' read-ahead (a
- *     reader that reopens continues them); it cancels the whole-object fetch queued at open
- *     of a small object nobody has open any more.
+ *     is dropped if that moved on. Closing a handle does not cancel its runs' read-ahead at
+ *     once (a reader that reopens continues them); it cancels the whole-object fetch queued
+ *     at open of a small object nobody has open any more. A file that stays without a handle
+ *     for CLOSE_GRACE_MS loses its read-ahead (the reader stopped: what it would read next
+ *     will not be read): the loop thread's grace timer bumps the file's cancel count, so its
+ *     queued requests are dropped, sets the cancel flag of those under way, whose call scope
+ *     aborts their GET (backend.h), and rewinds its runs to their readers
+ *     (stream_set_rewind): a reader that comes back later continues its run and asks again.
+ *   - Window sizing (ra_window.h): each run of a file has an ra_window beside its detector
+ *     state (same lock, reset when the run's generation moves on), fed the reader's progress
+ *     by prefetch_read() and its waits by prefetch_waited(); its window and GET size are set
+ *     on the run (stream_set_window) after every sequential read. The link (ra_link) is the
+ *     prefetcher's, fed by after_fetch with the time of each GET of whole pages
+ *     (page_cache_prefetch_timed) under link_lock, and copied out by prefetch_read.
  *   - "used": pages the prefetcher fetched are remembered in a small open-addressing table
  *     keyed by (file id, page); a later read of such a page through any handle counts it as
  *     used and forgets it. The table is bounded: when a probe run is full the oldest guess is
@@ -40,7 +52,8 @@
  *     and, once the last fetch under way has finished (after_fetch), closes its async handle
  *     so uv_run returns; destroy joins the thread and closes the loop.
  *
- * Invariants (under pf->lock): inflight <= max_inflight; mem_inflight is the sum of the
+ * Invariants (under pf->lock): inflight <= max_inflight and is the length of the running
+ * list; mem_inflight is the sum of the
  * buffers of the fetches under way, all taken from the budget; the budget holds a wish or a
  * reservation of ours only while a request is queued; every queued or running
  * request holds one reference to its pf_file and one to its pc_file, or owns its pf_obj,
@@ -52,7 +65,8 @@
  * queue or the retained list.
  *
  * Lock order: pf_file->lock and pf->lock are never held together (the detector runs first,
- * the queue is touched after). The budget's lock is taken under pf->lock (try_take, give,
+ * the queue is touched after). link_lock is a leaf, taken under pf->lock (after_fetch) or
+ * alone. The budget's lock is taken under pf->lock (try_take, give,
  * cancel_wish) and is innermost; on_budget runs under it and only calls uv_async_send. The
  * page cache's lock is taken with no prefetcher lock held: by pool threads
  * (page_cache_open/page_cache_prefetch) and by prefetch_stream_create() (page_cache_resident: a
@@ -60,9 +74,11 @@
  */
 #include "cache/prefetch.h"
 
+#include "backends/backend.h"
 #include "backends/invariants.h"
 #include "cache/mem_budget.h"
 #include "cache/page_cache.h"
+#include "cache/ra_window.h"
 #include "cache/stream.h"
 
 #include <errno.h>
@@ -76,26 +92,33 @@
 #include <uv.h>
 #include <xxhash.h>
 
-#define MAX_PENDING 4096    /* queued requests at most; more are dropped */
-#define TRACK_SLOTS 16384u  /* power of two */
+#define MAX_PENDING 4096   /* queued requests at most; more are dropped */
+#define TRACK_SLOTS 16384u /* power of two */
 #define TRACK_PROBE 8
-#define OBJ_BUCKETS 1024u  /* power of two */
-#define FILE_BUCKETS 1024u /* power of two */
-#define RETAIN_FILES 64u   /* files whose read-ahead state outlives their last handle */
-#define MAX_CHUNK_PAGES 8u /* pages per read-ahead GET at most */
+#define OBJ_BUCKETS 1024u   /* power of two */
+#define FILE_BUCKETS 1024u  /* power of two */
+#define RETAIN_FILES 64u    /* files whose read-ahead state outlives their last handle */
+#define MIN_WINDOW_PAGES 4u /* a sequential window opens at this */
+#define CLOSE_GRACE_MS 20u  /* a file without a handle this long loses its read-ahead */
+#define CHUNK_MEM_SHARE 8u  /* a read-ahead GET holds at most 1/8 of mem_limit */
 
 /* The read-ahead state of one object version (file id), shared by its handles and kept for
  * a while after the last one closes (an open-read-close reader continues its runs). */
 struct pf_file {
-    struct pf_file *hnext;        /* in pf->files (under pf->lock) */
+    struct pf_file *hnext;         /* in pf->files (under pf->lock) */
     struct pf_file *lprev, *lnext; /* in pf's retained list while no handle has it */
-    atomic_uint refs;             /* the table's, each handle's, each request's */
-    unsigned handles;             /* under pf->lock */
-    int in_table;                 /* under pf->lock */
+    atomic_uint refs;              /* the table's, each handle's, each request's */
+    atomic_uint cancels;           /* bumped when its read-ahead is cancelled (grace timer) */
+    unsigned handles;              /* under pf->lock */
+    int in_table;                  /* under pf->lock */
+    uint64_t closed_ms;            /* under pf->lock: when its last handle closed; 0: open, or
+                                      its read-ahead cancelled since */
     int64_t file_id;
     uint64_t size;
-    pthread_mutex_t lock;         /* guards set */
+    pthread_mutex_t lock; /* guards set, ra, ra_gen */
     struct stream_set set;
+    struct ra_window ra[STREAM_SET_MAX]; /* each run's window sizing */
+    unsigned ra_gen[STREAM_SET_MAX];     /* the run generation ra[i] belongs to, + 1 (0: none) */
     /* The runs' generations (mirrors of the set's, read without the lock by the loop), and
      * at FILE_GEN the file's own, bumped when its last handle closes (drops whole-object
      * fetches queued at open). */
@@ -115,6 +138,8 @@ struct prefetch_stream {
     struct pc_file *f;     /* one reference */
     uint64_t reader;       /* this handle's id in pfile's stream set */
     uint64_t nreads;       /* reads so far (under pfile->lock) */
+    unsigned run, gen;     /* the run its last read went to, and its generation (same lock) */
+    int seq;               /* that read was sequential */
 };
 
 /* One queued or running fetch of pages [idx, idx + count) of f, or (len > 0) of the bytes
@@ -122,19 +147,23 @@ struct prefetch_stream {
  * (prefetch_object: opened by the pool thread). */
 struct pf_req {
     struct pf_req *next;
+    struct pf_req *rprev, *rnext; /* in pf's running list while under way */
+    atomic_int cancel;            /* its call scope's flag: set to abort its GET */
     struct prefetcher *pf;
-    struct pf_file *pfile;      /* one reference; NULL for an object request */
-    struct pc_file *f;          /* one reference; NULL for an object request */
-    struct pf_obj *obj;         /* an object request's name; NULL for a stream request */
-    int64_t file_id;            /* of the pages fetched (an object's: set by the pool thread) */
+    struct pf_file *pfile; /* one reference; NULL for an object request */
+    struct pc_file *f;     /* one reference; NULL for an object request */
+    struct pf_obj *obj;    /* an object request's name; NULL for a stream request */
+    int64_t file_id;       /* of the pages fetched (an object's: set by the pool thread) */
     uint64_t idx;
     size_t count;
-    uint64_t off, len;          /* a range request when len > 0 (idx, count: its pages) */
-    unsigned run;               /* index in pfile->gen */
+    uint64_t off, len; /* a range request when len > 0 (idx, count: its pages) */
+    unsigned run;      /* index in pfile->gen */
     unsigned gen;
-    uint64_t mem;  /* bytes of buffers this fetch holds */
-    size_t overtaken; /* pages skipped when its turn came: the reader had read them */
-    int result;    /* page_cache_prefetch() result, set by the pool thread */
+    unsigned cancels;        /* pfile->cancels when it was queued */
+    uint64_t mem;            /* bytes of buffers this fetch holds */
+    size_t overtaken;        /* pages skipped when its turn came: the reader had read them */
+    int result;              /* page_cache_prefetch() result, set by the pool thread */
+    struct pc_fetch_time ft; /* its GET, timed (set by the pool thread) */
     uv_work_t work;
 };
 
@@ -158,21 +187,27 @@ struct track_slot {
 struct prefetcher {
     struct page_cache *pc; /* borrowed */
     uint32_t page_size, block_size;
-    uint64_t chunk_max; /* pages per read-ahead GET at most: MAX_CHUNK_PAGES, and so that
-                           max_inflight of them fit in mem_limit */
-    uint64_t max_readahead, mem_limit, small_object;
+    struct ra_window_conf ra_conf; /* of every run's window */
+    uint64_t max_readahead, max_records, mem_limit, small_object;
     unsigned max_inflight;
     struct mem_budget *budget; /* the conf's (shared), or own_budget */
     struct mem_budget *own_budget;
 
+    pthread_mutex_t link_lock; /* guards link (a leaf) */
+    struct ra_link link;
+    atomic_uint_fast64_t window_peak; /* the largest window a run reached, bytes */
+
     uv_loop_t loop; /* owned by the loop thread once it runs */
     uv_async_t wake;
+    uv_timer_t grace; /* loop thread: cancels the read-ahead of files closed a while */
     pthread_t thread;
 
     pthread_mutex_t lock;
     pthread_cond_t idle; /* broadcast when nothing is queued or in flight */
     /* Under lock. */
     struct pf_req *head, *tail;
+    struct pf_req *running; /* fetches under way */
+    int closed;             /* a file lost its last handle since the grace timer last ran */
     size_t npending;
     unsigned inflight;
     uint64_t mem_inflight;
@@ -180,8 +215,8 @@ struct prefetcher {
     struct prefetch_stats stats;
     struct track_slot *track;
     uint64_t track_clock;
-    struct pf_obj **objs; /* OBJ_BUCKETS chains: objects queued or running */
-    struct pf_file **files; /* FILE_BUCKETS chains: the read-ahead state of files */
+    struct pf_obj **objs;                /* OBJ_BUCKETS chains: objects queued or running */
+    struct pf_file **files;              /* FILE_BUCKETS chains: the read-ahead state of files */
     struct pf_file *lru_head, *lru_tail; /* files no handle has, most recent first */
     unsigned nretained;
     uint64_t next_reader;
@@ -226,8 +261,7 @@ static void lru_unlink(struct prefetcher *pf, struct pf_file *pfile)
 /* Under pf->lock: takes pfile out of the table (the caller drops the table's reference). */
 static void table_remove(struct prefetcher *pf, struct pf_file *pfile)
 {
-    for (struct pf_file **pp = &pf->files[file_bucket(pfile->file_id)]; *pp;
-         pp = &(*pp)->hnext) {
+    for (struct pf_file **pp = &pf->files[file_bucket(pfile->file_id)]; *pp; pp = &(*pp)->hnext) {
         if (*pp == pfile) {
             *pp = pfile->hnext;
             break;
@@ -260,12 +294,14 @@ static struct pf_file *pfile_get(struct prefetcher *pf, int64_t file_id, uint64_
             return NULL;
         }
         atomic_init(&p->refs, 1); /* the table's */
+        atomic_init(&p->cancels, 0);
         p->file_id = file_id;
         p->size = size;
         struct stream_conf sc = {
             .page_size = pf->page_size,
             .block_size = pf->block_size,
             .max_window = pf->max_readahead,
+            .max_records = pf->max_records,
             .file_size = size,
         };
         stream_set_init(&p->set, &sc);
@@ -281,6 +317,7 @@ static struct pf_file *pfile_get(struct prefetcher *pf, int64_t file_id, uint64_
         lru_unlink(pf, p);
     }
     p->handles++;
+    p->closed_ms = 0;
     return pfile_ref(p);
 }
 
@@ -293,6 +330,8 @@ static struct pf_file *pfile_put(struct prefetcher *pf, struct pf_file *pfile)
         return NULL;
     atomic_fetch_add(&pfile->gen[FILE_GEN], 1);
     atomic_store(&pfile->front[FILE_GEN], 0);
+    pfile->closed_ms = backend_now_ms();
+    pf->closed = 1;
     pfile->lprev = NULL;
     pfile->lnext = pf->lru_head;
     if (pf->lru_head)
@@ -354,10 +393,12 @@ static void req_free(struct pf_req *r)
 }
 
 /* A request that will not be fetched any more: its run jumped, was recycled or lost its
- * reader (or, for a whole-object fetch at open, the file's last handle closed). */
+ * reader (or, for a whole-object fetch at open, the file's last handle closed), or the
+ * file's read-ahead was cancelled. */
 static int req_stale(struct pf_req *r)
 {
-    return r->pfile && atomic_load(&r->pfile->gen[r->run]) != r->gen;
+    return r->pfile && (atomic_load(&r->pfile->gen[r->run]) != r->gen ||
+                        atomic_load(&r->pfile->cancels) != r->cancels);
 }
 
 /* ---- the table of prefetched, not yet read pages (under pf->lock) ---------------------- */
@@ -418,9 +459,16 @@ static void prefetcher_check_invariants(struct prefetcher *pf)
     if (n != pf->npending || last != pf->tail || (n && pf->stopping))
         pagefs_invariant_failed("prefetcher", "%zu queued, counted %zu (stopping %d)", n,
                                 pf->npending, pf->stopping);
+    unsigned running = 0;
+    for (struct pf_req *r = pf->running; r; r = r->rnext, running++)
+        if (r->rnext && r->rnext->rprev != r)
+            pagefs_invariant_failed("prefetcher", "running list broken");
+    if (running != pf->inflight)
+        pagefs_invariant_failed("prefetcher", "%u fetches running, counted %u", running,
+                                pf->inflight);
     if (pf->inflight > pf->max_inflight || (pf->inflight == 0 && pf->mem_inflight != 0))
-        pagefs_invariant_failed("prefetcher", "%u fetches (at most %u) holding %" PRIu64
-                                " bytes", pf->inflight, pf->max_inflight, pf->mem_inflight);
+        pagefs_invariant_failed("prefetcher", "%u fetches (at most %u) holding %" PRIu64 " bytes",
+                                pf->inflight, pf->max_inflight, pf->mem_inflight);
     unsigned retained = 0;
     for (struct pf_file *p = pf->lru_head; p; p = p->lnext, retained++)
         if (!p->in_table || p->handles != 0 || (p->lnext ? p->lnext->lprev : pf->lru_tail) != p)
@@ -432,6 +480,27 @@ static void prefetcher_check_invariants(struct prefetcher *pf)
 #endif
 
 /* ---- the loop thread --------------------------------------------------------------------- */
+
+/* Under pf->lock: r starts (joins the running list) or ends (leaves it). */
+static void running_add(struct prefetcher *pf, struct pf_req *r)
+{
+    r->rprev = NULL;
+    r->rnext = pf->running;
+    if (pf->running)
+        pf->running->rprev = r;
+    pf->running = r;
+}
+
+static void running_remove(struct prefetcher *pf, struct pf_req *r)
+{
+    if (r->rprev)
+        r->rprev->rnext = r->rnext;
+    else if (pf->running == r)
+        pf->running = r->rnext;
+    if (r->rnext)
+        r->rnext->rprev = r->rprev;
+    r->rprev = r->rnext = NULL;
+}
 
 static void signal_if_idle(struct prefetcher *pf)
 {
@@ -449,8 +518,10 @@ static struct pf_req *stop_locked(struct prefetcher *pf)
     pf->head = pf->tail = NULL;
     pf->npending = 0;
     mem_budget_cancel_wish(pf->budget);
-    if (pf->inflight == 0 && !uv_is_closing((uv_handle_t *)&pf->wake))
+    if (pf->inflight == 0 && !uv_is_closing((uv_handle_t *)&pf->wake)) {
         uv_close((uv_handle_t *)&pf->wake, NULL);
+        uv_close((uv_handle_t *)&pf->grace, NULL);
+    }
     signal_if_idle(pf);
     return drop;
 }
@@ -484,8 +555,11 @@ static void fetch_work(uv_work_t *w)
                 return;
             }
         }
+        struct backend_call scope;
+        backend_call_begin(&scope, 0, &r->cancel); /* the grace timer may abort it */
         r->result = r->len ? page_cache_prefetch_range(r->pf->pc, r->f, r->off, (size_t)r->len)
-                           : page_cache_prefetch(r->pf->pc, r->f, r->idx, r->count);
+                           : page_cache_prefetch_timed(r->pf->pc, r->f, r->idx, r->count, &r->ft);
+        backend_call_end(&scope);
         return;
     }
     if (atomic_load(&r->obj->opened)) {
@@ -510,6 +584,7 @@ static void after_fetch(uv_work_t *w, int status)
     struct prefetcher *pf = r->pf;
     struct pf_obj *obj = r->obj;
     pthread_mutex_lock(&pf->lock);
+    running_remove(pf, r);
     pf->inflight--;
     pf->mem_inflight -= r->mem;
     mem_budget_give(pf->budget, r->mem);
@@ -520,7 +595,13 @@ static void after_fetch(uv_work_t *w, int status)
         r->obj = NULL;
     }
     pf->stats.dropped += r->overtaken;
-    if (status < 0 || r->result == -ECANCELED) {
+    if (r->ft.bytes) {
+        pthread_mutex_lock(&pf->link_lock);
+        ra_link_sample(&pf->link, r->ft.bytes, r->ft.ttfb_us, r->ft.us);
+        pf->stats.link_gets++;
+        pthread_mutex_unlock(&pf->link_lock);
+    }
+    if (status < 0 || r->result == -ECANCELED || (r->result == -EINTR && atomic_load(&r->cancel))) {
         pf->stats.dropped += r->count;
     } else if (r->result == -ENOSPC) {
         pf->stats.denied += r->count; /* the cache could not keep them until read */
@@ -595,6 +676,7 @@ static void dispatch(struct prefetcher *pf)
         granted -= r->mem;
         pf->inflight++;
         pf->mem_inflight += r->mem;
+        running_add(pf, r);
         *tail = r;
         tail = &r->next;
     }
@@ -611,6 +693,7 @@ static void dispatch(struct prefetcher *pf)
         r->work.data = r;
         if (uv_queue_work(&pf->loop, &r->work, fetch_work, after_fetch) < 0) {
             pthread_mutex_lock(&pf->lock);
+            running_remove(pf, r);
             pf->inflight--;
             pf->mem_inflight -= r->mem;
             mem_budget_give(pf->budget, r->mem);
@@ -631,12 +714,65 @@ static void on_budget(void *arg)
     uv_async_send(&pf->wake);
 }
 
+/* Loop thread: the read-ahead of files without a handle for CLOSE_GRACE_MS is cancelled
+ * (queued requests dropped, GETs under way aborted, runs rewound to their readers); the timer
+ * runs again for files closed since, while any have work queued or under way. */
+static void on_grace(uv_timer_t *t)
+{
+    struct prefetcher *pf = t->data;
+    struct pf_file *cancel[64];
+    size_t n = 0;
+    uint64_t now = backend_now_ms(), next = 0;
+    pthread_mutex_lock(&pf->lock);
+    pf->closed = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (struct pf_req *r = pass ? pf->running : pf->head; r; r = pass ? r->rnext : r->next) {
+            struct pf_file *p = r->pfile;
+            if (!p || p->handles || !p->closed_ms)
+                continue;
+            if (now - p->closed_ms < CLOSE_GRACE_MS) {
+                uint64_t left = CLOSE_GRACE_MS - (now - p->closed_ms);
+                next = next && next < left ? next : left;
+                continue;
+            }
+            if (pass)
+                atomic_store(&r->cancel, 1);
+            size_t i = 0;
+            while (i < n && cancel[i] != p)
+                i++;
+            if (i == n && n < sizeof(cancel) / sizeof(cancel[0]))
+                cancel[n++] = pfile_ref(p);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        cancel[i]->closed_ms = 0;
+        atomic_fetch_add(&cancel[i]->cancels, 1); /* before a handle can open it again */
+    }
+    pthread_mutex_unlock(&pf->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct pf_file *p = cancel[i];
+        pthread_mutex_lock(&p->lock);
+        stream_set_rewind(&p->set);
+        pthread_mutex_unlock(&p->lock);
+        pfile_unref(p);
+    }
+    if (n == sizeof(cancel) / sizeof(cancel[0]))
+        next = 1; /* more than fit at once: again soon */
+    if (next)
+        uv_timer_start(&pf->grace, on_grace, next, 0);
+    if (n)
+        dispatch(pf); /* drops what was queued for them */
+}
+
 static void on_wake(uv_async_t *a)
 {
     struct prefetcher *pf = a->data;
     pthread_mutex_lock(&pf->lock);
     if (!pf->stopping) {
+        int closed = pf->closed && (pf->head || pf->running);
         pthread_mutex_unlock(&pf->lock);
+        if (closed && !uv_is_active((uv_handle_t *)&pf->grace))
+            uv_timer_start(&pf->grace, on_grace, CLOSE_GRACE_MS, 0);
         dispatch(pf);
         return;
     }
@@ -676,13 +812,14 @@ static struct pf_req *req_new(struct prefetcher *pf, struct prefetch_stream *st,
     r->file_id = st->pfile->file_id;
     r->run = b->run;
     r->gen = b->gen;
+    r->cancels = atomic_load(&st->pfile->cancels);
     return r;
 }
 
 /* Queues batch b of st. Also counts the pages of [rd_off, rd_off + rd_len) that the
  * prefetcher had fetched as used. */
-static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
-                    const struct pf_batch *b, uint64_t rd_off, size_t rd_len)
+static void enqueue(struct prefetcher *pf, struct prefetch_stream *st, const struct pf_batch *b,
+                    uint64_t rd_off, size_t rd_len)
 {
     struct pf_req *list = NULL, *last = NULL;
     uint64_t chunk = b->chunk && b->chunk < b->npages ? b->chunk : b->npages;
@@ -706,8 +843,7 @@ static void enqueue(struct prefetcher *pf, struct prefetch_stream *st,
         uint64_t off = b->rec_off + k * b->rec_stride;
         if (off >= st->pfile->size)
             break;
-        uint64_t len = b->rec_len < st->pfile->size - off ? b->rec_len
-                                                          : st->pfile->size - off;
+        uint64_t len = b->rec_len < st->pfile->size - off ? b->rec_len : st->pfile->size - off;
         uint64_t p0 = off / pf->page_size, p1 = (off + len - 1) / pf->page_size;
         wanted += p1 - p0 + 1;
         struct pf_req *r = req_new(pf, st, b);
@@ -819,14 +955,46 @@ int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct pref
     return 0;
 }
 
+/* Under pfile->lock, after a sequential read of run `run` (generation gen) reaching `end` at
+ * now_us: the run's window sizing (started afresh for a new generation) takes the reader's
+ * progress, and the run's window and step are set from it; pages a larger window asks for at
+ * once go to *more. Returns the GET size in pages; *step and *win get what the epoch decided
+ * and the window in bytes. */
+static uint64_t size_window(struct prefetcher *pf, struct pf_file *pfile, const struct ra_link *l,
+                            unsigned run, unsigned gen, uint64_t end, uint64_t now_us,
+                            struct stream_decision *more, enum ra_step *step, uint64_t *win)
+{
+    struct ra_window *w = &pfile->ra[run];
+    if (pfile->ra_gen[run] != gen + 1) {
+        ra_window_init(w, &pf->ra_conf);
+        pfile->ra_gen[run] = gen + 1;
+    }
+    *step = ra_window_progress(w, l, now_us, end);
+    *win = ra_window_bytes(w);
+    /* GETs of a power of two pages: their buffers come from the fetch buffer pool, which
+     * keeps buffers by size (a size it has none of is a new mapping, zero-filled page by
+     * page as the GET writes it). */
+    uint64_t want = ra_window_chunk(w, l) / pf->page_size, chunk = 1;
+    while (chunk * 2 <= want)
+        chunk *= 2;
+    stream_set_window(&pfile->set, run, *win / pf->page_size, chunk, more);
+    return chunk;
+}
+
 int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len)
 {
     if (!pf || !st || len == 0)
         return 0;
-    struct stream_decision d;
+    struct stream_decision d, more = {0};
     struct pf_batch b = {0};
     int shared;
     struct pf_file *pfile = st->pfile;
+    struct ra_link link;
+    pthread_mutex_lock(&pf->link_lock);
+    link = pf->link;
+    pthread_mutex_unlock(&pf->link_lock);
+    uint64_t now = backend_now_us(), chunk = 1, win = 0;
+    enum ra_step step = RA_NONE;
     pthread_mutex_lock(&pfile->lock);
     stream_set_feed(&pfile->set, st->reader, st->nreads++ == 0, off, len, &d, &b.run, &b.gen,
                     &shared);
@@ -837,9 +1005,19 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     if (atomic_load(&pfile->front[FILE_GEN]) < page1)
         atomic_store(&pfile->front[FILE_GEN], page1);
     atomic_store(&pfile->gen[b.run], b.gen);
+    st->run = b.run;
+    st->gen = b.gen;
+    st->seq = !d.random && !d.strided;
+    if (st->seq) {
+        uint64_t end = off + len < pfile->size ? off + len : pfile->size;
+        chunk = size_window(pf, pfile, &link, b.run, b.gen, end, now, &more, &step, &win);
+    }
     pthread_mutex_unlock(&pfile->lock);
 
-    if (d.jumped || d.opened || shared) {
+    uint64_t peak = atomic_load(&pf->window_peak);
+    while (win > peak && !atomic_compare_exchange_weak(&pf->window_peak, &peak, win))
+        ;
+    if (d.jumped || d.opened || shared || step != RA_NONE) {
         pthread_mutex_lock(&pf->lock);
         if (d.jumped)
             pf->stats.jumps++;
@@ -849,18 +1027,30 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
             pf->stats.windows++;
         if (shared)
             pf->stats.shared++;
+        pf->stats.window_grows += step == RA_GREW;
+        pf->stats.window_shrinks += step == RA_SHRANK;
+        pf->stats.window_ceilings += step == RA_CEILING;
         pthread_mutex_unlock(&pf->lock);
+    }
+    /* A window set larger asks at once for the pages after those the read asked for. */
+    if (more.npages && d.npages && d.first_page + d.npages == more.first_page) {
+        d.npages += more.npages;
+    } else if (more.npages && !d.npages) {
+        d.first_page = more.first_page;
+        d.npages = more.npages;
+    } else if (more.npages) {
+        struct pf_batch mb = {.run = b.run,
+                              .gen = b.gen,
+                              .first = more.first_page,
+                              .npages = more.npages,
+                              .chunk = chunk};
+        enqueue(pf, st, &mb, 0, 0);
     }
     b.first = d.first_page;
     b.npages = d.npages;
-    /* Once a sequential window is wider than the fetches allowed at once, larger requests:
-     * a full window is about max_inflight GETs (fewer requests to pay for, less per-request
-     * work on both ends, the same bytes in flight). A strided run's window counts records. */
-    b.chunk = d.strided ? 1 : d.window / pf->max_inflight;
-    if (b.chunk > pf->chunk_max)
-        b.chunk = pf->chunk_max;
-    if (b.chunk < 1)
-        b.chunk = 1;
+    /* A sequential run's GETs are of the size its window sizing chose; a strided run's
+     * pages one by one (its window counts records). */
+    b.chunk = st->seq ? chunk : 1;
     b.rec_off = d.rec_off;
     b.rec_stride = d.rec_stride;
     b.rec_len = d.rec_len;
@@ -869,8 +1059,19 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     return d.random;
 }
 
-int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
-                    uint64_t size, int64_t mtime_ns)
+void prefetch_waited(struct prefetcher *pf, struct prefetch_stream *st, uint64_t wait_us)
+{
+    if (!pf || !st || !wait_us)
+        return;
+    struct pf_file *pfile = st->pfile;
+    pthread_mutex_lock(&pfile->lock);
+    if (st->seq && st->run < STREAM_SET_MAX && pfile->ra_gen[st->run] == st->gen + 1)
+        ra_window_wait(&pfile->ra[st->run], wait_us);
+    pthread_mutex_unlock(&pfile->lock);
+}
+
+int prefetch_object(struct prefetcher *pf, const char *key, const char *version, uint64_t size,
+                    int64_t mtime_ns)
 {
     if (!pf)
         return 0;
@@ -947,8 +1148,11 @@ void prefetch_stream_destroy(struct prefetch_stream *st)
     pthread_mutex_unlock(&pfile->lock);
     pthread_mutex_lock(&pf->lock);
     struct pf_file *old = pfile_put(pf, pfile);
+    int wake = pf->closed && (pf->head || pf->running) && !pf->stopping;
     PAGEFS_CHECK_INVARIANTS(prefetcher_check_invariants(pf));
     pthread_mutex_unlock(&pf->lock);
+    if (wake)
+        uv_async_send(&pf->wake); /* the loop arms its grace timer */
     pfile_unref(old); /* the table's reference of a file pushed out of the retained list */
     pfile_unref(pfile);
     pc_file_unref(st->f);
@@ -961,6 +1165,10 @@ void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out)
     *out = pf->stats;
     out->inflight = pf->inflight;
     out->pending = pf->npending;
+    out->window_peak = atomic_load(&pf->window_peak);
+    pthread_mutex_lock(&pf->link_lock);
+    ra_link_fit(&pf->link, &out->link_ttfb_us, &out->link_rate);
+    pthread_mutex_unlock(&pf->link_lock);
     pthread_mutex_unlock(&pf->lock);
 }
 
@@ -985,19 +1193,33 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     pf->pc = pc;
     pf->page_size = page_cache_page_size(pc);
     pf->block_size = page_cache_block_size(pc);
-    pf->max_readahead = conf->max_readahead ? conf->max_readahead
-                                            : PREFETCH_DEFAULT_MAX_READAHEAD;
     pf->max_inflight = conf->max_inflight ? conf->max_inflight : PREFETCH_DEFAULT_MAX_INFLIGHT;
     pf->mem_limit = conf->mem_limit ? conf->mem_limit : PREFETCH_DEFAULT_MEM_LIMIT;
     if (conf->budget)
         pf->mem_limit = mem_budget_limit(conf->budget);
     pf->small_object = conf->small_object ? conf->small_object : PREFETCH_DEFAULT_SMALL_OBJECT;
-    /* The widest GET such that max_inflight of them fit in the memory bound. */
-    pf->chunk_max = 1;
-    while (pf->chunk_max < MAX_CHUNK_PAGES &&
-           page_cache_prefetch_mem(pc, (size_t)pf->chunk_max + 1) <=
-               pf->mem_limit / pf->max_inflight)
-        pf->chunk_max++;
+    /* A sequential window: up to max_readahead, else up to the memory budget, and within
+     * half of what the cache keeps of unread prefetched pages (more would be denied). */
+    pf->max_readahead = conf->max_readahead ? conf->max_readahead : pf->mem_limit;
+    uint64_t keep = page_cache_prefetch_cap(pc) / 2;
+    if (!conf->max_readahead && keep < pf->max_readahead)
+        pf->max_readahead = keep;
+    if (pf->max_readahead < pf->page_size)
+        pf->max_readahead = pf->page_size;
+    pf->max_records = conf->max_readahead ? conf->max_readahead : PREFETCH_DEFAULT_MAX_RECORDS;
+    uint64_t min_window = (uint64_t)MIN_WINDOW_PAGES * pf->page_size;
+    pf->ra_conf = (struct ra_window_conf){
+        .page_size = pf->page_size,
+        .min_window = min_window < pf->max_readahead ? min_window : pf->max_readahead,
+        .max_window = pf->max_readahead,
+        .max_chunk = pf->mem_limit / CHUNK_MEM_SHARE < RA_DEFAULT_MAX_CHUNK
+                         ? pf->mem_limit / CHUNK_MEM_SHARE
+                         : RA_DEFAULT_MAX_CHUNK,
+    };
+    if (pf->ra_conf.max_chunk < pf->page_size)
+        pf->ra_conf.max_chunk = pf->page_size;
+    ra_link_init(&pf->link);
+    atomic_init(&pf->window_peak, 0);
     pf->budget = conf->budget;
     if (!pf->budget) {
         rc = mem_budget_create(pf->mem_limit, &pf->own_budget);
@@ -1015,15 +1237,22 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     rc = -pthread_mutex_init(&pf->lock, NULL);
     if (rc < 0)
         goto out_free_track;
-    rc = -pthread_cond_init(&pf->idle, NULL);
+    rc = -pthread_mutex_init(&pf->link_lock, NULL);
     if (rc < 0)
         goto out_destroy_lock;
+    rc = -pthread_cond_init(&pf->idle, NULL);
+    if (rc < 0)
+        goto out_destroy_link_lock;
     rc = uv_loop_init(&pf->loop);
     if (rc < 0)
         goto out_destroy_cond;
-    rc = uv_async_init(&pf->loop, &pf->wake, on_wake);
+    rc = uv_timer_init(&pf->loop, &pf->grace);
     if (rc < 0)
         goto out_close_loop;
+    pf->grace.data = pf;
+    rc = uv_async_init(&pf->loop, &pf->wake, on_wake);
+    if (rc < 0)
+        goto out_close_timer;
     pf->wake.data = pf;
     rc = mem_budget_set_notify(pf->budget, on_budget, pf);
     if (rc < 0)
@@ -1045,11 +1274,15 @@ out_clear_notify:
     mem_budget_set_notify(pf->budget, NULL, NULL);
 out_close_async:
     uv_close((uv_handle_t *)&pf->wake, NULL);
+out_close_timer:
+    uv_close((uv_handle_t *)&pf->grace, NULL);
     uv_run(&pf->loop, UV_RUN_DEFAULT);
 out_close_loop:
     uv_loop_close(&pf->loop);
 out_destroy_cond:
     pthread_cond_destroy(&pf->idle);
+out_destroy_link_lock:
+    pthread_mutex_destroy(&pf->link_lock);
 out_destroy_lock:
     pthread_mutex_destroy(&pf->lock);
 out_free_track:
@@ -1078,6 +1311,7 @@ void prefetcher_destroy(struct prefetcher *pf)
         uv_loop_close(&pf->loop);
     }
     pthread_cond_destroy(&pf->idle);
+    pthread_mutex_destroy(&pf->link_lock);
     pthread_mutex_destroy(&pf->lock);
     free(pf->objs); /* empty: every request was freed */
     /* Every handle is closed: what is left is retained files, held by the table alone. */

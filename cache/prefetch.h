@@ -8,6 +8,12 @@
  * handle's file (stream.h: the runs of a file are shared by all its handles, so workers that
  * read one file, or a reader that opens, reads and closes it again and again, continue the
  * same runs) and queues the pages, or for a sparse strided run the byte ranges, it asks for.
+ * A sequential run's window and the size of its GETs come from the link (ra_window.h): the
+ * prefetcher times every read-ahead GET (and its time to first byte, when the store's
+ * transport measures it), and the reader tells it how long each read waited for the store
+ * (prefetch_waited()); the window grows while its reader waits, up to what the link can use
+ * at the reader's rate, and shrinks toward what the link needs at that rate when the reader
+ * does not wait, up to max_readahead (by default the memory budget).
  * The read-ahead state of a file outlives its last handle for a while (the 64 most recently
  * closed files). The loop thread hands queued pages to the
  * libuv thread pool, where page_cache_prefetch() fetches them through the page cache's
@@ -41,16 +47,20 @@ struct mem_budget;
 struct prefetcher;
 struct prefetch_stream;
 
-/* Defaults. With 1 MiB pages and ~50 MiB/s per connection, parallel fetches matter more
- * than depth: 16 fetches in flight already cover a 32 MiB window twice. */
-#define PREFETCH_DEFAULT_MAX_READAHEAD (32ull << 20)
-#define PREFETCH_DEFAULT_MAX_INFLIGHT 16u
+/* Defaults. A sequential window is sized from the link up to the memory budget; its GETs
+ * are window / GET size, so max_inflight only bounds them all together. A strided run's
+ * records are asked for PREFETCH_DEFAULT_MAX_RECORDS bytes ahead at most. */
+#define PREFETCH_DEFAULT_MAX_READAHEAD 0ull /* 0: the memory budget (mem_limit) */
+#define PREFETCH_DEFAULT_MAX_RECORDS (32ull << 20)
+#define PREFETCH_DEFAULT_MAX_INFLIGHT 64u
 #define PREFETCH_DEFAULT_MEM_LIMIT (256ull << 20)
 #define PREFETCH_DEFAULT_SMALL_OBJECT (2ull << 20)
 #define PREFETCH_MAX_INFLIGHT 1000u /* libuv's thread pool has at most 1024 threads */
 
 struct prefetch_conf {
-    uint64_t max_readahead; /* bytes of read-ahead per sequential stream; 0 = default */
+    uint64_t max_readahead; /* bytes of read-ahead per sequential stream at most, and of a
+                               strided one's records; 0 = the memory budget (and
+                               PREFETCH_DEFAULT_MAX_RECORDS) */
     unsigned max_inflight;  /* concurrent prefetch fetches; 0 = default; <= PREFETCH_MAX_INFLIGHT */
     uint64_t mem_limit;     /* bytes of page buffers held by prefetch fetches; 0 = default;
                                ignored with a budget (its limit applies) */
@@ -79,6 +89,14 @@ struct prefetch_stats {
     uint64_t jumps;         /* random jumps that closed a window or a run */
     uint64_t strided;       /* strided read-ahead windows opened (records at a fixed stride) */
     uint64_t shared;        /* reads that continued a run another handle fed last */
+    uint64_t window_peak;   /* bytes: the largest sequential window a run reached */
+    uint64_t window_grows;  /* sequential windows doubled: their readers waited */
+    uint64_t window_shrinks; /* ... shrunk toward what the link needs */
+    uint64_t window_ceilings; /* epochs a reader waited with its window at what the link can
+                                 use (ra_window.h): the link, not the window, bounds it */
+    uint64_t link_ttfb_us;  /* the link as read-ahead GETs see it: time to first byte */
+    uint64_t link_rate;     /* bytes/s of one connection after its first byte */
+    uint64_t link_gets;     /* read-ahead GETs timed */
     uint64_t inflight;      /* fetches under way now */
     uint64_t pending;       /* requests queued now */
 };
@@ -111,6 +129,10 @@ int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct pref
  * run: the caller should fetch only what it needs, PC_READ_RANDOM), else 0 (also with pf or
  * st NULL). */
 int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t off, size_t len);
+/* After a read reported with prefetch_read() was served: it waited wait_us for the store (for
+ * read-ahead in flight, or fetching pages read-ahead had not asked for yet). A sequential
+ * run's window grows from it. Nothing with pf or st NULL. */
+void prefetch_waited(struct prefetcher *pf, struct prefetch_stream *st, uint64_t wait_us);
 /* Queues a whole-object prefetch of (key, version, size bytes, mtime_ns) by name, for
  * objects nobody has open yet (directory prefetch): a pool thread opens it in the page cache
  * and fetches its missing pages in one request, within the same caps as read-ahead. An

@@ -6,7 +6,9 @@
  *     read a file as a stream (FUSE), its read-ahead stream (prefetch.h). Every read is
  *     reported to the stream before it is served; the stream's verdict (random or not) goes
  *     to the page cache (PC_READ_RANDOM: a random read's miss fetches only the blocks it
- *     needs).
+ *     needs). After a sequential read as extents, the time it waited for the store (for
+ *     read-ahead in flight or its own fetches: page_cache_read_ext_info) goes back to the
+ *     stream, whose window grows from it (prefetch_waited).
  *   - Versions: a read never mixes versions (the backend reads with If-Match); when the object
  *     changed it fails with -ESTALE, and the reader forgets the parent directory's listing so
  *     the next open (and lookup) sees the new version.
@@ -193,9 +195,12 @@ int reader_read(struct reader_file *rf, uint64_t off, size_t len, struct pc_exte
                 size_t max_ext)
 {
     unsigned flags = report(rf, off, len);
-    int rc = page_cache_read_ext(rf->r->pc, rf->f, off, len, flags, ext, max_ext);
+    struct pc_read_info info;
+    int rc = page_cache_read_ext_info(rf->r->pc, rf->f, off, len, flags, ext, max_ext, &info);
     if (rc == -ESTALE)
         stale(rf);
+    if (rc >= 0 && !(flags & PC_READ_RANDOM))
+        prefetch_waited(rf->r->pf, rf->ps, info.wait_us + info.fetch_us);
     return rc;
 }
 

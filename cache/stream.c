@@ -19,6 +19,11 @@
  *     current unit + 1 + window not yet asked for are asked for; the next trigger is the
  *     start of that batch, or half a window before its end if that comes first (so a capped
  *     window is topped up when half of it is consumed), and always past the current unit.
+ *   - A sequential run whose owner sets its window (stream_set_window: sized from the link,
+ *     ra_window.h) does not double: it opens at that size, and each time the reader moved
+ *     `step` pages (one read-ahead GET) past where the last batch was asked, the pages up to
+ *     the reader + 1 + window are asked for; a window set larger asks for the difference at
+ *     once, one set smaller asks for nothing until the reader is that close to its end.
  *
  * Invariants: seq.next <= npages; a unit is asked for at most once per run (next only grows
  * within a run); a strided run never opens a sequential window (its records are shorter
@@ -31,8 +36,7 @@
 
 #define DEFAULT_SLACK_PAGES 4
 #define DEFAULT_BLOCK (64u << 10)
-#define STRIDE_CONFIRM 4 /* records in a row at one stride (3 would let about one random
-                            read in 2,000 confirm a stride by chance in a 128 MiB file) */
+#define STRIDE_CONFIRM STREAM_STRIDE_CONFIRM
 #define REC_WIN_START 2
 #define REC_WIN_MAX 256
 
@@ -44,6 +48,7 @@ void stream_init(struct stream *s, const struct stream_conf *conf)
     if (s->block_size > s->page_size)
         s->block_size = s->page_size;
     s->max_window = conf->max_window;
+    s->max_records = conf->max_records ? conf->max_records : conf->max_window;
     s->max_pages = conf->max_window / s->page_size;
     if (s->max_pages < 1)
         s->max_pages = 1;
@@ -69,19 +74,22 @@ static void end_strided(struct stream *s)
 
 /* Advances window w for a reader at unit `cur`: opens it, or grows it once cur reached the
  * trigger, and returns in [*first, *first + *n) the units up to cur + 1 + win (clipped to
- * `limit`) not asked for yet. Returns 0 when nothing changed (still consuming a batch), 2
- * when the window opened, 1 when it grew. */
+ * `limit`) not asked for yet. With a set window (set > 0: its size), it opens at that size and
+ * keeps it, asking again every `step` units. Returns 0 when nothing changed (still consuming
+ * a batch), 2 when the window opened, 1 when it grew (or, set, moved on). */
 static int win_step(struct stream_win *w, uint64_t cur, uint64_t start, uint64_t max,
-                    uint64_t limit, uint64_t *first, uint64_t *n)
+                    uint64_t set, uint64_t step, uint64_t limit, uint64_t *first, uint64_t *n)
 {
     int opened = w->win == 0;
     *first = *n = 0;
-    if (opened)
-        w->win = start < max ? start : max;
-    else if (cur >= w->trigger)
-        w->win = w->win * 2 > max ? max : w->win * 2;
-    else
+    if (!opened && cur < w->trigger)
         return 0;
+    if (set)
+        w->win = set < max ? set : max;
+    else if (opened)
+        w->win = start < max ? start : max;
+    else
+        w->win = w->win * 2 > max ? max : w->win * 2;
     uint64_t target = cur + 1 + w->win;
     if (target > limit)
         target = limit;
@@ -95,6 +103,8 @@ static int win_step(struct stream_win *w, uint64_t cur, uint64_t start, uint64_t
     uint64_t trig = a;
     if (w->next >= half && w->next - half < trig)
         trig = w->next - half;
+    if (set)
+        trig = cur + (step ? step : 1);
     if (trig <= cur)
         trig = cur + 1;
     w->trigger = trig;
@@ -156,13 +166,13 @@ static void strided_feed(struct stream *s, uint64_t off, uint64_t end,
     uint64_t cur = (off - s->base) / s->stride;
     uint64_t nrecs_file = (s->file_size - s->base + s->stride - 1) / s->stride;
     uint64_t unit = s->rec_len > s->block_size ? s->rec_len : s->block_size;
-    uint64_t max = s->max_window / unit;
+    uint64_t max = s->max_records / unit;
     if (max < 1)
         max = 1;
     if (max > REC_WIN_MAX)
         max = REC_WIN_MAX;
     uint64_t first, n;
-    int step = win_step(&s->rec, cur, REC_WIN_START, max, nrecs_file, &first, &n);
+    int step = win_step(&s->rec, cur, REC_WIN_START, max, 0, 0, nrecs_file, &first, &n);
     out->window = s->rec.win;
     out->opened = step == 2;
     if (!step)
@@ -265,7 +275,8 @@ void stream_feed(struct stream *s, uint64_t off, size_t len, struct stream_decis
         return;
     uint64_t cur = (s->frontier - 1) / s->page_size; /* last page the run reached */
     uint64_t first, n;
-    int changed = win_step(&s->seq, cur, 1, s->max_pages, s->npages, &first, &n);
+    int changed =
+        win_step(&s->seq, cur, 1, s->max_pages, s->set, s->step, s->npages, &first, &n);
     out->window = s->seq.win;
     out->opened = changed == 2;
     if (changed && n) {
@@ -343,6 +354,54 @@ void stream_set_feed(struct stream_set *ss, uint64_t who, int first, uint64_t of
     ss->used[pick] = ++ss->clock;
     *run = pick;
     *gen = ss->gen[pick];
+}
+
+void stream_set_window(struct stream_set *ss, unsigned i, uint64_t pages, uint64_t step,
+                       struct stream_decision *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (i >= ss->n)
+        return;
+    struct stream *s = &ss->run[i];
+    s->set = pages < s->max_pages ? pages : s->max_pages;
+    s->step = step;
+    out->window = s->seq.win;
+    if (!s->set || !s->seq.win || s->random || s->stride_hits >= STREAM_STRIDE_CONFIRM)
+        return; /* no sequential window open: it opens at that size */
+    uint64_t cur = (s->frontier - 1) / s->page_size, was = s->seq.win;
+    s->seq.win = s->set;
+    out->window = s->seq.win;
+    if (s->set <= was)
+        return; /* the same or smaller: asked as the reader moves on */
+    uint64_t target = cur + 1 + s->seq.win;
+    if (target > s->npages)
+        target = s->npages;
+    uint64_t a = s->seq.next > cur + 1 ? s->seq.next : cur + 1;
+    if (a < target) {
+        out->first_page = a;
+        out->npages = target - a;
+        s->seq.next = target;
+    }
+}
+
+void stream_set_rewind(struct stream_set *ss)
+{
+    for (unsigned i = 0; i < ss->n; i++) {
+        struct stream *s = &ss->run[i];
+        if (s->nreads == 0 || s->frontier == 0)
+            continue;
+        uint64_t cur = (s->frontier - 1) / s->page_size; /* pages (dense strided too) */
+        if (s->seq.next > cur + 1)
+            s->seq.next = cur + 1;
+        if (s->seq.win)
+            s->seq.trigger = cur + 1;
+        if (s->stride_hits >= STRIDE_CONFIRM && s->rec.win) {
+            uint64_t rec = (s->rec_off - s->base) / s->stride; /* records */
+            if (s->rec.next > rec + 1)
+                s->rec.next = rec + 1;
+            s->rec.trigger = rec + 1;
+        }
+    }
 }
 
 void stream_set_leave(struct stream_set *ss, uint64_t who)

@@ -13,14 +13,15 @@
  *     reader's second epoch must not fetch pages it never reads) the window opens at one
  *     page; each time the
  *     frontier enters the last batch it asked for (the reader consumed what was prefetched)
- *     the window doubles, up to `max_window`, and the pages between the frontier and
+ *     the window doubles, up to `max_window` (or, when the owner sets the window -
+ *     stream_set_window -, keeps that size), and the pages between the frontier and
  *     frontier + window that were not asked for yet are returned;
  *   - a read farther away is a jump: the window collapses and a new run starts there, unless
  *     it lands exactly one stride after the start of the last record (a contiguous stretch
  *     of reads), in which case it continues a strided run. Three equal forward gaps in a row
  *     (records at x, x + d, x + 2d, x + 3d) make a strided run; it prefetches the next records
  *     (offset x + k*d, the largest record length seen) with a window counted in records
- *     that opens at 2 and doubles like the sequential one, capped at `max_window` bytes of
+ *     that opens at 2 and doubles like the sequential one, capped at `max_records` bytes of
  *     records. Records closer than one block apart are asked for as whole pages (the
  *     reader touches every block anyway; fewer, larger requests); sparser ones as ranges,
  *     so a reader of 64 KiB every 4 MiB does not pull 1 MiB pages.
@@ -52,11 +53,15 @@
 #include <stdint.h>
 
 #define STREAM_SET_MAX 16 /* runs per file: more concurrent readers share by recency */
+#define STREAM_STRIDE_CONFIRM 4 /* records in a row at one stride (3 would let about one random
+                                   read in 2,000 confirm a stride by chance in a 128 MiB file) */
 
 struct stream_conf {
     uint32_t page_size;  /* bytes, > 0 */
     uint32_t block_size; /* bytes of a fetch unit inside a page; 0 = min(64 KiB, page) */
     uint64_t max_window; /* bytes of read-ahead at most (rounded down to pages, >= 1 page) */
+    uint64_t max_records; /* bytes of a strided run's records asked for ahead at most; 0 =
+                             max_window */
     uint64_t slack;      /* reordering tolerance in bytes; 0 = default (4 pages) */
     uint64_t file_size;  /* bytes */
 };
@@ -71,13 +76,14 @@ struct stream_win {
 struct stream {
     /* private */
     uint32_t page_size, block_size;
-    uint64_t max_pages, max_window, slack, file_size, npages;
+    uint64_t max_pages, max_window, max_records, slack, file_size, npages;
     uint64_t nreads;
     uint64_t frontier;  /* highest end read in the current run (bytes) */
     unsigned seq_run;   /* sequential reads in a row in the current run */
     int run_jumped;     /* the current run began away from offset 0 (a jump or a first read
                          * elsewhere): its window needs one more sequential read */
     struct stream_win seq;
+    uint64_t set, step; /* a window set by the owner (pages; 0: doubling) and its step */
     uint64_t jumps;     /* random jumps seen (window collapses) */
     int random;         /* the current run is not (yet) sequential */
     /* Strided runs: a record is a stretch of contiguous reads starting at rec_off. */
@@ -129,6 +135,19 @@ void stream_set_init(struct stream_set *ss, const struct stream_conf *conf);
  * fed by another reader. */
 void stream_set_feed(struct stream_set *ss, uint64_t who, int first, uint64_t off, size_t len,
                      struct stream_decision *out, unsigned *run, unsigned *gen, int *shared);
+/* Sets the sequential window of run i to `pages` (at most max_window; 0: back to doubling)
+ * and its step (pages the reader moves before the next batch is asked; 0: 1): from then on
+ * the run's window keeps that size instead of doubling (stream.c). If the run has a
+ * sequential window open, a larger size asks at once for the pages up to the reader + 1 +
+ * pages not asked yet, in *out (first_page, npages; window). The run's generation does not
+ * change. */
+void stream_set_window(struct stream_set *ss, unsigned i, uint64_t pages, uint64_t step,
+                       struct stream_decision *out);
+/* The read-ahead the runs asked for was cancelled (what they asked for beyond their readers
+ * will not come): each run forgets having asked for anything past its frontier (its last
+ * record, for a strided run), so that a reader that continues it asks again; runs, windows
+ * and generations stay. */
+void stream_set_rewind(struct stream_set *ss);
 /* Reader `who` is gone: the runs it owns become anyone's. Their state and what they asked
  * for stay (like the kernel's async read-ahead, queued read-ahead is not cancelled by a
  * close): a reader that opens the file again and continues a run finds its window. */

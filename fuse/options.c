@@ -533,9 +533,9 @@ static const struct opt options[] = {
      .def = 1, .hint = "0 = off, 1 = on", .arg = "0|1",
      .help = "0 turns read-ahead (and whole small-object fetches) off (default %D)"},
     {.name = "max_readahead", .kind = OPT_SIZE, FIELD(max_readahead), .min = 1, .max = SIZE_1T,
-     .flags = OPT_F_DEF, .def = PREFETCH_DEFAULT_MAX_READAHEAD,
      .hint = "a size like 32M, at most 1T", .arg = "SIZE",
-     .help = "read-ahead window of a sequential reader at most (default %D)"},
+     .help = "read-ahead window of a sequential reader at most; the window is sized from "
+             "what the link does (default: prefetch_mem)"},
     {.name = "max_inflight", .kind = OPT_UINT, FIELD(max_inflight), .min = 1,
      .max = PREFETCH_MAX_INFLIGHT, .flags = OPT_F_DEF | OPT_F_RANGE,
      .def = PREFETCH_DEFAULT_MAX_INFLIGHT, .arg = "N",

@@ -91,7 +91,7 @@ struct pagefs_options {
     int readahead;          /* 0: read-ahead off (readahead=0); default 1 */
     /* Read-ahead: the parse stores the prefetcher's defaults (PREFETCH_DEFAULT_*, which 0 would
      * mean as well), so that --help prints the values the daemon uses. */
-    uint64_t max_readahead; /* bytes per sequential stream */
+    uint64_t max_readahead; /* bytes per sequential stream at most; 0: prefetch_mem */
     unsigned max_inflight;  /* concurrent read-ahead fetches */
     uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead and load fetches */
     unsigned dir_prefetch;  /* small files of a listing prefetched ahead of an open, within the

@@ -174,6 +174,21 @@ static const struct row rows[] = {
      "pagefs_prefetch_strided_windows_total", 'c',
      "Strided read-ahead windows opened (records at a fixed stride)."},
     {READAHEAD, AT(rd.prefetch.shared), "prefetch_shared", NULL, NULL, 0, NULL},
+    {READAHEAD, AT(rd.prefetch.window_peak), "prefetch_window_peak", "prefetch.window_peak_bytes",
+     "pagefs_prefetch_window_peak_bytes", 'g',
+     "Largest read-ahead window a sequential reader reached (sized from the link)."},
+    {READAHEAD, AT(rd.prefetch.window_grows), "prefetch_window_grows", NULL,
+     "pagefs_prefetch_window_grows_total", 'c',
+     "Read-ahead windows doubled because their reader waited for the store."},
+    {READAHEAD, AT(rd.prefetch.window_shrinks), "prefetch_window_shrinks", NULL, NULL, 0, NULL},
+    {READAHEAD, AT(rd.prefetch.window_ceilings), "prefetch_window_ceilings", NULL, NULL, 0,
+     NULL},
+    {READAHEAD, AT(rd.prefetch.link_ttfb_us), "prefetch_link_ttfb_us", "prefetch.link_ttfb_us",
+     NULL, 0, NULL},
+    {READAHEAD, AT(rd.prefetch.link_rate), "prefetch_link_rate", "prefetch.link_rate_bytes",
+     "pagefs_prefetch_link_rate_bytes", 'g',
+     "Bytes/s one read-ahead GET gets after its first byte (its line's slope)."},
+    {READAHEAD, AT(rd.prefetch.link_gets), "prefetch_link_gets", NULL, NULL, 0, NULL},
     {READAHEAD, AT(rd.prefetch.inflight), "prefetch_inflight", "prefetch.inflight",
      "pagefs_prefetch_inflight", 'g', "Read-ahead fetches under way now."},
     {READAHEAD, AT(rd.prefetch.pending), "prefetch_pending", "prefetch.pending",
@@ -532,6 +547,9 @@ int stats_render_prometheus(const struct pagefs_stats *s, char **out, size_t *le
         gauge(m, "pagefs_prefetch_efficiency_ratio",
               "Read-ahead pages later read / read-ahead pages fetched (0 before any).",
               p->fetched ? (double)p->used / (double)p->fetched : 0.0);
+        gauge(m, "pagefs_prefetch_link_ttfb_seconds",
+              "Time to first byte of read-ahead GETs (weighted mean of about the last 16).",
+              (double)p->link_ttfb_us / 1e6);
     }
     return memstream_done(m, &text, &tlen, out, len);
 }

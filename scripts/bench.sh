@@ -5,6 +5,8 @@
 # pagefs, s3fs and rclone side by side, results in docs/benchmarks/<date>-quick-cloud/.
 #   scripts/bench.sh --size full --runs 3        the full size (hours; see docs/benchmarks)
 #   scripts/bench.sh --profile loopback          no link shaping
+#   scripts/bench.sh --links --size full         large files through the near, cloud and far
+#                                                links (issue 18's read-ahead targets)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh" --bench

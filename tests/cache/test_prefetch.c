@@ -655,30 +655,143 @@ static void test_open_read_close_reader(void)
 }
 
 
-/* Once a window is wider than max_inflight pages, read-ahead GETs carry several pages (a full
- * window is about max_inflight GETs): fewer requests, still every page fetched once. */
-static void test_wide_window_larger_gets(void)
+/* What the reader (cache/reader.c) does: report, read as extents, then tell the prefetcher
+ * how long the read waited for the store. */
+static int read_check_waits(struct cache_env *e, struct prefetch_stream *st, struct pc_file *f,
+                            const unsigned char *data, size_t size, uint64_t off, size_t len)
+{
+    struct pc_extent ext[8];
+    struct pc_read_info info;
+    int random = prefetch_read(e->pf, st, off, len);
+    int n = page_cache_read_ext_info(e->pc, f, off, len, random ? PC_READ_RANDOM : 0, ext, 8,
+                                     &info);
+    if (n < 0)
+        return 0;
+    if (!random)
+        prefetch_waited(e->pf, st, info.wait_us + info.fetch_us);
+    size_t got = 0;
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        unsigned char *buf = malloc(ext[i].len);
+        if (ext[i].fd >= 0)
+            ok &= pread(ext[i].fd, buf, ext[i].len, (off_t)ext[i].pos) == (ssize_t)ext[i].len;
+        else
+            memcpy(buf, ext[i].data, ext[i].len);
+        ok &= memcmp(buf, data + off + got, ext[i].len) == 0;
+        got += ext[i].len;
+        free(buf);
+    }
+    page_cache_release_ext(ext, (size_t)n);
+    size_t want = off >= size ? 0 : (size - off < len ? size - off : len);
+    return ok && got == want;
+}
+
+/* A reader that waits for read-ahead on a link (3 ms to first byte, then 100 MB/s a GET, as
+ * the fault layer plays it): its window grows past where it opened, and its GETs carry
+ * several pages (a GET's transfer is worth 3 times its ttfb: ~900 KB, 14 pages); every page
+ * is still fetched once, most of them by read-ahead. */
+static void test_window_grows_with_the_link(void)
 {
     struct cache_env e;
-    struct prefetch_conf pc = {.max_readahead = 32 * PS, .max_inflight = 4,
-                               .small_object = PS};
+    struct prefetch_conf pc = {.small_object = PS};
     env_init(&e, &pc);
-    size_t size = 256 * PS;
-    unsigned char *data = cache_env_make_source(&e, "wide.bin", size, 13);
-    struct pc_file *f = cache_env_open_key(&e, "wide.bin", NULL);
+    size_t size = 1024 * PS;
+    unsigned char *data = cache_env_make_source(&e, "link.bin", size, 13);
+    fault_backend_set_link(e.fault, 3000, 100000000);
+    struct pc_file *f = cache_env_open_key(&e, "link.bin", NULL);
     struct prefetch_stream *st = NULL;
     CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
-    for (uint64_t off = 0; off < size; off += PS) {
-        CHECK(read_check(&e, st, f, data, size, off, PS));
-        prefetcher_wait_idle(e.pf);
-    }
+    for (uint64_t off = 0; off < size; off += PS)
+        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
     check_accounting(&e);
     struct page_cache_stats s = cache_env_stats(&e);
-    CHECK_EQ(s.fetches, 256);                   /* every page fetched once */
-    CHECK(s.misses < 16);                       /* the reader found almost all of them */
-    CHECK_EQ(s.pages_resident, 256);
-    CHECK(cache_env_read_calls(&e) <= 256 / 4); /* mostly 8-page GETs (32 / 4) */
-    CHECK(pf_stats(&e).used >= 240);
+    struct prefetch_stats p = pf_stats(&e);
+    fprintf(stderr, "  window peak %llu pages, GETs %llu, grows %llu, shrinks %llu, link "
+            "ttfb %llu us, rate %llu MB/s\n",
+            (unsigned long long)(p.window_peak / PS), (unsigned long long)cache_env_read_calls(&e),
+            (unsigned long long)p.window_grows, (unsigned long long)p.window_shrinks,
+            (unsigned long long)p.link_ttfb_us, (unsigned long long)(p.link_rate / 1000000));
+    CHECK_EQ(s.fetches, 1024);                  /* every page fetched once */
+    CHECK_EQ(s.pages_resident, 1024);
+    CHECK(p.window_grows >= 2);
+    CHECK(p.window_peak >= 16 * PS);             /* opened at 4 pages */
+    CHECK(p.link_gets > 0);
+    CHECK_EQ(p.link_ttfb_us, 3000);
+    CHECK(cache_env_read_calls(&e) <= 1024 / 2); /* GETs of several pages */
+    CHECK(p.fetched >= 512);                     /* most by read-ahead */
+    prefetch_stream_destroy(st);
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e);
+}
+
+/* A reader that closes the file half-way and does not come back within the grace period:
+ * its read-ahead queued and under way is cancelled (GETs aborted), so what was fetched for
+ * nothing stays within the window it had; a reader that opens the file again later continues
+ * its run (no new window), reads every byte right, and every page is fetched. */
+static void test_close_cancels_readahead(void)
+{
+    struct cache_env e;
+    struct prefetch_conf pc = {.small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 1024 * PS;
+    unsigned char *data = cache_env_make_source(&e, "half.bin", size, 15);
+    fault_backend_set_link(e.fault, 100000, 20000000); /* GETs outlive the grace period */
+    struct pc_file *f = cache_env_open_key(&e, "half.bin", NULL);
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
+    for (uint64_t off = 0; off < 128 * PS; off += PS)
+        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    struct prefetch_stats before = pf_stats(&e);
+    prefetch_stream_destroy(st);
+    usleep(200000); /* past the grace period */
+    check_accounting(&e);
+    struct prefetch_stats p = pf_stats(&e);
+    struct page_cache_stats s = cache_env_stats(&e);
+    CHECK(before.inflight + before.pending > 0); /* there was read-ahead to cancel */
+    CHECK(p.dropped > before.dropped);
+    if (p.dropped <= before.dropped)
+        fprintf(stderr, "  at close: %llu under way, %llu queued; dropped %llu -> %llu, fetched "
+                "%llu -> %llu, errors %llu\n", (unsigned long long)before.inflight,
+                (unsigned long long)before.pending, (unsigned long long)before.dropped,
+                (unsigned long long)p.dropped, (unsigned long long)before.fetched,
+                (unsigned long long)p.fetched, (unsigned long long)p.errors);
+    CHECK(s.pages_resident >= 128);
+    CHECK(s.pages_resident <= 128 + p.window_peak / PS);
+    /* Opened again: its run goes on from where it stopped, every byte right. */
+    fault_backend_set_link(e.fault, 0, 0);
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
+    for (uint64_t off = 128 * PS; off < size; off += PS)
+        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    check_accounting(&e);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 1024);
+    CHECK_EQ(pf_stats(&e).windows, 1);
+    CHECK(pf_stats(&e).fetched >= 1024 - 128 - 8); /* read-ahead again after the reopen */
+    prefetch_stream_destroy(st);
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e);
+}
+
+/* max_readahead bounds the window however long the reader waits. */
+static void test_window_capped(void)
+{
+    struct cache_env e;
+    struct prefetch_conf pc = {.max_readahead = 6 * PS, .small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 256 * PS;
+    unsigned char *data = cache_env_make_source(&e, "cap.bin", size, 14);
+    fault_backend_set_link(e.fault, 3000, 100000000);
+    struct pc_file *f = cache_env_open_key(&e, "cap.bin", NULL);
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
+    for (uint64_t off = 0; off < size; off += PS)
+        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    check_accounting(&e);
+    struct prefetch_stats p = pf_stats(&e);
+    CHECK(p.window_peak > 0);
+    CHECK(p.window_peak <= 6 * PS);
+    CHECK_EQ(cache_env_stats(&e).fetches, 256);
     prefetch_stream_destroy(st);
     pc_file_unref(f);
     free(data);
@@ -773,7 +886,9 @@ int main(void)
     RUN(test_stress);
     RUN(test_strided_reader_ranges);
     RUN(test_open_read_close_reader);
-    RUN(test_wide_window_larger_gets);
+    RUN(test_window_grows_with_the_link);
+    RUN(test_window_capped);
+    RUN(test_close_cancels_readahead);
     RUN(test_shared_budget);
     RUN(test_invalid);
     return test_finish();

@@ -697,6 +697,86 @@ static void test_set_random_readers_stay_random(void)
     free(t.asked);
 }
 
+/* A window the owner sets (stream_set_window, sized from the link): it opens at that size,
+ * keeps it instead of doubling, asks again each time the reader moved `step` pages, asks the
+ * difference at once when set larger, and nothing until the reader comes close when set
+ * smaller; every page is asked for once; the window never passes max_window. */
+static void test_set_window(void)
+{
+    struct sset t;
+    sset_init(&t, 256 * MB, 64 * MB);
+    unsigned run = 0;
+    struct stream_decision d = sfeed(&t, 1, 0, MB, &run), m;
+    stream_set_window(&t.ss, run, 8, 2, &m);
+    CHECK_EQ(m.npages, 0); /* no window open yet: it opens at that size */
+    d = sfeed(&t, 1, MB, MB, &run);
+    CHECK_EQ(d.opened, 1);
+    CHECK_EQ(d.window, 8);
+    CHECK_EQ(d.first_page, 2);
+    CHECK_EQ(d.npages, 8); /* pages 2..9: the reader (page 1) + 1 + 8 */
+    d = sfeed(&t, 1, 2 * MB, MB, &run);
+    CHECK_EQ(d.npages, 0); /* moved one page of its step of two */
+    d = sfeed(&t, 1, 3 * MB, MB, &run);
+    CHECK_EQ(d.first_page, 10);
+    CHECK_EQ(d.npages, 2); /* two pages on: two more asked, 8 ahead again */
+    /* Set larger: the difference at once. */
+    stream_set_window(&t.ss, run, 16, 4, &m);
+    CHECK_EQ(m.window, 16);
+    CHECK_EQ(m.first_page, 12);
+    CHECK_EQ(m.npages, 8); /* up to page 3 + 1 + 16 = 20 */
+    for (uint64_t p = m.first_page; p < m.first_page + m.npages; p++)
+        t.asked[p]++;
+    /* Set smaller: nothing asked until the reader is within 4 pages of what was asked. */
+    stream_set_window(&t.ss, run, 4, 1, &m);
+    CHECK_EQ(m.npages, 0);
+    uint64_t off = 4 * MB;
+    for (; off < 15 * MB; off += MB) {
+        d = sfeed(&t, 1, off, MB, &run);
+        CHECK_EQ(d.npages, 0);
+    }
+    d = sfeed(&t, 1, off, MB, &run); /* page 15: 15 + 1 + 4 = 20 - nothing new yet */
+    CHECK_EQ(d.npages, 0);
+    d = sfeed(&t, 1, off + MB, MB, &run);
+    CHECK_EQ(d.first_page, 20);
+    CHECK_EQ(d.npages, 1);
+    /* Set beyond max_window (64 pages): 64. */
+    stream_set_window(&t.ss, run, 1000, 8, &m);
+    CHECK_EQ(m.window, 64);
+    CHECK_EQ(m.first_page + m.npages, 16 + 1 + 64);
+    for (uint64_t p = m.first_page; p < m.first_page + m.npages; p++)
+        t.asked[p]++;
+    for (off = 17 * MB; off < 256 * MB; off += MB)
+        sfeed(&t, 1, off, MB, &run);
+    for (uint64_t p = 2; p < t.npages; p++)
+        CHECK_EQ(t.asked[p], 1);
+    /* Cancelled read-ahead: the run forgets what it asked past its reader (page 255 read
+     * last: nothing past the file's end here) - rewound at page 100, it asks again from 101
+     * at its next read. */
+    struct sset u;
+    sset_init(&u, 256 * MB, 64 * MB);
+    unsigned ru = 0;
+    for (off = 0; off <= 100 * MB; off += MB)
+        sfeed(&u, 1, off, MB, &ru);
+    stream_set_window(&u.ss, ru, 8, 1, &m);
+    uint64_t asked_to = 0;
+    for (uint64_t p = 0; p < u.npages; p++)
+        if (u.asked[p])
+            asked_to = p;
+    CHECK(asked_to > 101);
+    unsigned gen = stream_set_gen(&u.ss, ru);
+    stream_set_rewind(&u.ss);
+    CHECK_EQ(stream_set_gen(&u.ss, ru), gen);
+    d = sfeed(&u, 1, 101 * MB, MB, &ru);
+    CHECK_EQ(d.first_page, 102);
+    CHECK_EQ(d.npages, 8); /* 101 + 1 + 8 */
+    CHECK_EQ(d.jumped, 0);
+    free(u.asked);
+    /* A run with no window (unknown run index) is left alone. */
+    stream_set_window(&t.ss, STREAM_SET_MAX + 1, 8, 1, &m);
+    CHECK_EQ(m.npages, 0);
+    free(t.asked);
+}
+
 int main(void)
 {
     RUN(test_sequential_window_doubles);
@@ -718,5 +798,6 @@ int main(void)
     RUN(test_set_lagging_follower);
     RUN(test_set_recycle);
     RUN(test_set_random_readers_stay_random);
+    RUN(test_set_window);
     return test_finish();
 }

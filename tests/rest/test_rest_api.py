@@ -394,7 +394,8 @@ class RestApiBase:
                             "miss_pages", "fetches", "hit_bytes", "fetched_bytes",
                             "evicted_pages", "corrupt_pages", "write_errors"),
                   "remote": ("requests", "stat", "list", "read", "bytes", "errors", "inflight"),
-                  "prefetch": ("fetched_pages", "used_pages", "inflight", "pending"),
+                  "prefetch": ("fetched_pages", "used_pages", "inflight", "pending",
+                               "window_peak_bytes", "link_ttfb_us", "link_rate_bytes"),
                   "fuse": ("reads", "read_bytes", "opens", "lookups"),
                   "fetch_memory": ("limit_bytes", "held_bytes", "peak_bytes", "waits")}
         for g, keys in groups.items():

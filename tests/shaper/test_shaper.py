@@ -457,6 +457,16 @@ def test_ttfb(up):
     c.close()
     sh.stop()
 
+    for profile, ms in (("near", 0.001), ("far", 0.08)):
+        sh = Shaper(up.port, "--profile", profile, "--fault-503", "1")
+        c = Client(sh.port)
+        t0 = c.send(req("GET", "/bkt/obj/10", "t8"))
+        r = c.response()
+        check(r["status"] == 503 and r["t_first"] - t0 >= ms,
+              "ttfb: %s profile delays the first byte by %g ms" % (profile, ms * 1000))
+        c.close()
+        sh.stop()
+
 
 def timed_get(port, path, size, out, key, extra=""):
     c = Client(port)

@@ -7,11 +7,14 @@
     /usr/bin/python3 tools/bench/bench.py --build BUILD --cluster [--size ...] [--runs N] ...
     /usr/bin/python3 tools/bench/bench.py --build BUILD --small-cache [--size ...] [--runs N]
         [--epochs 3] ...
+    /usr/bin/python3 tools/bench/bench.py --build BUILD --links [--link-profiles near,cloud,far]
+        [--size ...] [--runs N] [--fs pagefs,s3fs] ...
     /usr/bin/python3 tools/bench/bench.py --validate DIR/results.json [--fs pagefs]
 
 One run: generates the datasets from a fixed seed into a local directory, starts a throwaway
 radosgw (tests/s3/rgw.sh), uploads the data straight to it, starts pagefs-shaper in front of
-it (profile cloud: 20 ms time to first byte, 50 MiB/s per connection; loopback: no shaping)
+it (profile near: 1 ms time to first byte, 500 MiB/s per connection; cloud: 20 ms, 50 MiB/s;
+far: 80 ms, 25 MiB/s; loopback: no shaping)
 and measures the shaper's own unshaped throughput once. Then, for each run, filesystem and
 workload: mount the bucket through the shaper with an empty cache directory (on the same disk
 as everything else), drop the kernel's caches, run the workload (cold = epoch 1), drop the
@@ -25,6 +28,14 @@ Output in --out (default docs/benchmarks/<date>-<size>-<profile>/): results.json
 medians with min/max, machine and versions), tables.txt (the tables printed to stdout) and
 chart.png. Whatever happens (error, Ctrl-C, SIGTERM), every mount is unmounted and every
 process the harness started is stopped by its pid (see infra.py).
+
+--links runs the link workloads instead (links.py; the shards only): through one shaper per
+profile of --link-profiles, each filesystem reads the shards cold with 1 and 4 streams and
+stops half-way through each, against 8, 16 and 32 plain parallel ranged GETs through the same
+link; the tables give issue 18's targets per profile (pagefs >= 80% of the best N GETs and
+>= 1.5x s3fs; fetch memory within prefetch_mem; egress <= 1.05x the bytes read when the reader
+stops half-way). Output in docs/benchmarks/<date>-<size>-links/ (results.json with a "links"
+object, tables.txt; no chart).
 
 --cluster runs the cluster workload instead (cluster.py; pagefs only, no ceilings): three
 daemons on one host, independent and then in one cluster, reading the small files and the
@@ -292,9 +303,31 @@ def _brief(wl, res):
 
 
 def default_out(args):
+    if args.links:
+        return os.path.join(ROOT, "docs", "benchmarks", "%s-%s-links" % (
+            datetime.date.today().isoformat(), args.size))
     return os.path.join(ROOT, "docs", "benchmarks", "%s-%s-%s%s" % (
         datetime.date.today().isoformat(), args.size, args.profile,
         "-cluster" if args.cluster else "-small-cache" if args.small_cache else ""))
+
+
+class LinkHarness:
+    """What links.py needs of the harness: the run's settings and objects, and run_pass."""
+
+    class _Pass:
+        name = "link"
+
+    def __init__(self, args, ds, rgw, shaper_bin, workdir, cleanup, timeout):
+        self.args, self.ds, self.rgw, self.shaper_bin = args, ds, rgw, shaper_bin
+        self.workdir, self.cleanup, self.timeout = workdir, cleanup, timeout
+        self.bucket = BUCKET
+
+    def run_pass(self, fn, shaper, mount, timeout):
+        return run_pass(self._Pass, fn, mount.mountpoint if mount else None, shaper, mount,
+                        timeout)
+
+    def context(self, endpoint):
+        return Context(self.rgw, endpoint, self.workdir)
 
 
 def parse_args(argv):
@@ -304,7 +337,7 @@ def parse_args(argv):
                                  epilog=__doc__.split("\n\n", 2)[2])
     ap.add_argument("--build", help="build directory holding pagefs and pagefs-shaper")
     ap.add_argument("--size", choices=("tiny", "quick", "full"), default="quick")
-    ap.add_argument("--profile", choices=("cloud", "loopback"), default="cloud")
+    ap.add_argument("--profile", choices=("near", "cloud", "far", "loopback"), default="cloud")
     ap.add_argument("--fs", default="pagefs,s3fs,rclone",
                     help="comma-separated subset of pagefs,s3fs,rclone")
     ap.add_argument("--workloads", default=",".join(w.name for w in workloads.WORKLOADS),
@@ -337,8 +370,17 @@ def parse_args(argv):
                     "epochs; see small_cache.py) instead of the per-filesystem workloads")
     ap.add_argument("--epochs", type=int, default=3,
                     help="with --small-cache: shuffled epochs per cache size and policy (>= 3)")
+    ap.add_argument("--links", action="store_true",
+                    help="run the link workloads (links.py: the shards through each of"
+                    " --link-profiles, against plain parallel ranged GETs and s3fs) instead of"
+                    " the per-filesystem workloads")
+    ap.add_argument("--link-profiles", default="near,cloud,far",
+                    help="with --links: the shaper profiles, comma-separated")
     ap.add_argument("--validate", metavar="JSON", help="check a results.json and exit")
+    fs_given = any(a == "--fs" or a.startswith("--fs=") for a in argv)
     args = ap.parse_args(argv)
+    if args.links and not fs_given:
+        args.fs = "pagefs,s3fs"
     args.fs = [f for f in args.fs.split(",") if f]
     for f in args.fs:
         if f not in report.FS_ORDER:
@@ -351,14 +393,22 @@ def parse_args(argv):
             ap.error("unknown workload %s" % w)
     if args.validate:
         return args
-    if args.cluster and args.small_cache:
-        ap.error("--cluster and --small-cache are separate runs")
+    args.links_list = [p for p in args.link_profiles.split(",") if p]
+    for p in args.links_list:
+        if p not in ("near", "cloud", "far", "loopback"):
+            ap.error("unknown link profile %s" % p)
+    if sum(1 for x in (args.cluster, args.small_cache, args.links) if x) > 1:
+        ap.error("--cluster, --small-cache and --links are separate runs")
     if args.small_cache and args.epochs < 3:
         ap.error("--epochs must be at least 3")
     if args.cluster or args.small_cache:
         args.fs = ["pagefs"]
         args.workloads = []
         args.no_ceilings = True
+    if args.links:
+        args.workloads = []
+        args.no_ceilings = True
+        args.links = args.links_list
     if not args.build:
         ap.error("--build is required")
     args.build = os.path.abspath(args.build)
@@ -380,6 +430,7 @@ def main(argv):
 
     import cluster
     import datasets
+    import links
     import small_cache
     import workloads
 
@@ -392,7 +443,7 @@ def main(argv):
     for tool, pkg in (("fio", "fio"), ("curl", "curl"), ("fusermount3", "fuse3"),
                       ("s3fs", "s3fs"), ("rclone", "rclone")):
         if (tool in ("s3fs", "rclone") and tool not in args.fs) or (
-                tool == "fio" and (args.cluster or args.small_cache)):
+                tool == "fio" and (args.cluster or args.small_cache or args.links)):
             continue
         if shutil.which(tool) is None:
             print("bench.py: %s not found (apt-get install %s)" % (tool, pkg), file=sys.stderr)
@@ -413,6 +464,8 @@ def main(argv):
     if made_workdir and not args.keep_workdir:
         cleanup.push("workdir", lambda: infra.rmtree(workdir))
     ds = datasets.Dataset(args.size, args.seed)
+    if args.links:
+        ds.small = []  # the link workloads read the shards only
     wls = [workloads.WORKLOAD_BY_NAME[w] for w in args.workloads]
     timeout = PASS_TIMEOUT[args.size]
     meta = machine_info(args.build, args.fs)
@@ -422,7 +475,8 @@ def main(argv):
                           "shaped": not args.no_shaper,
                           "restart": args.restart, "pagefs_opts": args.pagefs_opts,
                           "cluster": args.cluster, "cluster_opts": args.cluster_opts,
-                          "small_cache": args.small_cache, "epochs": args.epochs},
+                          "small_cache": args.small_cache, "epochs": args.epochs,
+                          "links": args.links or []},
                  "workload_params": {"readers": workloads.READERS,
                                      "net_parallel": workloads.NET_PARALLEL,
                                      "loader_workers": workloads.LOADER_WORKERS,
@@ -431,7 +485,8 @@ def main(argv):
                                      "cluster_nodes": cluster.NODES,
                                      "cluster_shard_streams": cluster.SHARD_STREAMS,
                                      "small_cache_fractions": small_cache.FRACTIONS,
-                                     "small_cache_policies": small_cache.POLICIES},
+                                     "small_cache_policies": small_cache.POLICIES,
+                                     "link_get_parallel": list(links.GET_PARALLEL)},
                  "workdir": workdir})
     results = {"meta": meta, "shaper_selftest": {}, "workloads": {}, "failures": []}
     if args.cluster:
@@ -461,7 +516,11 @@ def main(argv):
             {k: round(v, 2) for k, v in results["shaper_selftest"].items()}))
         shaper = None
         endpoint = rgw.endpoint
-        if shaper_bin:
+        if args.links:
+            results["links"], failed = links.run(LinkHarness(args, ds, rgw, shaper_bin, workdir,
+                                                             cleanup, timeout))
+            results["failures"] += failed
+        elif shaper_bin:
             shaper = infra.Shaper(shaper_bin, rgw.hostport, args.profile, workdir, "main",
                                   cleanup)
             endpoint = shaper.endpoint
@@ -480,7 +539,7 @@ def main(argv):
                                         timeout, run_pass)
             results["small_cache"]["runs"].append(r)
             results["failures"] += failed
-        for run_idx in range(0 if args.cluster or args.small_cache else args.runs):
+        for run_idx in range(0 if args.cluster or args.small_cache or args.links else args.runs):
             for fs in args.fs:
                 for wl in wls:
                     entry = results["workloads"][wl.name]["fs"][fs]
@@ -544,14 +603,18 @@ def main(argv):
     if args.small_cache:
         results["small_cache"]["summary"] = report.summarize_small_cache(
             results["small_cache"]["runs"])
+    target_lines = []
+    if not args.links and not args.cluster and not args.small_cache:
+        target_lines, results["targets"] = report.warm_targets(results)
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
     st = results["shaper_selftest"]
-    head = ["pagefs benchmark: size %s, profile %s%s, runs %d, seed %d, %s"
-            % (args.size, args.profile, "" if shaper_bin else " (NO SHAPER)", args.runs,
-               args.seed, started),
+    head = ["pagefs benchmark: size %s, profile%s %s%s, runs %d, seed %d, %s"
+            % (args.size, "s" if args.links else "",
+               ",".join(args.links) if args.links else args.profile,
+               "" if shaper_bin else " (NO SHAPER)", args.runs, args.seed, started),
             "machine: %d CPUs, %.1f GiB, kernel %s; %s" % (
                 meta["machine"]["nproc"], meta["machine"]["mem_total_bytes"] / 2**30,
                 meta["machine"]["kernel"],
@@ -573,6 +636,10 @@ def main(argv):
     if args.small_cache:
         text += report.small_cache_table(results["small_cache"]["summary"], ds.small_bytes,
                                          len(ds.small), len(results["small_cache"]["runs"]))
+    if args.links:
+        text += "\n" + report.links_table(results.get("links", {}), args.fs, args.runs)
+    if target_lines:
+        text += "\n\nissue 18 warm-path targets (medians):\n" + "\n".join(target_lines)
     if results["failures"]:
         text += "\n\nFAILURES:\n" + "\n".join("  " + f for f in results["failures"])
     text += "\n\ntotal time: %.0f s%s\n" % (results["meta"]["seconds"],
@@ -581,13 +648,13 @@ def main(argv):
     with open(os.path.join(args.out, "tables.txt"), "w") as f:
         f.write(text)
     try:
-        if not args.cluster and not args.small_cache:
+        if not args.cluster and not args.small_cache and not args.links:
             report.chart(results, args.fs, os.path.join(args.out, "chart.png"),
                          "%s, profile %s, %s" % (args.size, args.profile, started[:10]))
     except Exception as e:
         log("chart failed: %s" % e)
     log("wrote %s/{results.json,tables.txt%s}" % (
-        args.out, "" if args.cluster or args.small_cache else ",chart.png"))
+        args.out, "" if args.cluster or args.small_cache or args.links else ",chart.png"))
     if interrupted:
         return 130
     return 0 if not results["failures"] else 1

@@ -120,6 +120,9 @@ class Radosgw:
 
 
 def find_shaper(build):
+    built = os.path.join(build, "tools", "pagefs-shaper")  # the build's own, not a staged copy
+    if os.access(built, os.X_OK):
+        return built
     for dirpath, _, files in os.walk(build):
         if "pagefs-shaper" in files:
             p = os.path.join(dirpath, "pagefs-shaper")

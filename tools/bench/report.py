@@ -271,6 +271,8 @@ def validate(path, fs_expected=None):
         problems += validate_cluster(data)
     elif "small_cache" in data:
         problems += validate_small_cache(data)
+    elif "links" in data:
+        problems += validate_links(data)
     elif not data.get("workloads"):
         problems.append("no workloads")
     for name, wl in data.get("workloads", {}).items():
@@ -289,7 +291,7 @@ def validate(path, fs_expected=None):
                 if len(r.get("runs", [])) < 1:
                     problems.append("%s/%s: no runs" % (name, fs))
     base = os.path.dirname(os.path.abspath(path))
-    no_chart = "cluster" in data or "small_cache" in data
+    no_chart = "cluster" in data or "small_cache" in data or "links" in data
     for sibling in ("tables.txt",) if no_chart else ("tables.txt", "chart.png"):
         p = os.path.join(base, sibling)
         if not os.path.isfile(p) or os.path.getsize(p) == 0:
@@ -587,3 +589,160 @@ def validate_small_cache(data):
                     if not _num(v) or v < 0:
                         problems.append("small_cache %s/%s epoch %d: no valid %s" % (f, p, e, k))
     return problems
+
+
+# -- the link workloads (bench.py --links) ----------------------------------------------------
+
+LINK_WORKLOADS = ("seq_1", "seq_4", "seq_half")
+LINK_TARGETS = {"vs_gets": 0.80, "vs_s3fs": 1.5, "half_amp": 1.05}
+
+
+def summarize_link(runs):
+    """Medians (min, max) over runs of one link pass: MB/s, egress, amplification, and pagefs's
+    fetch memory and window peaks."""
+    s = {"MBps": stat_of([r.get("MBps") for r in runs]),
+         "amplification": stat_of([r.get("amplification") for r in runs]),
+         "bytes_down": stat_of([(r.get("remote") or {}).get("bytes_down") for r in runs]),
+         "peak_rss": stat_of([r.get("peak_rss") for r in runs])}
+    for k in ("mem_budget_peak", "mem_budget_limit", "prefetch_window_peak",
+              "prefetch_link_ttfb_us", "prefetch_link_rate"):
+        v = stat_of([(r.get("memory") or {}).get(k) for r in runs])
+        if v:
+            s[k] = v
+    return s
+
+
+def link_targets(p):
+    """The targets of one profile (see links.py) with what was measured: {name: {value, goal,
+    met, what}}; a target whose figures are missing has value None and met None."""
+    fs = p.get("fs", {})
+
+    def med(fsname, wl, key):
+        return _med((fs.get(fsname, {}).get(wl) or {}).get("summary"), key)
+
+    gets = {n: _med(r.get("summary"), "MBps") for n, r in p.get("gets", {}).items()}
+    gets = {n: v for n, v in gets.items() if v is not None}
+    best_n = max(gets, key=gets.get) if gets else None
+    best = gets.get(best_n)
+    out = {}
+    for wl in ("seq_1", "seq_4"):
+        v = med("pagefs", wl, "MBps")
+        r = v / best if v is not None and best else None
+        out["%s_vs_gets" % wl] = {
+            "value": r, "goal": LINK_TARGETS["vs_gets"],
+            "met": None if r is None else r >= LINK_TARGETS["vs_gets"],
+            "what": "pagefs %s / best of %s parallel ranged GETs (N=%s)" % (
+                wl, "/".join(str(n) for n in sorted(int(k) for k in p.get("gets", {}))),
+                best_n)}
+        q = med("s3fs", wl, "MBps")
+        r = v / q if v is not None and q else None
+        out["%s_vs_s3fs" % wl] = {
+            "value": r, "goal": LINK_TARGETS["vs_s3fs"],
+            "met": None if r is None else r >= LINK_TARGETS["vs_s3fs"],
+            "what": "pagefs %s / s3fs %s" % (wl, wl)}
+    peaks = [(w, med("pagefs", w, "mem_budget_peak"), med("pagefs", w, "mem_budget_limit"))
+             for w in LINK_WORKLOADS]
+    over = [w for w, pk, lim in peaks if pk is not None and lim and pk > lim]
+    known = [pk for _, pk, lim in peaks if pk is not None]
+    limit = next((lim for _, _, lim in peaks if lim), None)
+    out["memory"] = {"value": max(known) if known else None, "goal": limit,
+                     "met": None if not known or not limit else not over,
+                     "what": "pagefs fetch memory peak (bytes) <= prefetch_mem"}
+    a = med("pagefs", "seq_half", "amplification")
+    out["half_amp"] = {"value": a, "goal": LINK_TARGETS["half_amp"],
+                       "met": None if a is None else a <= LINK_TARGETS["half_amp"],
+                       "what": "egress / bytes read, reader stopping half-way (pagefs)"}
+    return out
+
+
+def links_table(links, fs_list, runs):
+    """The text of the link workloads: per profile, MB/s (median of runs) of each filesystem
+    and workload, the GETs baseline, and the targets."""
+    lines = []
+    for profile, p in links.items():
+        lines += ["", "== link profile %s: large files, cold, MB/s (median of %d run%s; "
+                  "amp = egress / bytes read)" % (profile, runs, "" if runs == 1 else "s")]
+        hdr = "%-8s %16s %16s %22s %12s %12s" % ("", "seq_1", "seq_4", "seq_half (amp)",
+                                                 "mem peak", "window peak")
+        lines += [hdr, "-" * len(hdr)]
+        for fs in fs_list:
+            f = p["fs"].get(fs, {})
+
+            def cell(wl, key="MBps"):
+                s = (f.get(wl) or {}).get("summary")
+                v = _med(s, key)
+                if v is None:
+                    return "n/a"
+                lo, hi = s[key]["min"], s[key]["max"]
+                return "%.0f (%.0f-%.0f)" % (v, lo, hi) if key == "MBps" else "%.3f" % v
+
+            mem = _med((f.get("seq_4") or {}).get("summary"), "mem_budget_peak")
+            win = max([_med((f.get(w) or {}).get("summary"), "prefetch_window_peak") or 0
+                       for w in LINK_WORKLOADS])
+            lines.append("%-8s %16s %16s %22s %12s %12s" % (
+                fs, cell("seq_1"), cell("seq_4"),
+                "%s (%s)" % (cell("seq_half"), cell("seq_half", "amplification")),
+                "%.0f MiB" % (mem / 2**20) if mem is not None else "-",
+                "%.0f MiB" % (win / 2**20) if win else "-"))
+        gets = ", ".join("N=%s %s" % (n, "%.0f" % _med(r.get("summary"), "MBps")
+                                       if _med(r.get("summary"), "MBps") else "n/a")
+                         for n, r in sorted(p["gets"].items(), key=lambda kv: int(kv[0])))
+        lines.append("plain parallel ranged GETs of the shards: " + gets)
+        for name, t in p.get("targets", {}).items():
+            v = t["value"]
+            if v is None:
+                shown = "n/a"
+            elif name == "memory":
+                shown = "%.0f MiB (prefetch_mem %.0f MiB)" % (v / 2**20, (t["goal"] or 0) / 2**20)
+            else:
+                shown = "%.3f (goal %s %.2f)" % (v, "<=" if name == "half_amp" else ">=",
+                                                 t["goal"])
+            lines.append("  target %-14s %-40s %s" % (
+                name, shown, {True: "met", False: "NOT MET", None: "-"}[t["met"]]))
+            lines.append("      (%s)" % t["what"])
+    return "\n".join(lines)
+
+
+def validate_links(data):
+    problems = []
+    for profile, p in data.get("links", {}).items():
+        for fs, wls in p.get("fs", {}).items():
+            for wl, r in wls.items():
+                if not _num(_med(r.get("summary"), "MBps")):
+                    problems.append("links %s/%s/%s: no valid figure" % (profile, fs, wl))
+        if not any(_num(_med(r.get("summary"), "MBps")) for r in p.get("gets", {}).values()):
+            problems.append("links %s: no GETs baseline" % profile)
+    return problems
+
+
+def warm_targets(results):
+    """Issue 18's warm-path targets from a regular run: (text lines, {name: target})."""
+    wls = results.get("workloads", {})
+
+    def med(wl, fs, ps):
+        w = wls.get(wl) or {}
+        if fs in ("net", "disk"):
+            return _med(((w.get("ceiling") or {}).get(fs) or {}).get("summary", {}).get("cold"),
+                        "value")
+        return _med(((w.get("fs") or {}).get(fs) or {}).get("summary", {}).get(ps), "value")
+
+    out = {}
+    a, b = med("rand_64k", "pagefs", "warm"), med("rand_64k", "rclone", "warm")
+    out["rand_64k_warm"] = {"value": a, "goal": b, "met": None if a is None or b is None
+                            else a >= b, "what": "pagefs warm random 64 KiB IOPS >= rclone's"}
+    a, b = med("small_files", "pagefs", "warm"), med("small_files", "disk", None)
+    out["small_files_warm"] = {"value": a, "goal": None if b is None else 0.75 * b,
+                               "met": None if a is None or b is None else a >= 0.75 * b,
+                               "what": "pagefs warm small files/s >= 75% of local disk"}
+    a, b = med("dataloader", "pagefs", "warm"), med("dataloader", "disk", None)
+    out["dataloader_warm"] = {"value": a, "goal": None if b is None else b + 0.02,
+                              "met": None if a is None or b is None else a <= b + 0.02,
+                              "what": "pagefs DataLoader warm wait <= local disk's + 2 points"}
+    lines = []
+    for name, t in out.items():
+        if t["value"] is None:
+            continue
+        lines.append("  target %-17s %.4g vs %s: %s  (%s)" % (
+            name, t["value"], "n/a" if t["goal"] is None else "%.4g" % t["goal"],
+            {True: "met", False: "NOT MET", None: "-"}[t["met"]], t["what"]))
+    return lines, out

@@ -33,8 +33,10 @@ static const char usage_text[] =
     "  --upstream HOST:PORT   server to forward to (required)\n"
     "  --listen HOST:PORT     address to listen on (default 127.0.0.1:0, 0 = a free port)\n"
     "  --port-file PATH       write the bound port and a newline there once listening\n"
-    "  --profile NAME         cloud (= --ttfb-ms 20 --conn-rate 50M) or loopback (no\n"
-    "                         shaping, the default); explicit flags override the profile\n"
+    "  --profile NAME         near (= --ttfb-ms 1 --conn-rate 500M), cloud (= --ttfb-ms 20\n"
+    "                         --conn-rate 50M), far (= --ttfb-ms 80 --conn-rate 25M) or\n"
+    "                         loopback (no shaping, the default); explicit flags override\n"
+    "                         the profile\n"
     "  --ttfb-ms N            added time-to-first-byte of every response, ms\n"
     "  --conn-rate RATE       per-connection cap server->client, bytes/s (K/M/G binary\n"
     "                         suffixes), 0 = none\n"
@@ -93,6 +95,28 @@ static const struct option long_opts[] = {
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
+
+/* The links --profile names: what it sets unless a flag says otherwise. */
+struct profile {
+    const char *name;
+    uint64_t ttfb_ms;
+    uint64_t conn_rate; /* bytes/s per connection; 0 = none */
+};
+
+static const struct profile profiles[] = {
+    {"loopback", 0, 0},
+    {"near", 1, 500ULL << 20},  /* the same region, a fast store */
+    {"cloud", 20, 50ULL << 20}, /* a cloud bucket over the internet */
+    {"far", 80, 25ULL << 20},   /* another continent */
+};
+
+static const struct profile *find_profile(const char *name)
+{
+    for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+        if (strcmp(profiles[i].name, name) == 0)
+            return &profiles[i];
+    return NULL;
+}
 
 /* "--name" of a long option by its value, for messages. */
 static const char *opt_name(int val, char *buf, size_t len)
@@ -272,9 +296,9 @@ int shaper_conf_parse(struct shaper_conf *conf, int argc, char **argv, char *err
             conf->stats_file = optarg;
             break;
         case OPT_PROFILE:
-            if (strcmp(optarg, "cloud") != 0 && strcmp(optarg, "loopback") != 0)
-                return fail(err, errlen, "--profile: unknown profile '%s' (cloud|loopback)",
-                            optarg);
+            if (!find_profile(optarg))
+                return fail(err, errlen,
+                            "--profile: unknown profile '%s' (near|cloud|far|loopback)", optarg);
             profile = optarg;
             break;
         case OPT_TTFB:
@@ -346,11 +370,10 @@ int shaper_conf_parse(struct shaper_conf *conf, int argc, char **argv, char *err
         return fail(err, errlen, "--fault-503 + --fault-slowdown must not exceed 1");
     if (conf->p_reset + conf->p_truncate > 1.0 + 1e-9)
         return fail(err, errlen, "--fault-reset + --fault-truncate must not exceed 1");
-    if (strcmp(profile, "cloud") == 0) {
-        if (!set_ttfb)
-            conf->ttfb_ms = 20;
-        if (!set_conn_rate)
-            conf->conn_rate = 50ULL * 1024 * 1024;
-    }
+    const struct profile *pr = find_profile(profile);
+    if (!set_ttfb)
+        conf->ttfb_ms = pr->ttfb_ms;
+    if (!set_conn_rate)
+        conf->conn_rate = pr->conn_rate;
     return SHAPER_CONF_OK;
 }
