@@ -3,8 +3,9 @@
  *
  * Design: cache_db_open() makes sure CACHE_DIR (0700), CACHE_DIR/pages and CACHE_DIR/tmp
  * exist, opens CACHE_DIR/index.sqlite (0600) as a new connection in WAL mode
- * (synchronous=NORMAL, a busy timeout so the page cache's and the metadata cache's
- * connections can wait for each other), checks it and brings it to the current schema.
+ * (synchronous=NORMAL, a busy handler so the page cache's and the metadata cache's
+ * connections can wait for each other: short sleeps, not sqlite's own of up to 100 ms),
+ * checks it and brings it to the current schema.
  *
  * A database is never misread:
  *   - damaged (sqlite reports SQLITE_CORRUPT / SQLITE_NOTADB, or quick_check fails): the
@@ -41,6 +42,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sqlite3.h>
@@ -339,6 +341,24 @@ static int check_schema(sqlite3 *db, uint32_t page_size, enum check_result *res,
 }
 
 /* Opens the file and configures the connection; the result code tells damage apart. */
+/* Waits for another connection's write lock: 50 us, doubling up to 1 ms at a time, for
+ * CACHE_DB_BUSY_TIMEOUT_MS in all. sqlite's own handler (sqlite3_busy_timeout) sleeps 1, 2, 5,
+ * ... up to 100 ms at a time: a connection that waits for another's short transaction (the
+ * metadata cache storing a page of a listing while load workers open files on the page
+ * cache's connection) slept on long after the lock was free - holding its owner's lock (the
+ * page cache's, for page_cache_open) all that time. */
+static int busy_wait(void *arg, int count)
+{
+    (void)arg;
+    uint64_t step = count < 5 ? 50u << count : 1000u;
+    uint64_t spent = count < 5 ? 50u * ((1u << count) - 1) : 1550u + (uint64_t)(count - 5) * 1000u;
+    if (count < 0 || spent >= (uint64_t)CACHE_DB_BUSY_TIMEOUT_MS * 1000u)
+        return 0;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)step * 1000};
+    nanosleep(&ts, NULL);
+    return 1;
+}
+
 static int open_conn(const char *path, sqlite3 **out)
 {
     sqlite3 *db = NULL;
@@ -359,7 +379,7 @@ static int open_conn(const char *path, sqlite3 **out)
     if (rc != SQLITE_OK)
         goto out_close;
     sqlite3_extended_result_codes(db, 0);
-    sqlite3_busy_timeout(db, CACHE_DB_BUSY_TIMEOUT_MS);
+    sqlite3_busy_handler(db, busy_wait, NULL);
     rc = query_text(db, "PRAGMA journal_mode=WAL", &v);
     if (rc != SQLITE_OK)
         goto out_close;

@@ -26,11 +26,17 @@
  *     nothing read back is hashed. A page with a bad block, a wrong size or a damaged row is
  *     dropped (row + file), counted (corrupt), logged once and refetched, never served.
  *   - A read (pc_get_range) looks at the page until one look serves it: the hot set, then the
- *     page file when the page has every block the read needs (read_resident), then a fetch of
+ *     page file when the page has every block the read needs (read_resident: the file is
+ *     opened without the lock, then the row checked again), then a fetch of
  *     it in flight (join_fetch), else it fetches (fetch_missing): for a random reader
  *     (PC_READ_RANDOM) each run of blocks its read needs and the page lacks, otherwise the
  *     page's whole run of missing blocks around the first one it lacks - never a block the
  *     page has.
+ *   - Page files read are kept open for the next reads (fd_cache.h: up to FD_CACHE_MAX,
+ *     numbered from FD_CACHE_FLOOR up, within the process's descriptor limit), read with no
+ *     kernel read-ahead (a read asks for exactly the blocks it needs), and closed before their
+ *     file is unlinked (remove_page, a dropped version, evict_key: pc_fds_forget*), so a kept
+ *     descriptor is always the page's current file.
  *   - Single flight per page: `inflight` holds at most one fetch per (file_id, idx), with the
  *     mask of blocks it fetches; every fetch is registered by pc_inflight_register(). A
  *     reader whose blocks it covers takes its buffer; any other reader looks again. The owner
@@ -97,6 +103,7 @@
 #include "backends/invariants.h"
 #include "cache/buf_pool.h"
 #include "cache/cache_db.h"
+#include "cache/fd_cache.h"
 #include "cache/page_index.h"
 #include "cache/page_store.h"
 
@@ -110,6 +117,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <syslog.h>
@@ -128,6 +136,20 @@ void pc_recount(struct page_cache *pc)
     page_index_sums(pc->index, &pc->stats.pages_resident, &pc->stats.bytes_resident, &max_seq);
 }
 
+void pc_fds_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct fd_cache_closes closes = {0};
+    fd_cache_forget(pc->fds, file_id, idx, &closes);
+    fd_cache_closes_run(&closes);
+}
+
+void pc_fds_forget_file(struct page_cache *pc, int64_t file_id)
+{
+    struct fd_cache_closes closes = {0};
+    fd_cache_forget_file(pc->fds, file_id, &closes);
+    fd_cache_closes_run(&closes);
+}
+
 /* Deletes the row of a page and its file. Returns 1 if a row was deleted. */
 static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, const char *fhash,
                        uint64_t len)
@@ -137,6 +159,7 @@ static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, con
         return 0;
     pc_vm_forget(pc, file_id, idx);
     pc_unread_forget(pc, file_id, idx);
+    pc_fds_forget(pc, file_id, idx);
     if (fhash)
         page_store_remove(&pc->store, fhash, idx);
     if (gone) {
@@ -685,12 +708,14 @@ struct page_read {
     size_t in_page, n, plen;
     uint32_t need, full; /* the blocks the read needs; every block of the page */
     int random, prefetch;
+    struct fd_cache_closes closes; /* page files to close once the lock is dropped */
 };
 
 /* Under the lock: serves the read from the page file when the page has every block it needs,
  * verified as the level asks: 1 with *out; 0 when it lacks some (*have: the blocks it has;
- * a damaged page is dropped first, and has none); or -errno. Unlocks while it reads. */
-static int read_resident(struct page_cache *pc, const struct page_read *rd, uint32_t *have,
+ * a damaged page is dropped first, and has none); -EAGAIN when the page changed while its
+ * file was being opened (look again); or -errno. Unlocks while it opens and reads. */
+static int read_resident(struct page_cache *pc, struct page_read *rd, uint32_t *have,
                          struct pbuf **out)
 {
     struct page_row r;
@@ -710,19 +735,55 @@ static int read_resident(struct page_cache *pc, const struct page_read *rd, uint
     unsigned lo = whole ? 0 : page_mask_lo(rd->need);
     unsigned hi = whole ? page_mask_hi(rd->full) : page_mask_hi(rd->need);
     int mark = whole && !zstd && pc->verify == PC_VERIFY_ONCE;
-    uint64_t token = mark ? pc_vm_begin(pc, rd->f->file_id, rd->idx, &r) : 0;
     char path[4096];
     struct pbuf *pb = NULL;
-    page_store_path(&pc->store, rd->f->fhash, rd->idx, 0, path, sizeof(path));
-    /* Opened under the lock: eviction may unlink it later, our descriptor stays good. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* A page file kept open (fd_cache.h: closed before its file is unlinked, so it is the
+     * row's file); else opened without the lock (the path lookup may wait for the disk, and
+     * every other reader would wait behind it), then the row is looked at again: a page evicted
+     * (and maybe fetched again) meanwhile is looked at afresh; a file missing while its row is
+     * there is opened once more under the lock (rename + insert and delete + unlink are one
+     * critical section each) before it is taken for lost. Once the row is seen unchanged with
+     * the file open, eviction may unlink it: our descriptor stays good. Page files are read
+     * with no read-ahead of the kernel's: a read asks for exactly what it needs. */
+    int fd = fd_cache_get(pc->fds, rd->f->file_id, rd->idx);
+    int opened = fd < 0;
+    if (opened) {
+        page_store_path(&pc->store, rd->f->fhash, rd->idx, 0, path, sizeof(path));
+        pthread_mutex_unlock(&pc->lock);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        pthread_mutex_lock(&pc->lock);
+        struct page_row now;
+        if (!pc_row_get(pc, rd->f, rd->idx, &now) || now.blocks != r.blocks || now.len != r.len ||
+            now.flags != r.flags) {
+            if (fd >= 0 && rd->closes.n < FD_CACHE_CLOSES)
+                rd->closes.fd[rd->closes.n++] = fd;
+            else if (fd >= 0)
+                close(fd);
+            return -EAGAIN;
+        }
+        if (fd < 0) /* evicted and stored again between the lookup and the open: once more */
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    }
+    uint64_t token = mark ? pc_vm_begin(pc, rd->f->file_id, rd->idx, &r) : 0;
     pthread_mutex_unlock(&pc->lock);
     int rc = -EBADMSG;
-    if (fd >= 0) {
+    if (fd >= 0)
         rc = load_page(pc, fd, rd->f->file_id, rd->idx, rd->plen, &r, lo, hi, check, &pb);
-        close(fd);
-    }
     pthread_mutex_lock(&pc->lock);
+    /* Kept open for the next read of the page (a damaged one is dropped below: forgotten). One
+     * this read opened only if it is still the page's file: unlinks happen under the lock, so
+     * a file linked now is current until the next one, which forgets it. */
+    struct stat st;
+    if (opened && fd >= 0 && (fstat(fd, &st) < 0 || st.st_nlink == 0)) {
+        if (rd->closes.n < FD_CACHE_CLOSES)
+            rd->closes.fd[rd->closes.n++] = fd;
+        else
+            close(fd);
+    } else {
+        fd_cache_put(pc->fds, rd->f->file_id, rd->idx, fd, &rd->closes);
+    }
     if (rc == 0) {
         if (check)
             pc->stats.bytes_verified += zstd ? rd->plen : pb->len;
@@ -840,6 +901,10 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
         if (!hit) {
             rc = read_resident(pc, &rd, &have, out);
             hit = rc > 0;
+            if (rc == -EAGAIN) {
+                rc = 0;
+                continue; /* the page changed under its open: look again */
+            }
         }
         if (hit || rc < 0)
             break;
@@ -864,6 +929,7 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
     }
     PAGEFS_CHECK_INVARIANTS(pc_check_page(pc, f->file_id, idx));
     pthread_mutex_unlock(&pc->lock);
+    fd_cache_closes_run(&rd.closes);
     return rc < 0 ? rc : 0;
 }
 
@@ -1127,6 +1193,23 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
         snprintf(err, errlen, "out of memory");
         goto out_free;
     }
+    /* Page files kept open: numbered above FD_CACHE_FLOOR, within the descriptors the process
+     * may have (the soft limit; none when it is 1024, a service's usual default), leaving a
+     * quarter of those above the floor to others. */
+    struct rlimit nofile;
+    uint64_t fds = 0;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+        uint64_t lim = nofile.rlim_cur == RLIM_INFINITY ? UINT64_MAX : nofile.rlim_cur;
+        if (lim > FD_CACHE_FLOOR)
+            fds = (lim - FD_CACHE_FLOOR) / 4 * 3;
+        if (fds > FD_CACHE_MAX)
+            fds = FD_CACHE_MAX;
+    }
+    rc = fd_cache_create((unsigned)fds, FD_CACHE_FLOOR, &pc->fds);
+    if (rc < 0) {
+        snprintf(err, errlen, "out of memory");
+        goto out_free;
+    }
     const char *policy = pc->evict == PC_EVICT_LRU ? "lru" : "stable";
     rc = page_index_create(pc->dir, ps, policy, &pc->index, err, errlen);
     if (rc < 0)
@@ -1162,6 +1245,7 @@ out_mutex:
 out_index:
     page_index_destroy(pc->index);
 out_free:
+    fd_cache_destroy(pc->fds);
     free(pc->unread);
     free(pc->fmap);
     free(pc->vmarks);
@@ -1185,6 +1269,7 @@ void page_cache_destroy(struct page_cache *pc)
         pc_unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
     pthread_mutex_unlock(&pc->lock);
     page_index_destroy(pc->index);
+    fd_cache_destroy(pc->fds);
     pthread_cond_destroy(&pc->fetch_done);
     pthread_mutex_destroy(&pc->lock);
     free(pc->unread);

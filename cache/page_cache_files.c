@@ -112,6 +112,7 @@ static int drop_one(void *ud, uint64_t idx, uint64_t len)
 static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
 {
     struct drop_ctx d = {pc, fhash};
+    pc_fds_forget_file(pc, file_id); /* before the files are unlinked */
     int rc = page_index_file_pages(pc->index, file_id, drop_one, &d);
     if (rc == 0)
         rc = page_index_file_pages_delete(pc->index, file_id);
@@ -298,6 +299,7 @@ int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages
     rc = page_index_commit(pc->index);
     if (rc < 0)
         goto out_unlock;
+    pc_fds_forget_file(pc, row.id); /* before the files are unlinked */
     for (size_t i = 0; i < l.n; i++)
         page_store_remove(&pc->store, row.fhash, l.idxs[i]);
     pc_hot_drop_file(pc, row.id);

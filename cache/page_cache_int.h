@@ -22,6 +22,7 @@
 
 struct backend;
 struct buf_pool;
+struct fd_cache;
 struct page_index;
 
 #define DEFAULT_PAGE_SIZE (1u << 20)
@@ -40,6 +41,8 @@ struct page_index;
 #define UNREAD_PROTECT_MS (300u * 1000u) /* a prefetched page is kept unread at least this long */
 #define FMAP_MAX 32768u
 #define PROBATION_DIV 32u /* evict=stable: the probation band is 1/32 of the capacity */
+#define FD_CACHE_MAX 4096u  /* page files kept open at most */
+#define FD_CACHE_FLOOR 1024 /* their descriptors are numbered from here up (fd_cache.h) */
 
 /* Verified bytes of page idx: [off, off + len) of the page's plen bytes. refs is atomic;
  * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
@@ -132,6 +135,7 @@ struct page_cache {
     pthread_cond_t fetch_done; /* broadcast when any inflight fetch completes */
     /* Everything below is guarded by lock. */
     struct page_index *index; /* the sqlite rows (page_index.h) */
+    struct fd_cache *fds;     /* page files kept open for reads (fd_cache.h) */
     struct inflight *inflight;
     struct pbuf *hot[HOT_MAX];
     size_t nhot;
@@ -279,6 +283,12 @@ void pc_fmap_clear(struct page_cache *pc);
 /* Reloads the resident counters from the index (after a failed transaction whose file
  * removals already happened). */
 void pc_recount(struct page_cache *pc);
+
+/* Under the lock, before the page file of page idx (or of every page) of file_id is unlinked:
+ * its descriptor kept open for reads is closed now (not after the unlink: closing the last
+ * link of an unlinked file frees its blocks), or when its borrower gives it back. */
+void pc_fds_forget(struct page_cache *pc, int64_t file_id, uint64_t idx);
+void pc_fds_forget_file(struct page_cache *pc, int64_t file_id);
 
 /* Under the lock: the row of page idx of f, from its mark when it has one (marks are cleared
  * whenever a row changes), else from the index (row_read). */

@@ -17,6 +17,8 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,6 +71,30 @@ static int find_cb(const char *path, const struct stat *st, int flag, struct FTW
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Descriptors of this process open on page files (deleted: only those whose file was
+ * unlinked - a page file kept open past its eviction would hold its blocks on disk). */
+static int page_fds(int deleted)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char link[300], target[4096];
+        snprintf(link, sizeof(link), "/proc/self/fd/%s", de->d_name);
+        ssize_t len = readlink(link, target, sizeof(target) - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        int is_deleted = strstr(target, " (deleted)") != NULL;
+        if (strstr(target, "/pages/") && (!deleted || is_deleted))
+            n++;
+    }
+    closedir(d);
+    return n;
 }
 
 static void test_reads_byte_exact(void)
@@ -185,6 +211,7 @@ static void test_residency_and_evict_key(void)
     CHECK_EQ(page_cache_evict_key(e.pc, "k.bin", &n, &b), 0);
     CHECK_EQ(n, 2);
     CHECK_EQ(b, 2 * PS);
+    CHECK_EQ(page_fds(1), 0); /* closed before their files went */
     CHECK_EQ(page_cache_residency(e.pc, "k.bin", &r), 0);
     CHECK_EQ(r.known, 1);
     CHECK_EQ(r.pages, 0);
@@ -356,6 +383,88 @@ static void test_foreign_pages_evicted_first(void)
     }
 }
 
+/* Page files read from disk are kept open for the next reads (their descriptors numbered at
+ * 1024 and up, when the process may have that many), and closed before their files go:
+ * eviction, evict_key, a damaged page, a dropped version - no page file stays open unlinked. */
+static void test_page_files_kept_open(void)
+{
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) < 0 || nofile.rlim_cur < 2048) {
+        fprintf(stderr, "  (RLIMIT_NOFILE %llu: no page file is kept open; skipped)\n",
+                (unsigned long long)nofile.rlim_cur);
+        return;
+    }
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 8 * PS, 0, 0);
+    size_t size = 6 * PS + 10;
+    unsigned char *data = cache_env_make_source(&e, "open.bin", size, 9);
+    struct pc_file *f = cache_env_open_key(&e, "open.bin", NULL);
+    CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size); /* fetched */
+    pc_file_unref(f);
+    cache_env_restart(&e); /* nothing in memory: the next reads go to the page files */
+    f = cache_env_open_key(&e, "open.bin", NULL);
+    for (int pass = 0; pass < 2; pass++)
+        CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
+    CHECK_EQ(page_fds(0), 7);
+    CHECK_EQ(page_fds(1), 0);
+    /* Eviction: a second file pushes pages out (capacity 8 pages). */
+    unsigned char *more = cache_env_make_source(&e, "more.bin", 4 * PS, 10);
+    struct pc_file *g = cache_env_open_key(&e, "more.bin", NULL);
+    CHECK_EQ(read_check(&e, g, more, 4 * PS, 0, 4 * PS), (ssize_t)(4 * PS));
+    CHECK(cache_env_stats(&e).evictions > 0);
+    CHECK(page_fds(0) < 7);
+    CHECK_EQ(page_fds(1), 0);
+    /* evict_key, then a damaged page file: none left open unlinked, bytes still right. */
+    CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
+    CHECK_EQ(page_cache_evict_key(e.pc, "open.bin", NULL, NULL), 0);
+    CHECK_EQ(page_fds(1), 0);
+    pc_file_unref(f);
+    pc_file_unref(g);
+    cache_env_restart(&e);
+    g = cache_env_open_key(&e, "more.bin", NULL);
+    CHECK_EQ(read_check(&e, g, more, 4 * PS, 0, 4 * PS), (ssize_t)(4 * PS));
+    CHECK(page_fds(0) > 0);
+    char *pages = cache_env_join(e.cache, "pages");
+    /* Damage every page file of more.bin in place. */
+    DIR *top = opendir(pages);
+    struct dirent *de;
+    while (top && (de = readdir(top))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char sub[4096];
+        snprintf(sub, sizeof(sub), "%s/%s", pages, de->d_name);
+        DIR *d = opendir(sub);
+        struct dirent *pe;
+        while (d && (pe = readdir(d))) {
+            if (pe->d_name[0] == '.')
+                continue;
+            char path[8192];
+            snprintf(path, sizeof(path), "%s/%s", sub, pe->d_name);
+            int fd = open(path, O_WRONLY);
+            if (fd >= 0) {
+                CHECK_EQ(pwrite(fd, "damage", 6, 100), 6);
+                close(fd);
+            }
+        }
+        if (d)
+            closedir(d);
+    }
+    if (top)
+        closedir(top);
+    free(pages);
+    pc_file_unref(g);
+    cache_env_restart(&e); /* the pages out of memory: read from their files */
+    g = cache_env_open_key(&e, "more.bin", NULL);
+    CHECK_EQ(read_check(&e, g, more, 4 * PS, 0, PS), (ssize_t)PS); /* page 0 refetched */
+    CHECK(cache_env_stats(&e).corrupt > 0);
+    CHECK_EQ(page_fds(1), 0);
+    pc_file_unref(g);
+    free(more);
+    free(data);
+    cache_env_fini(&e);
+    CHECK_EQ(page_fds(0), 0);
+}
+
 static void test_eviction_bounds_capacity(void)
 {
     struct cache_env e;
@@ -376,6 +485,7 @@ static void test_eviction_bounds_capacity(void)
     CHECK(s.evictions > 0);
     CHECK(s.pages_resident <= 10);
     CHECK_EQ(count_page_files(&e), (int)s.pages_resident);
+    CHECK_EQ(page_fds(1), 0); /* no page file kept open past its eviction */
     pc_file_unref(f);
     /* A smaller capacity at the next start evicts down at once. */
     page_cache_destroy(e.pc);
@@ -962,6 +1072,7 @@ int main(void)
     RUN(test_single_flight);
     RUN(test_write_errors_still_serve);
     RUN(test_residency_and_evict_key);
+    RUN(test_page_files_kept_open);
     RUN(test_invalid_conf);
     RUN(test_stress_multithreaded);
     return test_finish();
