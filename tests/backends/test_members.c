@@ -86,6 +86,32 @@ static struct members_view *wait_view(struct members *m, size_t n, int ms)
     }
 }
 
+/* Polls etcd itself until n member records are there: a view of the right size does not say
+ * the nodes registered again (the last good view is kept while etcd is away), nor does the
+ * status until a keepalive has found the lease gone. */
+static int wait_records(const char *url, const char *prefix, size_t n, int ms)
+{
+    char err[300];
+    struct etcd_client *c = NULL;
+    struct etcd_conf ec = {.endpoints = url};
+    if (etcd_client_create(&ec, &c, err, sizeof(err)) != 0)
+        return 0;
+    int ok = 0;
+    for (int waited = 0; !ok; waited += 100) {
+        struct etcd_kv *kvs = NULL;
+        size_t got = 0;
+        if (etcd_range_prefix(c, prefix, &kvs, &got, NULL) == 0) {
+            ok = got == n;
+            etcd_kvs_free(kvs, got);
+        }
+        if (ok || waited >= ms)
+            break;
+        usleep(100 * 1000);
+    }
+    etcd_client_destroy(c);
+    return ok;
+}
+
 static void test_static_file(void)
 {
     char *dir = test_mkdtemp("members");
@@ -235,10 +261,16 @@ static void test_etcd(void)
     CHECK(st.errors > 0);
     CHECK(st.last_error[0] != '\0');
     CHECK_EQ(etcd_server_restart(&srv), 0);
+    CHECK(wait_records(srv.url, "/pagefs/t/members/", 2, 15000));
     v = wait_view(ma, 2, 8000);
     CHECK(v != NULL);
     members_view_unref(v);
-    members_get_status(ma, &st);
+    for (int waited = 0; waited < 2000; waited += 50) { /* the flag follows the put */
+        members_get_status(ma, &st);
+        if (st.registered)
+            break;
+        usleep(50 * 1000);
+    }
     CHECK(st.registered);
 out:
     members_destroy(ma);
