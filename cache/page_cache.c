@@ -186,7 +186,7 @@ static void drop_corrupt(struct page_cache *pc, const struct pc_file *f, uint64_
     }
 }
 
-static uint64_t fs_free_bytes(const struct page_cache *pc)
+uint64_t pc_fs_free_bytes(const struct page_cache *pc)
 {
     struct statvfs sv;
     if (!pc->min_free || statvfs(pc->store.dir, &sv) < 0)
@@ -230,7 +230,7 @@ static int evicted_enough(struct page_cache *pc, uint64_t seq, uint64_t low)
 {
     if (pc->evict == PC_EVICT_STABLE && seq >= (uint64_t)CACHE_SEQ_KEPT)
         low = pc->capacity;
-    return pc->stats.bytes_resident <= low && fs_free_bytes(pc) >= pc->min_free;
+    return pc->stats.bytes_resident <= low && pc_fs_free_bytes(pc) >= pc->min_free;
 }
 
 /* Under the lock: pages are evicted in batches, in access order (pages on probation first),
@@ -248,7 +248,7 @@ static void maybe_evict(struct page_cache *pc)
     uint64_t low = stable ? pc->capacity - band / 2 : pc->low_bytes;
     int over_kept = stable && pc_kept_bytes(pc) > pc->capacity - band;
     int over = over_kept || pc->stats.bytes_resident > high;
-    uint64_t free_before = fs_free_bytes(pc);
+    uint64_t free_before = pc_fs_free_bytes(pc);
     if (!over && free_before >= pc->min_free)
         return;
     uint64_t start_us = pc->log_debug ? backend_now_us() : 0;
@@ -258,7 +258,7 @@ static void maybe_evict(struct page_cache *pc)
     page_index_flush(pc->index);
     if (stable)
         demote(pc, pc->capacity - band);
-    if (pc->stats.bytes_resident <= high && fs_free_bytes(pc) >= pc->min_free)
+    if (pc->stats.bytes_resident <= high && pc_fs_free_bytes(pc) >= pc->min_free)
         goto out_check;
     uint64_t after = 0;
     int take_unread = 0;
@@ -327,7 +327,7 @@ out_check:
             high, low);
         if (free_before < pc->min_free && n > 0 && (size_t)n < sizeof(msg))
             snprintf(msg + n, sizeof(msg) - (size_t)n, " free=%" PRIu64 " min_free=%" PRIu64,
-                     fs_free_bytes(pc), pc->min_free);
+                     pc_fs_free_bytes(pc), pc->min_free);
         pc->log(pc->log_ud, LOG_DEBUG, msg);
     }
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));

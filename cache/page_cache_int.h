@@ -337,6 +337,8 @@ struct vmark *pc_vm_set(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
 #ifdef PAGEFS_INVARIANTS
 void pc_check_invariants(struct page_cache *pc);
+/* Bytes free on the cache's file system (UINT64_MAX when min_free is 0: not looked at). */
+uint64_t pc_fs_free_bytes(const struct page_cache *pc);
 void pc_check_page(struct page_cache *pc, int64_t file_id, uint64_t idx);
 #endif
 

@@ -361,6 +361,22 @@ uint64_t page_cache_prefetch_cap(struct page_cache *pc)
     return cap;
 }
 
+void page_cache_free_room(struct page_cache *pc, uint64_t *free_room, uint64_t *capacity)
+{
+    pthread_mutex_lock(&pc->lock);
+    uint64_t top = pc->evict == PC_EVICT_STABLE ? pc->capacity : pc->high_bytes;
+    uint64_t used = pc->stats.bytes_resident + pc->pf_reserved;
+    uint64_t room = used < top ? top - used : 0;
+    uint64_t fs = pc_fs_free_bytes(pc);
+    if (fs != UINT64_MAX) {
+        uint64_t fs_room = fs > pc->min_free ? fs - pc->min_free : 0;
+        room = fs_room < room ? fs_room : room;
+    }
+    *free_room = room;
+    *capacity = pc->capacity;
+    pthread_mutex_unlock(&pc->lock);
+}
+
 uint64_t page_cache_prefetch_room(struct page_cache *pc)
 {
     pthread_mutex_lock(&pc->lock);

@@ -40,6 +40,7 @@ struct reader {
     struct meta_cache *mc;     /* borrowed */
     struct prefetcher *pf;     /* NULL: read-ahead off */
     struct dir_ledger *ledger; /* directory prefetch budget; NULL when it is off */
+    struct hints *hints;       /* sampler hints' plans */
     unsigned dir_prefetch;     /* objects of a listing prefetched after an open; 0: off */
     uint64_t small_object;     /* the prefetcher's small-object threshold */
     atomic_uint_fast64_t passes, estale;
@@ -49,6 +50,7 @@ struct reader_file {
     struct reader *r;
     struct pc_file *f;          /* one reference */
     struct prefetch_stream *ps; /* NULL: no read-ahead for this file */
+    int app;                    /* READER_APP: its close is reported to the hints */
 };
 
 int reader_create(const struct reader_conf *conf, struct reader **out)
@@ -75,9 +77,15 @@ int reader_create(const struct reader_conf *conf, struct reader **out)
         r->small_object = conf->prefetch->small_object ? conf->prefetch->small_object
                                                        : PREFETCH_DEFAULT_SMALL_OBJECT;
     }
+    struct hints_conf hc = {.pc = conf->pc, .mc = conf->mc, .pf = r->pf};
+    rc = hints_create(&hc, &r->hints);
+    if (rc < 0)
+        goto out_destroy_ledger;
     *out = r;
     return 0;
 
+out_destroy_ledger:
+    dir_ledger_destroy(r->ledger);
 out_destroy_prefetcher:
     prefetcher_destroy(r->pf);
 out_free:
@@ -89,6 +97,7 @@ void reader_destroy(struct reader *r)
 {
     if (!r)
         return;
+    hints_destroy(r->hints);   /* its planner queues prefetches: stopped first */
     prefetcher_destroy(r->pf); /* after the streams: waits for its fetches under way */
     dir_ledger_destroy(r->ledger);
     free(r);
@@ -110,6 +119,10 @@ int reader_open(struct reader *r, const char *key, const char *version, uint64_t
     /* Read-ahead is an optimisation: without memory for a stream the file just has none. */
     if (flags & READER_READAHEAD)
         prefetch_stream_create(r->pf, rf->f, &rf->ps);
+    if (flags & READER_APP) {
+        rf->app = 1;
+        hints_opened(r->hints, key);
+    }
     *out = rf;
     return 0;
 }
@@ -226,6 +239,8 @@ void reader_close(struct reader_file *rf)
     if (!rf)
         return;
     prefetch_stream_destroy(rf->ps);
+    if (rf->app)
+        hints_closed(rf->r->hints, rf->f);
     pc_file_unref(rf->f);
     free(rf);
 }
@@ -257,5 +272,11 @@ void reader_get_stats(struct reader *r, struct reader_stats *out)
         dir_ledger_get_stats(r->ledger, &out->ledger);
     }
     out->dir_prefetch_passes = atomic_load(&r->passes);
+    hints_get_stats(r->hints, &out->hints);
     out->estale = atomic_load(&r->estale);
+}
+
+struct hints *reader_hints(struct reader *r)
+{
+    return r->hints;
 }

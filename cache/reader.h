@@ -8,7 +8,8 @@
  * after an -ESTALE (the object changed in the store) forgets the parent directory's listing so
  * the next open sees the new version. It owns the prefetcher and the directory-prefetch policy
  * (cache/dir_ledger.h: after an open of a small object, the small objects that follow it in its
- * directory's listing are fetched within the directory's budget).
+ * directory's listing are fetched within the directory's budget) and the sampler hints
+ * (cache/hints.h: plans of the order applications will read files in).
  *
  * Ownership: reader_create/destroy (destroy after every reader_file is closed: it waits for the
  * prefetcher's fetches under way). The page cache and metadata cache are borrowed and must
@@ -23,6 +24,7 @@
 #include <sys/types.h>
 
 #include "cache/dir_ledger.h"
+#include "cache/hints.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
 
@@ -46,6 +48,7 @@ struct reader_stats {
     int dir_prefetch;             /* directory prefetch is on: ledger is valid */
     struct dir_ledger_stats ledger;
     uint64_t dir_prefetch_passes; /* reader_opened() calls that looked at a listing */
+    struct hints_stats hints;     /* sampler hints (hints.h) */
     uint64_t estale;              /* reads that found the object changed */
 };
 
@@ -54,6 +57,8 @@ void reader_destroy(struct reader *r);
 
 /* Flags of reader_open(). */
 #define READER_READAHEAD 1u /* a read-ahead stream for the file (its reads are reported) */
+#define READER_APP 2u       /* an application's read (FUSE, S3 API): it follows sampler
+                               hints' plans (hints.h); load jobs and peers do not */
 
 /* Pins version `version` (size bytes, modified at mtime_ns) of key in the page cache (another
  * version's pages are dropped) and, with READER_READAHEAD, gives it a read-ahead stream (a
@@ -86,5 +91,7 @@ const char *reader_file_key(const struct reader_file *rf);
 struct pc_file *reader_file_pc(const struct reader_file *rf);
 
 void reader_get_stats(struct reader *r, struct reader_stats *out);
+/* The reader's sampler hints (plans are set and listed through it); never NULL after create. */
+struct hints *reader_hints(struct reader *r);
 
 #endif

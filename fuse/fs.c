@@ -801,7 +801,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         goto out_clear_info;
     atomic_init(&h->refs, 1);
     rc = reader_open(fs->reader, info.key, info.version, info.size, info.mtime_ns,
-                     READER_READAHEAD, &h->rf, &unchanged);
+                     READER_READAHEAD | READER_APP, &h->rf, &unchanged);
     if (rc < 0)
         goto out_free_handle;
     inode_info_clear(&info);

@@ -335,6 +335,12 @@ static enum MHD_Result dispatch(struct listener *l, struct MHD_Connection *c, st
         return rest_api_refresh(rs, c, ctx);
     case REST_ROUTE_API_CACHE:
         return rest_api_cache(rs, c, ctx);
+    case REST_ROUTE_API_HINTS_SET:
+        return rest_api_hints_set(rs, c, ctx);
+    case REST_ROUTE_API_HINTS_LIST:
+        return rest_api_hints_list(rs, c, ctx);
+    case REST_ROUTE_API_HINTS_DROP:
+        return rest_api_hints_drop(rs, c, ctx);
     case REST_ROUTE_V1_NODE:
         if (ctx->req.path)
             return rest_cluster_node(rs, c, ctx);
@@ -427,22 +433,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return dispatch(l, c, ctx);
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > REST_MAX_BODY)
+        if (!ctx->req.max_body)
+            ctx->req.max_body = REST_MAX_BODY;
+        if (cl && strtoull(cl, NULL, 10) > ctx->req.max_body)
             return rest_reply_status(c, ctx, 413);
         return MHD_YES;
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (ctx->body_too_big || ctx->body_len + n > REST_MAX_BODY) {
+        if (ctx->body_too_big || ctx->body_len + n > ctx->req.max_body) {
             ctx->body_too_big = 1;
             return MHD_YES;
         }
-        char *nb = realloc(ctx->body, ctx->body_len + n + 1);
-        if (!nb)
-            return MHD_NO;
-        memcpy(nb + ctx->body_len, upload_data, n);
-        ctx->body = nb;
+        if (ctx->body_len + n + 1 > ctx->body_cap) { /* grows by doubling: big hint bodies */
+            size_t cap = ctx->body_cap ? ctx->body_cap : 4096;
+            while (cap < ctx->body_len + n + 1)
+                cap *= 2;
+            char *nb = realloc(ctx->body, cap);
+            if (!nb)
+                return MHD_NO;
+            ctx->body = nb;
+            ctx->body_cap = cap;
+        }
+        memcpy(ctx->body + ctx->body_len, upload_data, n);
         ctx->body_len += n;
         ctx->body[ctx->body_len] = '\0';
         return MHD_YES;

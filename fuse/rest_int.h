@@ -99,7 +99,7 @@ struct req_ctx {
     int answered;
     struct rest_request req;
     char *body;
-    size_t body_len;
+    size_t body_len, body_cap;
     int body_too_big;
 };
 
@@ -226,5 +226,18 @@ enum MHD_Result rest_api_refresh(struct rest_server *rs, struct MHD_Connection *
                                  struct req_ctx *ctx);
 enum MHD_Result rest_api_dashboard(struct rest_server *rs, struct MHD_Connection *c,
                                    struct req_ctx *ctx);
+
+/* ---- rest_hints.c: sampler hints (cache/hints.h) --------------------------------------- */
+
+/* POST /api/v1/hints {"name": N, "paths": [...]}: installs plan N (replacing one of that
+ * name); {"name", "entries", "plans"}. */
+enum MHD_Result rest_api_hints_set(struct rest_server *rs, struct MHD_Connection *c,
+                                   struct req_ctx *ctx);
+/* GET /api/v1/hints: {"plans": [...]} with each plan's progress. */
+enum MHD_Result rest_api_hints_list(struct rest_server *rs, struct MHD_Connection *c,
+                                    struct req_ctx *ctx);
+/* DELETE /api/v1/hints/<name>: 200 {"name"}, or 404. */
+enum MHD_Result rest_api_hints_drop(struct rest_server *rs, struct MHD_Connection *c,
+                                    struct req_ctx *ctx);
 
 #endif

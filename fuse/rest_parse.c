@@ -351,6 +351,28 @@ static unsigned match_route(char **seg, size_t nseg, enum method m, struct rest_
             if (m != M_POST)
                 *status = 405;
             return 0;
+        } else if (nseg == 3 && SEG(2, "hints")) {
+            if (is_get) {
+                req->route = REST_ROUTE_API_HINTS_LIST;
+                return 0;
+            }
+            req->route = REST_ROUTE_API_HINTS_SET;
+            req->takes_body = 1;
+            req->max_body = REST_MAX_HINTS_BODY;
+            if (m != M_POST)
+                *status = 405;
+            return 0;
+        } else if (nseg == 4 && SEG(2, "hints")) {
+            req->route = REST_ROUTE_API_HINTS_DROP;
+            if (m != M_DELETE) {
+                *status = 405;
+                return 0;
+            }
+            if (strlen(seg[3]) > REST_HINTS_NAME_MAX || !rest_hints_name_ok(seg[3]))
+                *status = 400;
+            else
+                strcpy(req->name, seg[3]);
+            return 0;
         } else if (nseg == 3 && SEG(2, "load")) {
             if (is_get) {
                 req->route = REST_ROUTE_API_LOAD_LIST;
@@ -587,5 +609,92 @@ out_put_root:
     json_tokener_free(tok);
     if (rc)
         rest_body_clear(out);
+    return rc;
+}
+
+int rest_hints_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > REST_HINTS_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("._:@-", s[i]))
+            return 0;
+    return 1;
+}
+
+void rest_hints_clear(struct rest_hints *h)
+{
+    if (!h)
+        return;
+    for (size_t i = 0; i < h->count; i++)
+        free(h->paths[i]);
+    free(h->paths);
+    memset(h, 0, sizeof(*h));
+}
+
+int rest_parse_hints(const char *body, size_t len, size_t max_paths, struct rest_hints *out)
+{
+    int rc = 400;
+    memset(out, 0, sizeof(*out));
+    if (len > REST_MAX_HINTS_BODY)
+        return 413;
+    if (len == 0 || memchr(body, '\0', len))
+        return 400;
+    struct json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return 500;
+    struct json_object *root = json_tokener_parse_ex(tok, body, (int)len);
+    if (!root || json_tokener_get_error(tok) != json_tokener_success)
+        goto out_put_root;
+    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
+        if (!isspace((unsigned char)body[i]))
+            goto out_put_root; /* trailing garbage */
+    struct json_object *jname, *jpaths;
+    if (!json_object_is_type(root, json_type_object) ||
+        !json_object_object_get_ex(root, "name", &jname) ||
+        !json_object_is_type(jname, json_type_string) ||
+        !rest_hints_name_ok(json_object_get_string(jname)) ||
+        !json_object_object_get_ex(root, "paths", &jpaths) ||
+        !json_object_is_type(jpaths, json_type_array))
+        goto out_put_root;
+    strcpy(out->name, json_object_get_string(jname));
+    size_t n = json_object_array_length(jpaths);
+    if (n == 0)
+        goto out_put_root;
+    if (n > max_paths) {
+        rc = 413;
+        goto out_put_root;
+    }
+    rc = 500;
+    out->paths = calloc(n, sizeof(*out->paths));
+    if (!out->paths)
+        goto out_clear;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *jp = json_object_array_get_idx(jpaths, i);
+        rc = 400;
+        if (!json_object_is_type(jp, json_type_string))
+            goto out_clear;
+        const char *s = json_object_get_string(jp);
+        if ((size_t)json_object_get_string_len(jp) != strlen(s))
+            goto out_clear; /* an embedded NUL (\u0000) */
+        rc = rest_normalize_path(s, &out->paths[i]);
+        if (rc)
+            goto out_clear;
+        out->count = i + 1;
+        if (!out->paths[i][0]) {
+            rc = 400; /* the root is not a file */
+            goto out_clear;
+        }
+    }
+    rc = 0;
+    goto out_put_root;
+out_clear:
+    rest_hints_clear(out);
+out_put_root:
+    json_object_put(root); /* NULL-safe */
+    json_tokener_free(tok);
+    if (rc)
+        rest_hints_clear(out);
     return rc;
 }

@@ -23,10 +23,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define REST_MAX_URL 8192         /* bytes of URL path + query */
-#define REST_MAX_BODY (64u << 10) /* bytes of a POST body */
-#define REST_MAX_BODY_PATHS 4096  /* paths in one load / evict body */
-#define REST_MAX_THREADS 64       /* worker threads of one load job */
+#define REST_MAX_URL 8192                /* bytes of URL path + query */
+#define REST_MAX_BODY (64u << 10)        /* bytes of a POST body */
+#define REST_MAX_BODY_PATHS 4096         /* paths in one load / evict body */
+#define REST_MAX_HINTS_BODY (256u << 20) /* bytes of a POST /api/v1/hints body */
+#define REST_HINTS_NAME_MAX 128          /* bytes of a hint plan's name */
+#define REST_MAX_THREADS 64              /* worker threads of one load job */
 #define REST_DEFAULT_THREADS 8
 #define REST_JOB_ID_MAX 32 /* hex digits of a load job id */
 
@@ -44,6 +46,9 @@ enum rest_route {
     REST_ROUTE_API_EVICT,       /* POST /api/v1/evict (JSON body; control socket only) */
     REST_ROUTE_API_REFRESH,     /* POST /api/v1/refresh (JSON body; control socket only) */
     REST_ROUTE_API_CACHE,       /* GET /api/v1/cache?path=[&recursive=1] */
+    REST_ROUTE_API_HINTS_SET,   /* POST /api/v1/hints (JSON body: a sampler's plan) */
+    REST_ROUTE_API_HINTS_LIST,  /* GET /api/v1/hints */
+    REST_ROUTE_API_HINTS_DROP,  /* DELETE /api/v1/hints/<name> */
     REST_ROUTE_V1_NODE,         /* GET /v1/node[?path=] */
     REST_ROUTE_V1_FILES,        /* GET /v1/files?path= */
     REST_ROUTE_V1_INFO,         /* GET /v1/info[?path=] */
@@ -64,15 +69,17 @@ struct rest_request {
     enum rest_route route;
     int is_head;      /* HEAD: answered like GET, without a body */
     int takes_body;   /* the route reads a JSON body (POST) */
+    size_t max_body;  /* bytes of that body at most (REST_MAX_BODY or the route's own) */
     int control_only; /* refused (403) on the TCP listener */
     char *path;       /* decoded `path` argument, NULL if absent: a mount path in the
                          mount-relative form, or (path_is_uri) a URI as given */
     int path_is_uri;
     char file_id[65]; /* lowercase hex SHA-256 (V1_PAGE, V1_CHUNK), NUL-terminated */
-    char job_id[REST_JOB_ID_MAX + 1]; /* lowercase hex (API_LOAD_STATUS / _STOP) */
-    uint64_t page;                    /* V1_PAGE: page index */
-    uint64_t offset;                  /* V1_PAGE: offset inside the page (has_offset) */
-    uint64_t length;                  /* V1_PAGE: bytes wanted (has_length) */
+    char job_id[REST_JOB_ID_MAX + 1];   /* lowercase hex (API_LOAD_STATUS / _STOP) */
+    char name[REST_HINTS_NAME_MAX + 1]; /* API_HINTS_DROP: the plan's name */
+    uint64_t page;                      /* V1_PAGE: page index */
+    uint64_t offset;                    /* V1_PAGE: offset inside the page (has_offset) */
+    uint64_t length;                    /* V1_PAGE: bytes wanted (has_length) */
     int has_offset, has_length;
     uint64_t since;           /* API_HISTORY: samples numbered after this one (0: all) */
     enum rest_load_op op;     /* V1_LOAD */
@@ -112,5 +119,21 @@ struct rest_body {
  * many paths). */
 int rest_parse_body(const char *body, size_t len, struct rest_body *out);
 void rest_body_clear(struct rest_body *b);
+
+/* The body of POST /api/v1/hints: {"name": "...", "paths": ["a/b", ...]}, the paths in the
+ * order a reader will open them (mount paths; duplicates allowed). A name is 1..128 bytes of
+ * [A-Za-z0-9._:@-]. */
+struct rest_hints {
+    char name[REST_HINTS_NAME_MAX + 1];
+    char **paths; /* normalized mount paths */
+    size_t count;
+};
+/* Parses a body of len bytes. Returns 0, 400 (not JSON, no name or paths, a bad name, a path
+ * that is not a string or has "." or ".." segments, an empty path) or 413 (more than
+ * max_paths paths or REST_MAX_HINTS_BODY bytes). */
+int rest_parse_hints(const char *body, size_t len, size_t max_paths, struct rest_hints *out);
+void rest_hints_clear(struct rest_hints *h);
+/* 1 if s is a valid plan name. */
+int rest_hints_name_ok(const char *s);
 
 #endif

@@ -927,8 +927,8 @@ static enum MHD_Result get_object(struct s3req *q)
                        : MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
     } else {
         struct reader_file *rf = NULL;
-        rc = reader_open(q->rs->reader, rel, me.version, me.size, me.mtime_ns, READER_READAHEAD,
-                         &rf, NULL);
+        rc = reader_open(q->rs->reader, rel, me.version, me.size, me.mtime_ns,
+                         READER_READAHEAD | READER_APP, &rf, NULL);
         if (rc < 0) {
             ret = reply_err(q, err_of_errno(rc));
             goto out;

@@ -5,13 +5,14 @@
  * Input: "METHOD\nURL[\nQUERY]" (no third line: query NULL; a NUL byte ends a field early, as
  * it would in the server). Per input: rest_parse_request(METHOD, URL, QUERY);
  * rest_normalize_path(URL); rest_path_from_uri() of QUERY (or URL) against an s3:// and a
- * file:// source; rest_parse_body() of the whole input as a JSON body.
+ * file:// source; rest_parse_body() and rest_parse_hints() of the whole input as a JSON body.
  * Invariants: parsers answer 0 or an HTTP status 400..599 (the body parser 400 or 413); a failed
  * parse leaves the request cleared; a successful one has a route, a mount path that is confined
  * (no leading or trailing '/', no empty, "." or ".." component), a 64-digit lowercase hex file
  * id for the page and chunk routes, a lowercase hex job id for the job routes, and a body whose
  * paths obey the same rules, with at most REST_MAX_BODY_PATHS paths and 1..REST_MAX_THREADS
- * threads. Everything is freed (LeakSanitizer checks).
+ * threads; a hints body has a valid name and 1..64 non-empty confined paths. Everything is
+ * freed (LeakSanitizer checks).
  * Enabled only once fuse/rest_parse.c exists (tests/fuzz/CMakeLists.txt).
  * Seeds: tests/fuzz/corpus/fuzz_rest_request/ (Alluxio worker REST and /api/v1 URLs).
  */
@@ -138,6 +139,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     rest_body_clear(&body);
+
+    struct rest_hints hints;
+    ret = rest_parse_hints((const char *)data, size, 64, &hints);
+    check_status(ret, 400, 413);
+    if (ret == 0) {
+        if (hints.count == 0 || hints.count > 64 || !rest_hints_name_ok(hints.name))
+            abort();
+        for (size_t i = 0; i < hints.count; i++) {
+            check_mount_path(hints.paths[i]);
+            if (!hints.paths[i][0])
+                abort();
+        }
+    }
+    rest_hints_clear(&hints);
     free(buf);
     return 0;
 }

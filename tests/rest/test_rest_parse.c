@@ -383,6 +383,71 @@ static void test_body(void)
     free(huge);
 }
 
+static int hints_status(const char *json, size_t max_paths)
+{
+    struct rest_hints h;
+    int st = rest_parse_hints(json, strlen(json), max_paths, &h);
+    rest_hints_clear(&h);
+    return st;
+}
+
+/* Sampler hints: the routes, the plan name and the body. */
+static void test_hints(void)
+{
+    struct rest_request r;
+    CHECK_EQ(parse("POST", "/api/v1/hints", NULL, &r), 0);
+    CHECK_EQ(r.route, REST_ROUTE_API_HINTS_SET);
+    CHECK_EQ(r.takes_body, 1);
+    CHECK_EQ(r.max_body, REST_MAX_HINTS_BODY);
+    CHECK_EQ(r.control_only, 0);
+    rest_request_clear(&r);
+    CHECK_EQ(parse("GET", "/api/v1/hints", NULL, &r), 0);
+    CHECK_EQ(r.route, REST_ROUTE_API_HINTS_LIST);
+    rest_request_clear(&r);
+    CHECK_EQ(parse("DELETE", "/api/v1/hints/host-1.rank:0@x", NULL, &r), 0);
+    CHECK_EQ(r.route, REST_ROUTE_API_HINTS_DROP);
+    CHECK_STR(r.name, "host-1.rank:0@x");
+    rest_request_clear(&r);
+    CHECK_EQ(status_of("PUT", "/api/v1/hints", NULL), 405);
+    CHECK_EQ(status_of("GET", "/api/v1/hints/a", NULL), 405);
+    CHECK_EQ(status_of("DELETE", "/api/v1/hints/a%2Fb", NULL), 400);
+    CHECK_EQ(status_of("DELETE", "/api/v1/hints/a b", NULL), 400);
+
+    struct rest_hints h;
+    const char *j = "{\"name\": \"r0\", \"paths\": [\"/a/b\", \"c d/\u00e9\", \"a/b\"]}";
+    CHECK_EQ(rest_parse_hints(j, strlen(j), 10, &h), 0);
+    CHECK_STR(h.name, "r0");
+    CHECK_EQ(h.count, 3);
+    if (h.count == 3) {
+        CHECK_STR(h.paths[0], "a/b");
+        CHECK_STR(h.paths[1], "c d/\xc3\xa9");
+        CHECK_STR(h.paths[2], "a/b"); /* duplicates are kept: a file read twice */
+    }
+    rest_hints_clear(&h);
+    CHECK_EQ(hints_status(j, 2), 413);
+    CHECK_EQ(hints_status("", 10), 400);
+    CHECK_EQ(hints_status("[]", 10), 400);
+    CHECK_EQ(hints_status("{\"paths\": [\"a\"]}", 10), 400); /* no name */
+    CHECK_EQ(hints_status("{\"name\": \"\", \"paths\": [\"a\"]}", 10), 400);
+    CHECK_EQ(hints_status("{\"name\": \"a/b\", \"paths\": [\"a\"]}", 10), 400);
+    CHECK_EQ(hints_status("{\"name\": 3, \"paths\": [\"a\"]}", 10), 400);
+    CHECK_EQ(hints_status("{\"name\": \"n\", \"paths\": []}", 10), 400);
+    CHECK_EQ(hints_status("{\"name\": \"n\", \"paths\": [\"../a\"]}", 10), 400);
+    CHECK_EQ(hints_status("{\"name\": \"n\", \"paths\": [\"/\"]}", 10), 400); /* the root */
+    CHECK_EQ(hints_status("{\"name\": \"n\", \"paths\": [\"a\", 1]}", 10), 400);
+    CHECK_EQ(hints_status("{\"name\": \"n\", \"paths\": [\"a\\u0000\"]}", 10), 400);
+    CHECK_EQ(hints_status("{\"name\": \"n\", \"paths\": [\"a\"]} x", 10), 400);
+    char name[REST_HINTS_NAME_MAX + 2];
+    memset(name, 'n', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    char body[512];
+    snprintf(body, sizeof(body), "{\"name\": \"%s\", \"paths\": [\"a\"]}", name);
+    CHECK_EQ(hints_status(body, 10), 400);
+    name[REST_HINTS_NAME_MAX] = '\0';
+    snprintf(body, sizeof(body), "{\"name\": \"%s\", \"paths\": [\"a\"]}", name);
+    CHECK_EQ(hints_status(body, 10), 0);
+}
+
 /* The value of the sample line that starts with `prefix` followed by a space, or -1. */
 static double sample(const char *text, const char *prefix)
 {
@@ -500,6 +565,7 @@ int main(void)
     RUN(test_load_args);
     RUN(test_path_from_uri);
     RUN(test_body);
+    RUN(test_hints);
     RUN(test_metrics);
     return test_finish();
 }

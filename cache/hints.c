@@ -1,0 +1,651 @@
+/*
+ * hints.c - sampler hints (see hints.h).
+ *
+ * Design:
+ *   - A plan is an array of entries in reading order plus an open-addressing table from a
+ *     key's hash to its first occurrence; later occurrences of a key are chained (next_dup).
+ *     An application open takes the first occurrence not opened yet, in every plan.
+ *   - Each plan has the planner's cursor (next: the first entry it has not looked at), the
+ *     reader's position (front: one past the furthest entry opened) and skip_from (entries
+ *     below it were settled: opened, or counted as skipped when the reader passed them by
+ *     HINTS_SLACK). The planner never looks behind the reader: a reader ahead of the planner
+ *     moves the cursor to its position (what it passed is being read or was not wanted).
+ *   - One planner thread serves all plans in turn, a batch of entries each. It resolves an
+ *     entry without the lock (the metadata cache may fetch a listing; the page cache is asked
+ *     whether it holds the version), then queues it (prefetch_object). A plan replaced or
+ *     dropped while the planner works on it is freed by whoever drops the last reference.
+ *   - The room: the planner asks the page cache how many bytes of unread prefetched pages it
+ *     may hold (page_cache_prefetch_cap), caps it at ahead_max, and gives each plan an equal
+ *     share; a plan queues while the bytes it queued and the reader has not opened stay
+ *     within its share (at least one entry is always allowed, so a plan of files larger than
+ *     its share still moves; the page cache cuts such a prefetch to what fits).
+ *   - Objects over HINTS_WHOLE_MAX bytes are not fetched whole ahead of time: once opened, the
+ *     read-ahead of a sequential reader takes them (prefetch.h).
+ *
+ * Invariants (under h->lock): a plan's ahead_bytes is the sum of the sizes of its entries in
+ * state QUEUED; front <= n, skip_from <= front; every plan in h->plans has refs >= 1.
+ * Lock order: h->lock, then (never while holding it) the page cache, the metadata cache and
+ * the prefetcher: every call into them is made after dropping h->lock.
+ */
+#include "cache/hints.h"
+
+#include "backends/backend.h"
+#include "cache/meta_cache.h"
+#include "cache/page_cache.h"
+#include "cache/prefetch.h"
+#include "cache/tree.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#define HINTS_WHOLE_MAX (32ull << 20) /* objects fetched whole ahead of the reader at most */
+#define HINTS_BATCH 64u               /* entries the planner resolves per plan in one turn */
+#define NONE UINT32_MAX
+
+enum entry_state {
+    E_PENDING = 0, /* not looked at yet */
+    E_QUEUED,      /* queued for prefetch, not opened yet (counts in ahead_bytes) */
+    E_RESIDENT,    /* resident when looked at */
+    E_MISSING,     /* no such file (or a directory, or too large to fetch whole) */
+    E_SKIPPED,     /* queued, and the reader passed it without opening it */
+    E_OPENED,      /* opened by the application */
+    E_DONE,        /* closed, and not read again later in the plan: may be let go */
+};
+
+struct entry {
+    char *key;
+    uint64_t hash;
+    uint64_t size;     /* set once queued */
+    uint32_t next_dup; /* the next occurrence of the same key, or NONE */
+    uint8_t state;
+};
+
+struct plan {
+    char name[HINTS_NAME_MAX + 1];
+    struct entry *e;
+    uint32_t n;
+    uint32_t *table; /* first occurrence of a key (entry index), NONE when empty */
+    uint32_t tmask;
+    uint32_t next, front, skip_from;
+    uint64_t ahead_bytes;
+    uint64_t last_ms; /* created, or last opened */
+    uint32_t *done;   /* entries that reached E_DONE, in that order (a FIFO) */
+    uint32_t done_head, done_tail;
+    uint64_t opened, queued, resident, missing, skipped;
+    int refs; /* the plan list's one, and the planner's while it works on the plan */
+    int dead; /* no longer in the list */
+};
+
+struct hints {
+    struct page_cache *pc;
+    struct meta_cache *mc;
+    struct prefetcher *pf;
+    uint64_t ahead_max;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, idle;
+    pthread_t thread;
+    int has_thread, stop, busy, pending_wake;
+    struct plan *plans[HINTS_MAX_PLANS];
+    size_t nplans;
+    size_t turn; /* the plan the planner serves first next time */
+    struct hints_stats st;
+};
+
+static uint64_t now_ms(void)
+{
+    return backend_now_ms();
+}
+
+static uint64_t key_hash(const char *key)
+{
+    return XXH3_64bits(key, strlen(key));
+}
+
+static void plan_free(struct plan *p)
+{
+    if (!p)
+        return;
+    for (uint32_t i = 0; i < p->n; i++)
+        free(p->e[i].key);
+    free(p->e);
+    free(p->table);
+    free(p->done);
+    free(p);
+}
+
+/* Under h->lock: drops one reference; the last frees the plan. */
+static void plan_unref(struct plan *p)
+{
+    if (--p->refs == 0)
+        plan_free(p);
+}
+
+/* The first occurrence of key (hash h) in p, or NONE. */
+static uint32_t plan_find(const struct plan *p, const char *key, uint64_t h)
+{
+    for (uint32_t s = (uint32_t)h & p->tmask;; s = (s + 1) & p->tmask) {
+        uint32_t i = p->table[s];
+        if (i == NONE)
+            return NONE;
+        if (p->e[i].hash == h && strcmp(p->e[i].key, key) == 0)
+            return i;
+    }
+}
+
+/* Builds the table and the chains of duplicates. 0 or -ENOMEM. */
+static int plan_index(struct plan *p)
+{
+    uint32_t size = 16;
+    while (size < p->n * 2u)
+        size *= 2;
+    p->table = malloc((size_t)size * sizeof(*p->table));
+    uint32_t *last = malloc((size_t)size * sizeof(*last)); /* last occurrence per slot */
+    if (!p->table || !last) {
+        free(last);
+        return -ENOMEM;
+    }
+    memset(p->table, 0xff, (size_t)size * sizeof(*p->table));
+    p->tmask = size - 1;
+    for (uint32_t i = 0; i < p->n; i++) {
+        struct entry *e = &p->e[i];
+        e->hash = key_hash(e->key);
+        e->next_dup = NONE;
+        for (uint32_t s = (uint32_t)e->hash & p->tmask;; s = (s + 1) & p->tmask) {
+            uint32_t j = p->table[s];
+            if (j == NONE) {
+                p->table[s] = i;
+                last[s] = i;
+                break;
+            }
+            if (p->e[j].hash == e->hash && strcmp(p->e[j].key, e->key) == 0) {
+                p->e[last[s]].next_dup = i;
+                last[s] = i;
+                break;
+            }
+        }
+    }
+    free(last);
+    return 0;
+}
+
+/* Under h->lock: an entry leaves state QUEUED. */
+static void unqueue(struct hints *h, struct plan *p, struct entry *e)
+{
+    p->ahead_bytes -= e->size;
+    h->st.ahead_bytes -= e->size;
+}
+
+/* Under h->lock: removes plan i from the list. */
+static void plan_remove(struct hints *h, size_t i)
+{
+    struct plan *p = h->plans[i];
+    h->st.ahead_bytes -= p->ahead_bytes;
+    h->st.entries -= p->n;
+    p->dead = 1;
+    h->plans[i] = h->plans[--h->nplans];
+    h->plans[h->nplans] = NULL;
+    plan_unref(p);
+}
+
+static void *planner_main(void *arg);
+
+int hints_create(const struct hints_conf *conf, struct hints **out)
+{
+    *out = NULL;
+    if (!conf || !conf->pc || !conf->mc)
+        return -EINVAL;
+    struct hints *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->pc = conf->pc;
+    h->mc = conf->mc;
+    h->pf = conf->pf;
+    h->ahead_max = conf->ahead_max ? conf->ahead_max : HINTS_AHEAD_MAX;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (pthread_mutex_init(&h->lock, NULL) != 0) {
+        free(h);
+        return -ENOMEM;
+    }
+    if (pthread_cond_init(&h->wake, &ca) != 0 || pthread_cond_init(&h->idle, NULL) != 0) {
+        pthread_mutex_destroy(&h->lock);
+        free(h);
+        return -ENOMEM;
+    }
+    pthread_condattr_destroy(&ca);
+    if (h->pf) {
+        int rc = -pthread_create(&h->thread, NULL, planner_main, h);
+        if (rc < 0) {
+            hints_destroy(h);
+            return rc;
+        }
+        h->has_thread = 1;
+    }
+    *out = h;
+    return 0;
+}
+
+void hints_destroy(struct hints *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->lock);
+    h->stop = 1;
+    pthread_cond_broadcast(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+    if (h->has_thread)
+        pthread_join(h->thread, NULL);
+    while (h->nplans)
+        plan_remove(h, 0);
+    pthread_cond_destroy(&h->wake);
+    pthread_cond_destroy(&h->idle);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+int hints_set(struct hints *h, const char *name, char **keys, size_t n)
+{
+    int rc = -EINVAL;
+    struct plan *p = NULL;
+    size_t nl = name ? strlen(name) : 0;
+    if (!h || nl == 0 || nl > HINTS_NAME_MAX || !keys || n == 0 || n > HINTS_MAX_ENTRIES)
+        goto out_keys;
+    for (size_t i = 0; i < n; i++)
+        if (!keys[i])
+            goto out_keys;
+    rc = -ENOMEM;
+    p = calloc(1, sizeof(*p));
+    if (!p || !(p->e = calloc(n, sizeof(*p->e))) || !(p->done = malloc(n * sizeof(*p->done))))
+        goto out_keys;
+    memcpy(p->name, name, nl + 1);
+    p->n = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        p->e[i].key = keys[i];
+        keys[i] = NULL;
+    }
+    free(keys);
+    keys = NULL;
+    if (plan_index(p) < 0)
+        goto out_keys;
+    p->refs = 1;
+    p->last_ms = now_ms();
+
+    pthread_mutex_lock(&h->lock);
+    for (size_t i = 0; i < h->nplans; i++)
+        if (strcmp(h->plans[i]->name, name) == 0) {
+            plan_remove(h, i);
+            break;
+        }
+    if (h->nplans == HINTS_MAX_PLANS) {
+        size_t idlest = 0;
+        for (size_t i = 1; i < h->nplans; i++)
+            if (h->plans[i]->last_ms < h->plans[idlest]->last_ms)
+                idlest = i;
+        plan_remove(h, idlest);
+    }
+    h->plans[h->nplans++] = p;
+    h->st.plans_set++;
+    h->st.entries += p->n;
+    h->pending_wake = 1;
+    pthread_cond_broadcast(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+    return 0;
+
+out_keys:
+    if (keys) {
+        for (size_t i = 0; i < n; i++)
+            free(keys[i]);
+        free(keys);
+    }
+    plan_free(p);
+    return rc;
+}
+
+int hints_drop(struct hints *h, const char *name)
+{
+    int rc = -ENOENT;
+    pthread_mutex_lock(&h->lock);
+    for (size_t i = 0; i < h->nplans; i++)
+        if (strcmp(h->plans[i]->name, name) == 0) {
+            plan_remove(h, i);
+            rc = 0;
+            break;
+        }
+    pthread_mutex_unlock(&h->lock);
+    return rc;
+}
+
+/* Under h->lock: the reader reached entry i of p. */
+static void reader_at(struct hints *h, struct plan *p, uint32_t i)
+{
+    if (i + 1 > p->front)
+        p->front = i + 1;
+    while (p->skip_from + HINTS_SLACK < p->front) {
+        struct entry *e = &p->e[p->skip_from++];
+        if (e->state == E_QUEUED) {
+            e->state = E_SKIPPED;
+            unqueue(h, p, e);
+            p->skipped++;
+            h->st.skipped++;
+        }
+    }
+}
+
+void hints_opened(struct hints *h, const char *key)
+{
+    if (!h || !key)
+        return;
+    uint64_t hash = key_hash(key), now = now_ms();
+    pthread_mutex_lock(&h->lock);
+    int moved = 0;
+    for (size_t k = 0; k < h->nplans; k++) {
+        struct plan *p = h->plans[k];
+        uint32_t i = plan_find(p, key, hash);
+        while (i != NONE && (p->e[i].state == E_OPENED || p->e[i].state == E_DONE))
+            i = p->e[i].next_dup;
+        if (i == NONE)
+            continue;
+        struct entry *e = &p->e[i];
+        if (e->state == E_QUEUED) {
+            unqueue(h, p, e);
+            h->st.used++;
+        }
+        e->state = E_OPENED;
+        p->opened++;
+        p->last_ms = now;
+        reader_at(h, p, i);
+        moved = 1;
+    }
+    if (moved)
+        pthread_cond_broadcast(&h->wake); /* room came back */
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* Under h->lock: 1 if some plan will read key (hash) again: an occurrence not opened yet. */
+static int wanted_later(struct hints *h, const char *key, uint64_t hash)
+{
+    for (size_t k = 0; k < h->nplans; k++) {
+        struct plan *p = h->plans[k];
+        for (uint32_t i = plan_find(p, key, hash); i != NONE; i = p->e[i].next_dup) {
+            uint8_t s = p->e[i].state;
+            if (s == E_PENDING || s == E_QUEUED || s == E_RESIDENT)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+void hints_closed(struct hints *h, struct pc_file *f)
+{
+    if (!h || !f)
+        return;
+    const char *key = pc_file_key(f);
+    uint64_t hash = key_hash(key);
+    pthread_mutex_lock(&h->lock);
+    if (!wanted_later(h, key, hash))
+        for (size_t k = 0; k < h->nplans; k++) {
+            struct plan *p = h->plans[k];
+            uint32_t last = NONE; /* the occurrence this close ends */
+            for (uint32_t i = plan_find(p, key, hash); i != NONE; i = p->e[i].next_dup)
+                if (p->e[i].state == E_OPENED)
+                    last = i;
+            if (last != NONE) {
+                p->e[last].state = E_DONE;
+                p->done[p->done_tail++] = last;
+            }
+        }
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- the planner ---- */
+
+enum verdict { V_QUEUED, V_RESIDENT, V_MISSING, V_RETRY };
+
+/* Without h->lock: looks key up and queues it when the cache lacks it. *size gets its size. */
+static enum verdict resolve(struct hints *h, const char *key, uint64_t *size)
+{
+    struct meta_entry me;
+    *size = 0;
+    if (tree_lookup(h->mc, key, &me) < 0)
+        return V_MISSING;
+    enum verdict v = V_MISSING;
+    const char *version = me.version ? me.version : "";
+    if (me.is_dir || me.size > HINTS_WHOLE_MAX)
+        goto out;
+    *size = me.size;
+    v = V_RESIDENT;
+    if (me.size == 0 || page_cache_key_resident(h->pc, key, version, me.size) == 1)
+        goto out;
+    struct pc_residency res;
+    if (page_cache_residency(h->pc, key, &res) == 0 && res.known &&
+        strcmp(res.version, version) == 0 && res.bytes >= me.size)
+        goto out;
+    int rc = prefetch_object(h->pf, key, version, me.size, me.mtime_ns);
+    v = rc >= 0 ? V_QUEUED : rc == -EAGAIN ? V_RETRY : V_MISSING;
+out:
+    meta_entry_clear(&me);
+    return v;
+}
+
+/* Under h->lock (dropped and taken again around each entry): up to HINTS_BATCH entries of p
+ * within its share of the room. Returns how many it settled. */
+static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, int *retry)
+{
+    unsigned done = 0;
+    while (done < HINTS_BATCH && !h->stop && !p->dead) {
+        if (p->next < p->front)
+            p->next = p->front;
+        while (p->next < p->n && p->e[p->next].state != E_PENDING)
+            p->next++;
+        if (p->next >= p->n || p->next >= p->front + HINTS_AHEAD_FILES)
+            break;
+        if (p->ahead_bytes > 0 && p->ahead_bytes >= share)
+            break;
+        uint32_t i = p->next;
+        char *key = strdup(p->e[i].key);
+        if (!key)
+            break;
+        p->refs++;
+        pthread_mutex_unlock(&h->lock);
+        uint64_t size;
+        enum verdict v = resolve(h, key, &size);
+        free(key);
+        pthread_mutex_lock(&h->lock);
+        int dead = p->dead;
+        plan_unref(p);
+        if (dead)
+            break;
+        if (v == V_RETRY) {
+            *retry = 1;
+            break;
+        }
+        done++;
+        struct entry *e = &p->e[i];
+        if (e->state != E_PENDING)
+            continue; /* opened meanwhile */
+        switch (v) {
+        case V_QUEUED:
+            e->state = E_QUEUED;
+            e->size = size;
+            p->ahead_bytes += size;
+            h->st.ahead_bytes += size;
+            p->queued++;
+            h->st.queued++;
+            h->st.queued_bytes += size;
+            break;
+        case V_RESIDENT:
+            e->state = E_RESIDENT;
+            p->resident++;
+            h->st.resident++;
+            break;
+        default:
+            e->state = E_MISSING;
+            p->missing++;
+            h->st.missing++;
+            break;
+        }
+    }
+    return done;
+}
+
+/* Under h->lock (dropped around each eviction): lets go of files the plans have read for the
+ * last time, oldest first, until `need` bytes were freed or none is left. */
+static void release_done(struct hints *h, uint64_t need)
+{
+    uint64_t freed = 0;
+    int any = 1;
+    while (freed < need && any && !h->stop) {
+        any = 0;
+        for (size_t k = 0; k < h->nplans && freed < need && !h->stop; k++) {
+            struct plan *p = h->plans[k];
+            if (p->done_head == p->done_tail)
+                continue;
+            any = 1;
+            struct entry *e = &p->e[p->done[p->done_head++]];
+            if (e->state != E_DONE || wanted_later(h, e->key, e->hash))
+                continue;
+            char *key = strdup(e->key);
+            if (!key)
+                return;
+            pthread_mutex_unlock(&h->lock);
+            uint64_t bytes = 0;
+            int rc = page_cache_evict_key(h->pc, key, NULL, &bytes);
+            free(key);
+            pthread_mutex_lock(&h->lock);
+            if (rc == 0 && bytes) {
+                freed += bytes;
+                h->st.released++;
+                h->st.released_bytes += bytes;
+            }
+            break; /* the plan list may have changed meanwhile */
+        }
+    }
+}
+
+static void *planner_main(void *arg)
+{
+    struct hints *h = arg;
+    pthread_mutex_lock(&h->lock);
+    while (!h->stop) {
+        h->pending_wake = 0;
+        size_t np = h->nplans;
+        unsigned done = 0;
+        int retry = 0;
+        if (np) {
+            /* Room for the look-ahead (a quarter of the cache, at most ahead_max) comes from
+             * files the plans have read for the last time before it is taken from anything
+             * else: what the cache holds for the rest of the epoch stays. */
+            uint64_t free_room, cap;
+            pthread_mutex_unlock(&h->lock);
+            page_cache_free_room(h->pc, &free_room, &cap);
+            pthread_mutex_lock(&h->lock);
+            uint64_t goal = cap / 4 < h->ahead_max ? cap / 4 : h->ahead_max;
+            uint64_t have = free_room + h->st.ahead_bytes;
+            int more = 0; /* a plan has entries left to queue */
+            for (size_t k = 0; k < h->nplans && !more; k++)
+                more = h->plans[k]->next < h->plans[k]->n;
+            if (more && have < goal)
+                release_done(h, goal - have);
+            pthread_mutex_unlock(&h->lock);
+            uint64_t room = page_cache_prefetch_cap(h->pc);
+            pthread_mutex_lock(&h->lock);
+            if (room > h->ahead_max)
+                room = h->ahead_max;
+            uint64_t now = now_ms();
+            for (size_t k = 0; k < h->nplans;)
+                if (now - h->plans[k]->last_ms > HINTS_IDLE_MS)
+                    plan_remove(h, k);
+                else
+                    k++;
+            np = h->nplans;
+            for (size_t k = 0; k < np && k < h->nplans && !h->stop; k++) {
+                struct plan *p = h->plans[(h->turn + k) % h->nplans];
+                p->refs++;
+                done += plan_pump(h, p, h->nplans ? room / h->nplans : room, &retry);
+                plan_unref(p);
+            }
+            if (h->nplans)
+                h->turn = (h->turn + 1) % h->nplans;
+        }
+        if (done || h->pending_wake || h->stop)
+            continue;
+        h->busy = 0;
+        pthread_cond_broadcast(&h->idle);
+        /* Nothing to do now: room comes back when the reader opens entries (a wake), or when
+         * prefetched pages are evicted or expire (looked at again every 100 ms, sooner after
+         * a full prefetch queue). */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += (retry ? 20 : 100) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+        h->busy = 1;
+    }
+    h->busy = 0;
+    pthread_cond_broadcast(&h->idle);
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+void hints_wait_idle(struct hints *h)
+{
+    if (!h || !h->has_thread)
+        return;
+    pthread_mutex_lock(&h->lock);
+    /* One full pass after the call: the planner may be between a wake and its pass. */
+    h->pending_wake = 1;
+    h->busy = 1;
+    pthread_cond_broadcast(&h->wake);
+    while (h->busy && !h->stop)
+        pthread_cond_wait(&h->idle, &h->lock);
+    pthread_mutex_unlock(&h->lock);
+}
+
+int hints_list(struct hints *h, struct hints_plan_info **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&h->lock);
+    size_t np = h->nplans;
+    struct hints_plan_info *v = np ? calloc(np, sizeof(*v)) : NULL;
+    if (np && !v) {
+        pthread_mutex_unlock(&h->lock);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < np; i++) {
+        const struct plan *p = h->plans[i];
+        memcpy(v[i].name, p->name, sizeof(v[i].name));
+        v[i].entries = p->n;
+        v[i].position = p->front;
+        v[i].opened = p->opened;
+        v[i].queued = p->queued;
+        v[i].resident = p->resident;
+        v[i].missing = p->missing;
+        v[i].skipped = p->skipped;
+        v[i].ahead_bytes = p->ahead_bytes;
+    }
+    pthread_mutex_unlock(&h->lock);
+    *out = v;
+    *n = np;
+    return 0;
+}
+
+void hints_get_stats(struct hints *h, struct hints_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->lock);
+    *out = h->st;
+    out->plans = h->nplans;
+    pthread_mutex_unlock(&h->lock);
+}

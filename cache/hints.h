@@ -1,0 +1,111 @@
+/*
+ * hints.h - sampler hints: an application tells the cache the order in which it will read
+ * files (a PyTorch sampler's epoch, python/pagefs/torch.py), and the cache fetches ahead in
+ * that order and lets go first of what the rest of the order no longer needs.
+ *
+ * A plan is a named list of keys (mount-relative paths) in reading order; a new plan with the
+ * same name replaces the old one (a new epoch), and several plans live side by side (one per
+ * sampler: DDP ranks, train and validation loaders). For each plan, a planner thread walks the
+ * list ahead of the reader: it resolves each key through the metadata cache (a listing may be
+ * fetched), skips what is missing, a directory or resident already, and queues the rest as
+ * whole-object prefetches (prefetch_object), as long as
+ *   - the bytes it queued and the reader has not opened yet stay within the cache's room for
+ *     unread prefetched pages (page_cache_prefetch_cap: no prefetch pushes out a page the plan
+ *     still needs, or one this run's other readers keep), shared evenly by the plans, and
+ *     within HINTS_AHEAD_MAX; and
+ *   - it is no more than HINTS_AHEAD_FILES entries past the reader.
+ * The reader's position is the furthest entry opened (an application open: reader.h's
+ * READER_APP); a queued entry HINTS_SLACK or more entries behind it was not read where the
+ * plan said (a wrong or partial order): it stops counting against the room (counted in
+ * skipped). An application open of a key consumes the first unopened occurrence of it in each
+ * plan. Room for the look-ahead (a quarter of the cache, at most ahead_max) is first taken from
+ * files the plans have read for the last time (closed, with no later occurrence in any
+ * plan): the planner evicts them, oldest first, before eviction would take anything else -
+ * in particular a file the rest of the epoch still needs (Belady's choice, with the future
+ * known). What the cache holds for the rest of the epoch stays, so with a cache smaller
+ * than the dataset each epoch takes only what the cache could not hold from the store.
+ * Keys the plan does not name change nothing; a plan that names keys that do not exist, or in
+ * an order nobody follows, costs at most its room in fetched bytes. A plan nobody has opened
+ * anything of for HINTS_IDLE_MS is dropped.
+ *
+ * Ownership: hints_create/destroy (destroy stops the planner thread; the page cache, metadata
+ * cache and prefetcher are borrowed and must outlive it). Thread safety: every function may be
+ * called from many threads at once.
+ */
+#ifndef PAGEFS_CACHE_HINTS_H
+#define PAGEFS_CACHE_HINTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct page_cache;
+struct pc_file;
+struct meta_cache;
+struct prefetcher;
+struct hints;
+
+#define HINTS_MAX_PLANS 64
+#define HINTS_MAX_ENTRIES 4000000u   /* keys in one plan */
+#define HINTS_NAME_MAX 128           /* bytes of a plan's name */
+#define HINTS_AHEAD_MAX (8ull << 30) /* bytes queued ahead of the reader, all plans */
+#define HINTS_AHEAD_FILES 4096u      /* entries queued ahead of a plan's reader at most */
+#define HINTS_SLACK 1024u            /* entries behind the reader a queued one counts as skipped */
+#define HINTS_IDLE_MS (30u * 60u * 1000u)
+
+struct hints_conf {
+    struct page_cache *pc; /* borrowed */
+    struct meta_cache *mc; /* borrowed */
+    struct prefetcher *pf; /* borrowed; NULL: plans are kept and followed, nothing fetched */
+    uint64_t ahead_max;    /* bytes queued ahead, all plans; 0: HINTS_AHEAD_MAX */
+};
+
+struct hints_plan_info {
+    char name[HINTS_NAME_MAX + 1];
+    uint64_t entries;     /* keys in the plan */
+    uint64_t position;    /* entries up to the furthest one opened */
+    uint64_t opened;      /* entries opened (application opens) */
+    uint64_t queued;      /* entries queued for prefetch */
+    uint64_t resident;    /* entries found resident when the planner came to them */
+    uint64_t missing;     /* entries that do not exist (or are directories) */
+    uint64_t skipped;     /* queued entries the reader passed without opening them */
+    uint64_t ahead_bytes; /* bytes queued and not opened yet */
+};
+
+struct hints_stats {
+    uint64_t plans;     /* plans now */
+    uint64_t plans_set; /* plans received */
+    uint64_t entries;   /* keys in the plans now */
+    uint64_t queued;    /* entries queued for prefetch */
+    uint64_t queued_bytes;
+    uint64_t used;     /* queued entries opened afterwards */
+    uint64_t resident; /* entries resident when the planner came to them */
+    uint64_t missing;
+    uint64_t skipped;
+    uint64_t released; /* files evicted for room after the plans read them the last time */
+    uint64_t released_bytes;
+    uint64_t ahead_bytes; /* bytes queued and not opened yet, all plans */
+};
+
+int hints_create(const struct hints_conf *conf, struct hints **out);
+void hints_destroy(struct hints *h);
+
+/* Installs plan `name` (1..HINTS_NAME_MAX bytes, no NUL) of n keys (mount-relative paths as
+ * the reader names them: "a/b"), replacing a plan of that name. Takes ownership of keys and
+ * of every string in it, also on failure. With HINTS_MAX_PLANS plans already, the one idle
+ * longest is dropped. 0, -EINVAL (a bad name, n 0 or over HINTS_MAX_ENTRIES, a NULL key) or
+ * -ENOMEM. */
+int hints_set(struct hints *h, const char *name, char **keys, size_t n);
+/* Drops plan `name`: 0, or -ENOENT. */
+int hints_drop(struct hints *h, const char *name);
+
+/* An application opened key / closed its last handle on f (whose key names it). */
+void hints_opened(struct hints *h, const char *key);
+void hints_closed(struct hints *h, struct pc_file *f);
+
+/* The plans now (*out malloc'd, caller frees; *n of them). 0 or -ENOMEM. */
+int hints_list(struct hints *h, struct hints_plan_info **out, size_t *n);
+void hints_get_stats(struct hints *h, struct hints_stats *out);
+/* Waits until the planner has nothing it can do now (tests). */
+void hints_wait_idle(struct hints *h);
+
+#endif

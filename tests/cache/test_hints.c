@@ -1,0 +1,305 @@
+/*
+ * test_hints.c - component tests of sampler hints (cache/hints.c) through the reader, without
+ * a FUSE mount: a page cache and a metadata cache over real files served by
+ * stats(fault(local(root))) (cache_env.h), read-ahead on a memory budget as the daemon has it.
+ *
+ * Covered: a plan's files are fetched ahead in its order and then read with no request; keys
+ * that do not exist, directories and duplicates are settled without harm; a plan replaced by
+ * name, plans side by side, a dropped plan, the idlest plan dropped past HINTS_MAX_PLANS;
+ * hints_set()'s argument errors (ownership of the keys also on failure: ASan checks); an order
+ * nobody follows fetches at most the room, and the reader's own reads stay exact; with a cache
+ * half the dataset (evict=stable), hinted shuffled epochs never take more than 1.0x the
+ * dataset from the store, serve every byte exactly, and let go of what the epoch has read. Waits
+ * are bounded polls (10 s), never timing asserts.
+ */
+#include "backends/backend.h"
+#include "cache/hints.h"
+#include "cache/mem_budget.h"
+#include "cache/meta_cache.h"
+#include "cache/page_cache.h"
+#include "cache/prefetch.h"
+#include "cache/reader.h"
+#include "cache_env.h"
+#include "testlib.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PS (64u << 10)
+#define FSIZE (48u << 10) /* each file: under one page */
+#define NDIRS 4
+#define PER_DIR 50
+#define NFILES (NDIRS * PER_DIR)
+#define WAIT_POLLS 1000 /* of 10 ms: 10 s */
+
+struct env {
+    struct cache_env ce;
+    struct meta_cache *mc;
+    struct mem_budget *budget;
+    struct prefetch_conf pconf;
+    struct reader *r;
+    unsigned char *data[NFILES];
+    char key[NFILES][32];
+};
+
+/* NFILES files of FSIZE bytes in NDIRS directories, a cache of `capacity` bytes (0: large)
+ * and a reader with read-ahead. */
+static void env_init(struct env *e, const char *tag, uint64_t capacity)
+{
+    char err[256];
+    memset(e, 0, sizeof(*e));
+    cache_env_init(&e->ce, tag, PS, capacity, 90, 80);
+    for (int d = 0; d < NDIRS; d++) {
+        char dir[64];
+        snprintf(dir, sizeof(dir), "d%d", d);
+        char *p = cache_env_join(e->ce.root, dir);
+        CHECK_EQ(mkdir(p, 0755), 0);
+        free(p);
+    }
+    for (int i = 0; i < NFILES; i++) {
+        snprintf(e->key[i], sizeof(e->key[i]), "d%d/f%03d", i % NDIRS, i);
+        e->data[i] = cache_env_make_source(&e->ce, e->key[i], FSIZE, 1000u + (unsigned)i);
+    }
+    struct meta_cache_conf mconf = {.dir = e->ce.cache, .ttl_ms = 600000};
+    CHECK_EQ(meta_cache_create(&mconf, e->ce.be, &e->mc, err, sizeof(err)), 0);
+    CHECK_EQ(mem_budget_create(64ull << 20, &e->budget), 0);
+    e->pconf = (struct prefetch_conf){.small_object = PS, .budget = e->budget};
+    struct reader_conf rc = {.pc = e->ce.pc, .mc = e->mc, .prefetch = &e->pconf};
+    CHECK_EQ(reader_create(&rc, &e->r), 0);
+}
+
+static void env_fini(struct env *e)
+{
+    reader_destroy(e->r);
+    mem_budget_destroy(e->budget);
+    meta_cache_destroy(e->mc);
+    cache_env_fini(&e->ce);
+    for (int i = 0; i < NFILES; i++)
+        free(e->data[i]);
+}
+
+static struct backend_counters counters(struct env *e)
+{
+    struct backend_counters c;
+    memset(&c, 0, sizeof(c));
+    CHECK_EQ(e->ce.be->ops->counters(e->ce.be, &c), 0);
+    return c;
+}
+
+static struct hints_stats hstats(struct env *e)
+{
+    struct hints_stats s;
+    hints_get_stats(reader_hints(e->r), &s);
+    return s;
+}
+
+/* The planner idle and the prefetcher settled (bounded). */
+static int settle(struct env *e)
+{
+    for (int i = 0; i < WAIT_POLLS; i++) {
+        hints_wait_idle(reader_hints(e->r));
+        struct reader_stats s;
+        reader_get_stats(e->r, &s);
+        if (s.prefetch.pending == 0 && s.prefetch.inflight == 0) {
+            hints_wait_idle(reader_hints(e->r));
+            reader_get_stats(e->r, &s);
+            if (s.prefetch.pending == 0 && s.prefetch.inflight == 0)
+                return 1;
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* A plan of the given file numbers (-1: a key that does not exist, -2: a directory). */
+static int set_plan(struct env *e, const char *name, const int *order, size_t n)
+{
+    char **keys = calloc(n, sizeof(*keys));
+    for (size_t i = 0; i < n; i++) {
+        if (order[i] == -1)
+            keys[i] = strdup("d0/nosuchfile");
+        else if (order[i] == -2)
+            keys[i] = strdup("d1");
+        else
+            keys[i] = strdup(e->key[order[i]]);
+    }
+    return hints_set(reader_hints(e->r), name, keys, n);
+}
+
+/* An application's open, whole read and close of file i: 1 if every byte was right. */
+static int app_read(struct env *e, int i)
+{
+    struct reader_file *rf = NULL;
+    if (reader_open_listed(e->r, e->key[i], READER_READAHEAD | READER_APP, &rf) != 0)
+        return 0;
+    unsigned char buf[FSIZE + 16];
+    ssize_t n = reader_read_buf(rf, 0, sizeof(buf), buf);
+    int ok = n == FSIZE && memcmp(buf, e->data[i], FSIZE) == 0;
+    reader_close(rf);
+    if (!ok)
+        fprintf(stderr, "read of %s: %zd bytes%s\n", e->key[i], n, n == FSIZE ? ", wrong" : "");
+    return ok;
+}
+
+static void shuffle(int *v, size_t n, uint64_t *seed)
+{
+    for (size_t i = n - 1; i > 0; i--) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        size_t j = (size_t)((*seed >> 33) % (i + 1));
+        int t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+/* 1. A plan is fetched ahead in its order; its reads then make no request. Missing keys,
+ * a directory and a duplicate are settled. */
+static void test_plan_fetched_ahead(void)
+{
+    struct env e;
+    env_init(&e, "hints-ahead", 0);
+    int order[40];
+    for (int i = 0; i < 36; i++)
+        order[i] = (i * 7) % NFILES;
+    order[36] = -1;
+    order[37] = -2;
+    order[38] = 7; /* a duplicate of order[1]: read twice */
+    order[39] = 199;
+    CHECK_EQ(set_plan(&e, "p1", order, 40), 0);
+    CHECK(settle(&e));
+    struct hints_stats s = hstats(&e);
+    CHECK_EQ(s.plans, 1);
+    CHECK_EQ(s.entries, 40);
+    CHECK_EQ(s.missing, 2);
+    CHECK(s.queued >= 37); /* every distinct file (the duplicate is queued again or resident) */
+    struct backend_counters before = counters(&e);
+    for (int i = 0; i < 36; i++)
+        CHECK(app_read(&e, order[i]));
+    CHECK(app_read(&e, 7));
+    CHECK(app_read(&e, 199));
+    struct backend_counters after = counters(&e);
+    CHECK_EQ(after.read_calls - before.read_calls, 0);
+    s = hstats(&e);
+    CHECK(s.used >= 36);
+    CHECK_EQ(s.ahead_bytes, 0); /* everything queued was opened */
+    struct hints_plan_info *v;
+    size_t n;
+    CHECK_EQ(hints_list(reader_hints(e.r), &v, &n), 0);
+    CHECK_EQ(n, 1);
+    if (n == 1) {
+        CHECK_STR(v[0].name, "p1");
+        CHECK_EQ(v[0].position, 40);
+        CHECK_EQ(v[0].missing, 2);
+    }
+    free(v);
+    env_fini(&e);
+}
+
+/* 2. Names: replaced, side by side, dropped; the idlest dropped past the maximum; errors. */
+static void test_plan_names(void)
+{
+    struct env e;
+    env_init(&e, "hints-names", 0);
+    struct hints *h = reader_hints(e.r);
+    int a[3] = {0, 1, 2}, b[2] = {5, 6};
+    CHECK_EQ(set_plan(&e, "a", a, 3), 0);
+    CHECK_EQ(set_plan(&e, "b", b, 2), 0);
+    CHECK_EQ(hstats(&e).plans, 2);
+    CHECK_EQ(hstats(&e).entries, 5);
+    CHECK_EQ(set_plan(&e, "a", b, 2), 0); /* a new epoch of "a" */
+    CHECK_EQ(hstats(&e).plans, 2);
+    CHECK_EQ(hstats(&e).entries, 4);
+    CHECK_EQ(hints_drop(h, "b"), 0);
+    CHECK_EQ(hints_drop(h, "b"), -ENOENT);
+    CHECK_EQ(hstats(&e).plans, 1);
+    for (int i = 0; i < HINTS_MAX_PLANS + 5; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "n%d", i);
+        CHECK_EQ(set_plan(&e, name, a, 1), 0);
+    }
+    CHECK_EQ(hstats(&e).plans, HINTS_MAX_PLANS);
+    /* Errors; the keys are freed in every case (ASan). */
+    char **k = calloc(2, sizeof(*k));
+    k[0] = strdup("x");
+    CHECK_EQ(hints_set(h, "", k, 1), -EINVAL);
+    k = calloc(2, sizeof(*k));
+    k[0] = strdup("x");
+    CHECK_EQ(hints_set(h, "z", k, 2), -EINVAL); /* a NULL key */
+    k = calloc(1, sizeof(*k));
+    CHECK_EQ(hints_set(h, "z", k, 0), -EINVAL);
+    char longname[HINTS_NAME_MAX + 2];
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    k = calloc(1, sizeof(*k));
+    k[0] = strdup("x");
+    CHECK_EQ(hints_set(h, longname, k, 1), -EINVAL);
+    CHECK(settle(&e));
+    env_fini(&e);
+}
+
+/* 3. An order nobody follows: what it fetches is bounded by the room for unread prefetched
+ * pages; the reader's own reads are exact. */
+static void test_wrong_order(void)
+{
+    struct env e;
+    /* 60 files fit; the room for unread prefetched pages is half the low mark: 30 * 0.8 ... */
+    uint64_t cap = 60ull * PS;
+    env_init(&e, "hints-wrong", cap);
+    int plan[NFILES / 2];
+    for (int i = 0; i < NFILES / 2; i++)
+        plan[i] = i;
+    CHECK_EQ(set_plan(&e, "w", plan, NFILES / 2), 0);
+    CHECK(settle(&e));
+    uint64_t room = page_cache_prefetch_cap(e.ce.pc);
+    struct hints_stats s = hstats(&e);
+    CHECK(s.queued_bytes <= room + FSIZE);
+    CHECK(s.queued > 0);
+    struct backend_counters c = counters(&e);
+    CHECK(c.bytes_read <= room + FSIZE);
+    for (int i = NFILES / 2; i < NFILES; i++) /* the other half: not in the plan */
+        CHECK(app_read(&e, i));
+    CHECK(settle(&e));
+    s = hstats(&e);
+    CHECK_EQ(s.used, 0);
+    env_fini(&e);
+}
+
+/* 4. A cache half the dataset, evict=stable, three hinted shuffled epochs: never more than
+ * 1.0x the dataset from the store in an epoch, every byte right, read files let go. */
+static void test_small_cache_epochs(void)
+{
+    struct env e;
+    env_init(&e, "hints-epochs", (uint64_t)NFILES * PS / 2);
+    uint64_t dataset = (uint64_t)NFILES * FSIZE, seed = 42;
+    int order[NFILES];
+    for (int i = 0; i < NFILES; i++)
+        order[i] = i;
+    for (int epoch = 0; epoch < 3; epoch++) {
+        shuffle(order, NFILES, &seed);
+        CHECK_EQ(set_plan(&e, "train", order, NFILES), 0);
+        struct backend_counters before = counters(&e);
+        for (int i = 0; i < NFILES; i++)
+            CHECK(app_read(&e, order[i]));
+        CHECK(settle(&e));
+        struct backend_counters after = counters(&e);
+        uint64_t got = after.bytes_read - before.bytes_read;
+        printf("epoch %d: %.2fx the dataset from the store\n", epoch,
+               (double)got / (double)dataset);
+        CHECK(got <= dataset);
+    }
+    CHECK(hstats(&e).released > 0);
+    env_fini(&e);
+}
+
+int main(void)
+{
+    RUN(test_plan_fetched_ahead);
+    RUN(test_plan_names);
+    RUN(test_wrong_order);
+    RUN(test_small_cache_epochs);
+    return test_finish();
+}
