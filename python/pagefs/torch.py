@@ -50,7 +50,7 @@ hint(paths, name=None, timeout=2.0, resolver=None) -> {mount_root: reply}
 plans(path, timeout=2.0, resolver=None) -> [ {"name", "entries", "opened", "queued",
     "missing", "skipped", "resident"}, ... ]   the daemon's plans (GET /api/v1/hints)
 drop(path, name, timeout=2.0, resolver=None) -> bool
-    drops a plan (DELETE /api/v1/hints?name=): True if dropped, False on a 404 (no such
+    drops a plan (DELETE /api/v1/hints/NAME): True if dropped, False on a 404 (no such
     plan; a daemon without the hints API answers 404 too: plans() tells them apart).
     plans() and drop() take the mount root or any path inside the mount, and raise HintError
     when the daemon fails, NotPagefsError (a HintError) when the path is on no pagefs mount
@@ -70,7 +70,7 @@ The daemon's API, HTTP/1.1 on the control socket (JSON bodies):
            to the mount root, in reading order, duplicates allowed, at most 4,000,000 paths
            and 256 MiB -> 200 {"name", "entries", "plans"}, 400 {"error"}, 413
     GET    /api/v1/hints   -> 200 {"plans": [...]}
-    DELETE /api/v1/hints?name=NAME -> 200, 404 when there is no such plan
+    DELETE /api/v1/hints/NAME -> 200, 404 when there is no such plan
 
 Command line, to try a daemon by hand:
     python3 -m pagefs.torch hint [--name N] [--timeout S] [PATH...]   (no PATH: one a line
@@ -432,7 +432,7 @@ def drop(path, name, timeout=2.0, resolver=None):
 
 
 def _drop(sock, name, timeout):
-    url = API_PATH + "?name=" + urllib.parse.quote(name, safe="")
+    url = API_PATH + "/" + urllib.parse.quote(name, safe="")
     status, reply = _request(sock, "DELETE", url, None, timeout)
     if status == 200:
         return True

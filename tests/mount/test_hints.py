@@ -141,6 +141,30 @@ class HintsTest(unittest.TestCase):
         self.assertEqual(self.call("PUT", "/api/v1/hints")[0], 405)
         self.read_ok(m, self.rels[-1])
 
+    def test_module_against_the_daemon(self):
+        # pagefs.torch's plain functions against the real daemon: a plan by absolute paths
+        # (found through the mount root's xattr), listed, dropped; a bad name is an error reply
+        # and nothing else.
+        sys.path.insert(0, PYTHON_DIR)
+        import pagefs.torch as pt
+        m = self.mount("module", 2 * self.dataset)
+        paths = [os.path.join(m.mountpoint, r) for r in self.rels[:20]]
+        paths.append("/etc/hostname")  # on no pagefs mount: left out
+        got = pt.hint(paths, name="mod-1")
+        root = os.path.realpath(m.mountpoint)
+        self.assertEqual(list(got), [root])
+        self.assertEqual(got[root]["entries"], 20)
+        plans = pt.plans(m.mountpoint)
+        self.assertEqual([p["name"] for p in plans], ["mod-1"])
+        self.assertTrue(mountlib.wait_for(
+            lambda: m.stats().get("hint_queued", 0) + m.stats().get("hint_resident", 0) >= 20,
+            timeout=20), m.stats())
+        self.assertTrue(pt.drop(m.mountpoint, "mod-1"))
+        self.assertFalse(pt.drop(m.mountpoint, "mod-1"))
+        bad = pt.hint(paths[:2], name="a name with spaces")
+        self.assertEqual(bad[root].get("status"), 400, bad)
+        self.assertEqual(pt.plans(m.mountpoint), [])
+
     def test_order_nobody_follows(self):
         # A plan for one half, reads of the other half: what the plan fetches is bounded by the
         # cache's room for unread prefetched pages, far below the half it names.

@@ -99,7 +99,8 @@ class HintsHandler(http.server.BaseHTTPRequestHandler):
             time.sleep(delay)
         if status:
             return self.reply(status, {"error": "told to fail", "status": status})
-        if url.path != "/api/v1/hints":
+        if url.path != "/api/v1/hints" and not (method == "DELETE" and
+                                                url.path.startswith("/api/v1/hints/")):
             return self.reply(404, {"error": "not found", "status": 404})
         if method == "POST":
             if self.headers.get("Content-Type") != "application/json":
@@ -128,7 +129,7 @@ class HintsHandler(http.server.BaseHTTPRequestHandler):
                          "skipped": 0, "resident": 0} for k, v in st.plans.items()]
             return self.reply(200, {"plans": rows})
         if method == "DELETE":
-            name = urllib.parse.parse_qs(url.query).get("name", [None])[0]
+            name = urllib.parse.unquote(url.path[len("/api/v1/hints/"):])
             with st.lock:
                 if name in st.plans:
                     del st.plans[name]
