@@ -39,8 +39,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "mount"))
 import mountlib  # noqa: E402
 
-import boto3  # noqa: E402
-from botocore.config import Config  # noqa: E402
 
 ENV = {}
 MANY = 10000
@@ -48,21 +46,11 @@ DEPTH = 100
 
 
 def load_env(path):
-    with open(path) as f:
-        for line in f:
-            k, sep, v = line.strip().partition("=")
-            if sep:
-                ENV[k] = v
+    return mountlib.load_env(path, ENV)
 
 
 def s3_client():
-    return boto3.client("s3", endpoint_url=ENV["PAGEFS_TEST_S3_ENDPOINT"],
-                        aws_access_key_id=ENV["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=ENV["AWS_SECRET_ACCESS_KEY"],
-                        region_name=ENV.get("AWS_REGION", "us-east-1"),
-                        config=Config(s3={"addressing_style": "path"},
-                                      retries={"max_attempts": 5},
-                                      max_pool_connections=32))
+    return mountlib.s3_client(ENV, retries={"max_attempts": 5}, max_pool_connections=32)
 
 
 def daemon_env():

@@ -34,11 +34,7 @@ ENV = {}
 
 
 def load_env(path):
-    with open(path) as f:
-        for line in f:
-            k, sep, v = line.strip().partition("=")
-            if sep:
-                ENV[k] = v
+    return mountlib.load_env(path, ENV)
 
 
 def sha(b):

@@ -390,6 +390,43 @@ def tree_listing(root):
     return out
 
 
+def load_env(path, into):
+    """Adds the KEY=VALUE lines of an env file (the rgw fixture's) to the dict `into`."""
+    with open(path) as f:
+        for line in f:
+            k, sep, v = line.strip().partition("=")
+            if sep:
+                into[k] = v
+    return into
+
+
+def take_s3_env(args, into):
+    """Takes `--s3-env FILE` out of the argument list args and loads FILE into `into`; exits
+    77 (skipped) when FILE does not exist. True if the option was given."""
+    if "--s3-env" not in args:
+        return False
+    i = args.index("--s3-env")
+    path = args[i + 1]
+    del args[i:i + 2]
+    if not os.path.exists(path):
+        print("SKIP: no radosgw env file %s" % path, file=sys.stderr)
+        sys.exit(77)
+    load_env(path, into)
+    return True
+
+
+def s3_client(env, **config):
+    """A boto3 client of the store an env file names (path-style; botocore Config arguments
+    as given, e.g. retries=, max_pool_connections=)."""
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=env["PAGEFS_TEST_S3_ENDPOINT"],
+                        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                        region_name=env.get("AWS_REGION", "us-east-1"),
+                        config=Config(s3={"addressing_style": "path"}, **config))
+
+
 def drop_kernel_caches():
     """Drops the kernel page, dentry and inode caches (root only); False if not possible."""
     try:

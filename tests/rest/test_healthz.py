@@ -452,18 +452,7 @@ class S3SourceTest(Healthz):
 
 def main():
     args = sys.argv[1:]
-    if "--s3-env" in args:
-        i = args.index("--s3-env")
-        path = args[i + 1]
-        del args[i:i + 2]
-        if not os.path.exists(path):
-            print("SKIP: no radosgw env file %s" % path, file=sys.stderr)
-            sys.exit(77)
-        with open(path) as f:
-            for line in f:
-                k, sep, v = line.strip().partition("=")
-                if sep:
-                    S3_ENV[k] = v
+    if mountlib.take_s3_env(args, S3_ENV):
         tests = unittest.defaultTestLoader.loadTestsFromTestCase(S3SourceTest)
     else:
         tests = unittest.defaultTestLoader.loadTestsFromTestCase(FileSourceTest)

@@ -582,15 +582,9 @@ class S3SourceTest(RestApiBase, unittest.TestCase):
     def setUpClass(cls):
         if not S3_ENV:
             raise unittest.SkipTest("no --s3-env given")
-        import boto3
-        from botocore.config import Config
         cls.pagefs = mountlib.pagefs_binary()
         cls.tmp = mountlib.TempDir("rest-s3")
-        s3 = boto3.client("s3", endpoint_url=S3_ENV["PAGEFS_TEST_S3_ENDPOINT"],
-                          aws_access_key_id=S3_ENV["AWS_ACCESS_KEY_ID"],
-                          aws_secret_access_key=S3_ENV["AWS_SECRET_ACCESS_KEY"],
-                          region_name=S3_ENV.get("AWS_REGION", "us-east-1"),
-                          config=Config(s3={"addressing_style": "path"}))
+        s3 = mountlib.s3_client(S3_ENV)
         cls.bucket = "pagefs-rest-%d-%d" % (os.getpid(), random.randrange(1 << 30))
         s3.create_bucket(Bucket=cls.bucket)
         cls.files = make_files(random.Random(12))
@@ -634,18 +628,7 @@ class S3SourceTest(RestApiBase, unittest.TestCase):
 
 def main():
     args = sys.argv[1:]
-    if "--s3-env" in args:
-        i = args.index("--s3-env")
-        path = args[i + 1]
-        del args[i:i + 2]
-        if not os.path.exists(path):
-            print("SKIP: no radosgw env file %s" % path, file=sys.stderr)
-            sys.exit(77)
-        with open(path) as f:
-            for line in f:
-                k, sep, v = line.strip().partition("=")
-                if sep:
-                    S3_ENV[k] = v
+    if mountlib.take_s3_env(args, S3_ENV):
         tests = unittest.defaultTestLoader.loadTestsFromTestCase(S3SourceTest)
     else:
         tests = unittest.defaultTestLoader.loadTestsFromTestCase(FileSourceTest)
