@@ -526,26 +526,45 @@ void rest_body_clear(struct rest_body *b)
     memset(b, 0, sizeof(*b));
 }
 
-int rest_parse_body(const char *body, size_t len, struct rest_body *out)
+/* Parses len bytes (not NUL-terminated) as one JSON object with nothing but white space
+ * after it. 0 with *root (the caller puts it), 400, 413 (over max_len bytes) or 500. */
+static int parse_json_object(const char *body, size_t len, size_t max_len,
+                             struct json_object **root)
 {
-    int rc = 400;
-    memset(out, 0, sizeof(*out));
-    out->threads = REST_DEFAULT_THREADS;
-    if (len > REST_MAX_BODY)
+    *root = NULL;
+    if (len > max_len)
         return 413;
     if (len == 0 || memchr(body, '\0', len))
         return 400;
     struct json_tokener *tok = json_tokener_new();
     if (!tok)
         return 500;
-    struct json_object *root = json_tokener_parse_ex(tok, body, (int)len);
-    if (!root || json_tokener_get_error(tok) != json_tokener_success)
-        goto out_put_root;
-    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
-        if (!isspace((unsigned char)body[i]))
-            goto out_put_root; /* trailing garbage */
-    if (!json_object_is_type(root, json_type_object))
-        goto out_put_root;
+    int rc = 400;
+    struct json_object *o = json_tokener_parse_ex(tok, body, (int)len);
+    if (o && json_tokener_get_error(tok) == json_tokener_success &&
+        json_object_is_type(o, json_type_object)) {
+        rc = 0;
+        for (size_t i = json_tokener_get_parse_end(tok); i < len && !rc; i++)
+            if (!isspace((unsigned char)body[i]))
+                rc = 400; /* trailing garbage */
+    }
+    json_tokener_free(tok);
+    if (rc)
+        json_object_put(o); /* NULL-safe */
+    else
+        *root = o;
+    return rc;
+}
+
+int rest_parse_body(const char *body, size_t len, struct rest_body *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->threads = REST_DEFAULT_THREADS;
+    struct json_object *root;
+    int rc = parse_json_object(body, len, REST_MAX_BODY, &root);
+    if (rc)
+        return rc;
+    rc = 400;
     struct json_object *jpaths, *jthreads, *jrec;
     if (!json_object_object_get_ex(root, "paths", &jpaths) ||
         !json_object_is_type(jpaths, json_type_array))
@@ -605,8 +624,7 @@ int rest_parse_body(const char *body, size_t len, struct rest_body *out)
 out_clear:
     rest_body_clear(out);
 out_put_root:
-    json_object_put(root); /* NULL-safe */
-    json_tokener_free(tok);
+    json_object_put(root);
     if (rc)
         rest_body_clear(out);
     return rc;
@@ -635,24 +653,14 @@ void rest_hints_clear(struct rest_hints *h)
 
 int rest_parse_hints(const char *body, size_t len, size_t max_paths, struct rest_hints *out)
 {
-    int rc = 400;
     memset(out, 0, sizeof(*out));
-    if (len > REST_MAX_HINTS_BODY)
-        return 413;
-    if (len == 0 || memchr(body, '\0', len))
-        return 400;
-    struct json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return 500;
-    struct json_object *root = json_tokener_parse_ex(tok, body, (int)len);
-    if (!root || json_tokener_get_error(tok) != json_tokener_success)
-        goto out_put_root;
-    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
-        if (!isspace((unsigned char)body[i]))
-            goto out_put_root; /* trailing garbage */
+    struct json_object *root;
+    int rc = parse_json_object(body, len, REST_MAX_HINTS_BODY, &root);
+    if (rc)
+        return rc;
+    rc = 400;
     struct json_object *jname, *jpaths;
-    if (!json_object_is_type(root, json_type_object) ||
-        !json_object_object_get_ex(root, "name", &jname) ||
+    if (!json_object_object_get_ex(root, "name", &jname) ||
         !json_object_is_type(jname, json_type_string) ||
         !rest_hints_name_ok(json_object_get_string(jname)) ||
         !json_object_object_get_ex(root, "paths", &jpaths) ||
@@ -692,8 +700,7 @@ int rest_parse_hints(const char *body, size_t len, size_t max_paths, struct rest
 out_clear:
     rest_hints_clear(out);
 out_put_root:
-    json_object_put(root); /* NULL-safe */
-    json_tokener_free(tok);
+    json_object_put(root);
     if (rc)
         rest_hints_clear(out);
     return rc;
