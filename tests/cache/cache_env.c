@@ -104,3 +104,49 @@ struct pc_file *cache_env_open_key(struct cache_env *e, const char *key, int *un
     backend_stat_clear(&st);
     return f;
 }
+
+/* The layer of cache_env_wrap_foreign(): another cluster node owns every unit of the keys
+ * under "f/" (what the cluster layer, backends/peer.c, answers from its member view). */
+static struct backend *fl_inner(struct backend *be)
+{
+    return backend_layer_inner(be);
+}
+static int fl_stat(struct backend *be, const char *key, struct backend_stat *out)
+{
+    return fl_inner(be)->ops->stat(fl_inner(be), key, out);
+}
+static int fl_list(struct backend *be, const char *prefix, const char *delim, const char *token,
+                   struct backend_list_page *out)
+{
+    return fl_inner(be)->ops->list(fl_inner(be), prefix, delim, token, out);
+}
+static ssize_t fl_read(struct backend *be, const char *key, const char *version, uint64_t off,
+                       size_t len, void *buf)
+{
+    return fl_inner(be)->ops->read_range(fl_inner(be), key, version, off, len, buf);
+}
+static int fl_check(struct backend *be)
+{
+    return fl_inner(be)->ops->check(fl_inner(be));
+}
+static int fl_owned_elsewhere(struct backend *be, const char *key, uint64_t off)
+{
+    (void)be;
+    (void)off;
+    return strncmp(key, "f/", 2) == 0;
+}
+static const struct backend_ops foreign_ops = {
+    .name = "foreign",
+    .stat = fl_stat,
+    .list = fl_list,
+    .read_range = fl_read,
+    .check = fl_check,
+    .counters = backend_layer_counters,
+    .owned_elsewhere = fl_owned_elsewhere,
+    .destroy = backend_layer_destroy,
+};
+
+void cache_env_wrap_foreign(struct cache_env *e)
+{
+    CHECK_EQ(backend_layer_create(e->be, &foreign_ops, sizeof(void *), &e->be), 0);
+}

@@ -35,6 +35,10 @@ void cache_env_init(struct cache_env *e, const char *tag, uint32_t page_size, ui
 int cache_env_open_cache(struct cache_env *e);
 /* Destroys the cache and opens it again on the same directory (a daemon restart). */
 void cache_env_restart(struct cache_env *e);
+/* Stacks a layer on e->be saying that another cluster node owns every unit of the keys under
+ * "f/" (backend owned_elsewhere; the cluster layer's answer), as a test of eviction without
+ * peer_copy needs; call it with the cache closed, then cache_env_open_cache(). */
+void cache_env_wrap_foreign(struct cache_env *e);
 /* Destroys everything and removes both directories. */
 void cache_env_fini(struct cache_env *e);
 

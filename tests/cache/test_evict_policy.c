@@ -671,47 +671,6 @@ static void test_stable_prefetch_kept_until_read(void)
     cache_env_fini(&e);
 }
 
-/* A layer saying another node owns every unit of the keys under "f/" (test_page_cache.c has
- * the same for evict=lru). */
-static struct backend *fl_inner(struct backend *be)
-{
-    return backend_layer_inner(be);
-}
-static int fl_stat(struct backend *be, const char *key, struct backend_stat *out)
-{
-    return fl_inner(be)->ops->stat(fl_inner(be), key, out);
-}
-static int fl_list(struct backend *be, const char *prefix, const char *delim, const char *token,
-                   struct backend_list_page *out)
-{
-    return fl_inner(be)->ops->list(fl_inner(be), prefix, delim, token, out);
-}
-static ssize_t fl_read(struct backend *be, const char *key, const char *version, uint64_t off,
-                       size_t len, void *buf)
-{
-    return fl_inner(be)->ops->read_range(fl_inner(be), key, version, off, len, buf);
-}
-static int fl_check(struct backend *be)
-{
-    return fl_inner(be)->ops->check(fl_inner(be));
-}
-static int fl_owned_elsewhere(struct backend *be, const char *key, uint64_t off)
-{
-    (void)be;
-    (void)off;
-    return strncmp(key, "f/", 2) == 0;
-}
-static const struct backend_ops foreign_ops = {
-    .name = "foreign",
-    .stat = fl_stat,
-    .list = fl_list,
-    .read_range = fl_read,
-    .check = fl_check,
-    .counters = backend_layer_counters,
-    .owned_elsewhere = fl_owned_elsewhere,
-    .destroy = backend_layer_destroy,
-};
-
 /* evict=stable in a cluster without peer_copy: pages of units other nodes own go before any
  * page of this node's, kept or on probation, read recently or not. */
 static void test_stable_foreign_pages_first(void)
@@ -720,7 +679,7 @@ static void test_stable_foreign_pages_first(void)
     cache_env_init(&e, "sfo", PS, 64 * PS, 0, 0);
     page_cache_destroy(e.pc);
     e.pc = NULL;
-    CHECK_EQ(backend_layer_create(e.be, &foreign_ops, sizeof(void *), &e.be), 0);
+    cache_env_wrap_foreign(&e);
     CHECK_EQ(cache_env_open_cache(&e), 0);
     size_t own_size = 62 * PS, f_size = 4 * PS;
     unsigned char *own = cache_env_make_source(&e, "own.bin", own_size, 5);
