@@ -41,7 +41,8 @@
  * and, with read-ahead on, UV_THREADPOOL_SIZE (unless the caller set it) is sized for the
  * prefetcher (prefetch_pool_size(): max_inflight fetches plus a few threads), because libuv
  * reads it once, when the process's first work request starts its pool, and the prefetcher
- * never changes the environment itself.
+ * never changes the environment itself; and the soft limit of open files goes up to
+ * PAGEFS_NOFILE (within the hard limit) so the page cache can keep page files open.
  *
  * Logging (fuse/log.h: the sink behind libfuse's fuse_log(), which the cache and backend
  * lines reach through their conf's log callback): stderr in the foreground, each line with a
@@ -69,6 +70,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -94,6 +96,11 @@
 #include "fuse/mountpoint.h"
 #include "fuse/options.h"
 #include "fuse/rest.h"
+
+/* The soft limit of open files the daemon raises itself to (within the hard limit): room for
+ * the page cache's kept page files (cache/fd_cache.h: up to 4096, numbered from 1024) and the
+ * rest of the process. */
+#define PAGEFS_NOFILE 8192
 
 #define READAHEAD_KB                                                                               \
     16384u /* kernel readahead of the mount: up to 16 x 1 MiB requests in flight                   \
@@ -355,6 +362,20 @@ static void set_process_wide(const struct pagefs_options *o)
         char n[16];
         snprintf(n, sizeof(n), "%u", prefetch_pool_size(o->max_inflight));
         setenv("UV_THREADPOOL_SIZE", n, 0);
+    }
+    /* Descriptors: the page cache keeps page files open above FD_CACHE_FLOOR (1024) within
+     * the soft limit, which services and shells often leave at 1024 (none kept then). The
+     * soft limit goes up to PAGEFS_NOFILE, never past the hard limit; a higher one stays. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
+        nofile.rlim_cur < PAGEFS_NOFILE) {
+        rlim_t want = PAGEFS_NOFILE;
+        if (nofile.rlim_max != RLIM_INFINITY && nofile.rlim_max < want)
+            want = nofile.rlim_max;
+        if (want > nofile.rlim_cur) {
+            nofile.rlim_cur = want;
+            setrlimit(RLIMIT_NOFILE, &nofile); /* best effort: without it, no fd cache */
+        }
     }
 }
 

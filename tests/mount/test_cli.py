@@ -162,6 +162,33 @@ class CliTest(unittest.TestCase):
             self.assertIn("ro", entry.options.split(","))
             self.assertEqual(m.unmount(), 0, m.log())
 
+    def test_open_files_limit_raised(self):
+        # A service's usual soft limit of 1024 leaves the page cache no room to keep page files
+        # open (they are numbered from 1024): the daemon raises its soft limit itself, within
+        # the hard limit.
+        import resource
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 8192 if hard == resource.RLIM_INFINITY else min(8192, hard)
+
+        def soft_1024():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+        m = mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path, mountpoint=self.mp)
+        log = open(m.log_path, "ab")
+        m.proc = subprocess.Popen(m.command(), stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                  preexec_fn=soft_1024)
+        log.close()
+        mountlib._live_mounts.append(m)
+        try:
+            self.assertTrue(mountlib.wait_for(lambda: mountlib.is_live_fuse_mount(self.mp), 30),
+                            m.log())
+            with open("/proc/%d/limits" % m.proc.pid) as f:
+                line = [l for l in f if l.startswith("Max open files")][0]
+            self.assertEqual(int(line.split()[3]), want, line)
+            with open(os.path.join(self.mp, "d", "f")) as f:
+                self.assertEqual(f.read(), "hello\n")
+        finally:
+            self.assertEqual(m.unmount(), 0, m.log())
+
     def test_startup_warnings(self):
         # rest= on a wildcard address and a cache_size no disk holds: the mount is made, and
         # the terminal gets one line for each (the background form: the command returns once
