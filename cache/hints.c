@@ -347,7 +347,7 @@ void hints_opened(struct hints *h, const char *key)
     for (size_t k = 0; k < h->nplans; k++) {
         struct plan *p = h->plans[k];
         uint32_t i = plan_find(p, key, hash);
-        while (i != NONE && (p->e[i].state == E_OPENED || p->e[i].state == E_DONE))
+        while (i != NONE && p->e[i].state >= E_OPENED)
             i = p->e[i].next_dup;
         if (i == NONE)
             continue;
@@ -381,12 +381,42 @@ static int wanted_later(struct hints *h, const char *key, uint64_t hash)
     return 0;
 }
 
+/* Under h->lock: 1 if a plan has entries the planner has not looked at yet (it will want
+ * room for them). */
+static int plans_want_more(const struct hints *h)
+{
+    for (size_t k = 0; k < h->nplans; k++)
+        if (h->plans[k]->next < h->plans[k]->n)
+            return 1;
+    return 0;
+}
+
+/* The room the look-ahead wants free: a quarter of the cache, at most ahead_max. */
+static uint64_t room_goal(const struct hints *h, uint64_t capacity)
+{
+    return capacity / 4 < h->ahead_max ? capacity / 4 : h->ahead_max;
+}
+
+/* Evicts key for room; counts it when it freed something. Without h->lock. */
+static void release_key(struct hints *h, const char *key, uint64_t *freed)
+{
+    uint64_t bytes = 0;
+    if (page_cache_evict_key(h->pc, key, NULL, &bytes) == 0 && bytes) {
+        pthread_mutex_lock(&h->lock);
+        h->st.released++;
+        h->st.released_bytes += bytes;
+        pthread_mutex_unlock(&h->lock);
+        *freed += bytes;
+    }
+}
+
 void hints_closed(struct hints *h, struct pc_file *f)
 {
     if (!h || !f)
         return;
     const char *key = pc_file_key(f);
     uint64_t hash = key_hash(key);
+    int marked = 0;
     pthread_mutex_lock(&h->lock);
     if (!wanted_later(h, key, hash))
         for (size_t k = 0; k < h->nplans; k++) {
@@ -398,9 +428,23 @@ void hints_closed(struct hints *h, struct pc_file *f)
             if (last != NONE) {
                 p->e[last].state = E_DONE;
                 p->done[p->done_tail++] = last;
+                marked = 1;
             }
         }
+    int more = marked && plans_want_more(h);
     pthread_mutex_unlock(&h->lock);
+    if (!more)
+        return;
+    /* Read for the last time while the cache is short of room: let it go now, before a miss
+     * of this epoch's readers makes the cache evict something the epoch still needs (the
+     * planner releases from the same list, but may come too late for a fast reader; and
+     * what it has queued ahead does not count here: under evict=lru, eviction would make
+     * room for it from the least recently used files, which are the epoch's future). */
+    uint64_t free_room, cap, freed = 0;
+    page_cache_free_room(h->pc, &free_room, &cap);
+    if (free_room >= room_goal(h, cap))
+        return;
+    release_key(h, key, &freed); /* (the planner finds it gone: nothing more to free) */
 }
 
 /* ---- the planner ---- */
@@ -455,9 +499,17 @@ static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, int *
         pthread_mutex_unlock(&h->lock);
         uint64_t size;
         enum verdict v = resolve(h, key, &size);
-        free(key);
         pthread_mutex_lock(&h->lock);
-        int dead = p->dead;
+        int dead = p->dead, late = !dead && p->e[i].state != E_PENDING;
+        if (late && v == V_QUEUED) {
+            /* Opened meanwhile: its reader fetches it; a prefetch that ran after the reader
+             * was done (and the file let go) would fetch it again. */
+            pthread_mutex_unlock(&h->lock);
+            prefetch_object_forget(h->pf, key);
+            pthread_mutex_lock(&h->lock);
+            dead = p->dead;
+        }
+        free(key);
         plan_unref(p);
         if (dead)
             break;
@@ -514,15 +566,9 @@ static void release_done(struct hints *h, uint64_t need)
             if (!key)
                 return;
             pthread_mutex_unlock(&h->lock);
-            uint64_t bytes = 0;
-            int rc = page_cache_evict_key(h->pc, key, NULL, &bytes);
+            release_key(h, key, &freed);
             free(key);
             pthread_mutex_lock(&h->lock);
-            if (rc == 0 && bytes) {
-                freed += bytes;
-                h->st.released++;
-                h->st.released_bytes += bytes;
-            }
             break; /* the plan list may have changed meanwhile */
         }
     }
@@ -545,16 +591,20 @@ static void *planner_main(void *arg)
             pthread_mutex_unlock(&h->lock);
             page_cache_free_room(h->pc, &free_room, &cap);
             pthread_mutex_lock(&h->lock);
-            uint64_t goal = cap / 4 < h->ahead_max ? cap / 4 : h->ahead_max;
+            uint64_t goal = room_goal(h, cap);
             uint64_t have = free_room + h->st.ahead_bytes;
-            int more = 0; /* a plan has entries left to queue */
-            for (size_t k = 0; k < h->nplans && !more; k++)
-                more = h->plans[k]->next < h->plans[k]->n;
-            if (more && have < goal)
+            if (plans_want_more(h) && have < goal)
                 release_done(h, goal - have);
+            /* The look-ahead stays within what the cache can store without evicting (after
+             * the releases) plus what it holds ahead already: a prefetch never pushes out a
+             * file the epoch still needs (under evict=lru the room for unread prefetched
+             * pages alone would: its least recently used pages are the epoch's future). */
             pthread_mutex_unlock(&h->lock);
             uint64_t room = page_cache_prefetch_cap(h->pc);
+            page_cache_free_room(h->pc, &free_room, &cap);
             pthread_mutex_lock(&h->lock);
+            if (room > free_room + h->st.ahead_bytes)
+                room = free_room + h->st.ahead_bytes;
             if (room > h->ahead_max)
                 room = h->ahead_max;
             uint64_t now = now_ms();

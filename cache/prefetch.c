@@ -1159,6 +1159,18 @@ void prefetch_stream_destroy(struct prefetch_stream *st)
     free(st);
 }
 
+void prefetch_object_forget(struct prefetcher *pf, const char *key)
+{
+    if (!pf || !key)
+        return;
+    uint64_t h = XXH3_64bits(key, strlen(key));
+    pthread_mutex_lock(&pf->lock);
+    struct pf_obj *queued = obj_find(pf, key, h);
+    if (queued)
+        atomic_store(&queued->opened, 1); /* dropped when its turn comes, as for an open */
+    pthread_mutex_unlock(&pf->lock);
+}
+
 void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out)
 {
     pthread_mutex_lock(&pf->lock);

@@ -141,6 +141,10 @@ void prefetch_waited(struct prefetcher *pf, struct prefetch_stream *st, uint64_t
  * prefetcher stopping, -EINVAL (size 0, NULL key or version), -ENOMEM. */
 int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
                     uint64_t size, int64_t mtime_ns);
+/* A whole-object prefetch of key still queued is not wanted any more (its reader came first):
+ * it is dropped when its turn comes, as if the object had been opened. Nothing when none is
+ * queued, or with pf NULL. */
+void prefetch_object_forget(struct prefetcher *pf, const char *key);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
 void prefetch_stream_destroy(struct prefetch_stream *st);
 
