@@ -270,7 +270,7 @@ static void test_wrong_order(void)
 
 /* 4. A cache half the dataset, evict=stable, three hinted shuffled epochs: never more than
  * 1.0x the dataset from the store in an epoch, every byte right, read files let go. */
-static void small_cache_epochs(int lru)
+static void small_cache_epochs(int lru, int hinted)
 {
     struct env e;
     env_init(&e, lru ? "hints-epochs-lru" : "hints-epochs", (uint64_t)NFILES * PS / 2);
@@ -289,7 +289,8 @@ static void small_cache_epochs(int lru)
         order[i] = i;
     for (int epoch = 0; epoch < 3; epoch++) {
         shuffle(order, NFILES, &seed);
-        CHECK_EQ(set_plan(&e, "train", order, NFILES), 0);
+        if (hinted)
+            CHECK_EQ(set_plan(&e, "train", order, NFILES), 0);
         struct backend_counters before = counters(&e);
         for (int i = 0; i < NFILES; i++)
             CHECK(app_read(&e, order[i]));
@@ -298,28 +299,31 @@ static void small_cache_epochs(int lru)
         uint64_t got = after.bytes_read - before.bytes_read;
         struct hints_stats hs = hstats(&e);
         struct page_cache_stats ps = cache_env_stats(&e.ce);
-        printf("evict=%s epoch %d: %.2fx the dataset from the store (evictions %llu, released "
+        printf("%s evict=%s epoch %d: %.2fx the dataset from the store (evictions %llu, released "
                "%llu, queued %llu, used %llu, prefetch denied %llu, resident %llu)\n",
-               lru ? "lru" : "stable", epoch, (double)got / (double)dataset,
-               (unsigned long long)ps.evictions, (unsigned long long)hs.released,
-               (unsigned long long)hs.queued, (unsigned long long)hs.used,
-               (unsigned long long)ps.prefetch_denied, (unsigned long long)ps.bytes_resident);
+               hinted ? "hinted" : "unhinted", lru ? "lru" : "stable", epoch,
+               (double)got / (double)dataset, (unsigned long long)ps.evictions,
+               (unsigned long long)hs.released, (unsigned long long)hs.queued,
+               (unsigned long long)hs.used, (unsigned long long)ps.prefetch_denied,
+               (unsigned long long)ps.bytes_resident);
         CHECK(got <= dataset);
         /* The cache holds 2/3 of the files (pages of 64 KiB, files of 48): a later epoch takes
          * about the third it cannot hold, not the whole dataset (measured: stable 0.35-0.41;
-         * lru 0.64-0.69, which keeps a quarter free for the look-ahead and evicts from 90% to
-         * 80%; unhinted LRU takes 0.85-0.9 in such epochs). */
-        if (epoch)
+         * lru 0.42-0.70, which keeps a quarter free for the look-ahead and evicts from 90% to
+         * 80%; the unhinted LRU run printed beside it takes more). */
+        if (epoch && hinted)
             CHECK(got <= (lru ? dataset * 3 / 4 : dataset / 2));
     }
-    CHECK(hstats(&e).released > 0);
+    if (hinted)
+        CHECK(hstats(&e).released > 0);
     env_fini(&e);
 }
 
 static void test_small_cache_epochs(void)
 {
-    small_cache_epochs(0);
-    small_cache_epochs(1);
+    small_cache_epochs(0, 1);
+    small_cache_epochs(1, 1);
+    small_cache_epochs(1, 0); /* for comparison (printed) */
 }
 
 int main(void)
