@@ -45,6 +45,8 @@
 
 #define HINTS_WHOLE_MAX (32ull << 20) /* objects fetched whole ahead of the reader at most */
 #define HINTS_BATCH 64u               /* entries the planner resolves per plan in one turn */
+#define HINTS_MAX_DUPS 64u            /* occurrences of one key a plan follows */
+#define HINTS_KEEP_DONE 4u            /* files read for the last time a plan never lets go */
 #define NONE UINT32_MAX
 
 enum entry_state {
@@ -145,8 +147,10 @@ static int plan_index(struct plan *p)
         size *= 2;
     p->table = malloc((size_t)size * sizeof(*p->table));
     uint32_t *last = malloc((size_t)size * sizeof(*last)); /* last occurrence per slot */
-    if (!p->table || !last) {
+    uint8_t *count = calloc(size, 1);                      /* occurrences per slot */
+    if (!p->table || !last || !count) {
         free(last);
+        free(count);
         return -ENOMEM;
     }
     memset(p->table, 0xff, (size_t)size * sizeof(*p->table));
@@ -163,13 +167,19 @@ static int plan_index(struct plan *p)
                 break;
             }
             if (p->e[j].hash == e->hash && strcmp(p->e[j].key, e->key) == 0) {
-                p->e[last[s]].next_dup = i;
-                last[s] = i;
+                if (++count[s] >= HINTS_MAX_DUPS) {
+                    e->state = E_MISSING; /* not followed: keeps every walk of a chain short */
+                    p->missing++;
+                } else {
+                    p->e[last[s]].next_dup = i;
+                    last[s] = i;
+                }
                 break;
             }
         }
     }
     free(last);
+    free(count);
     return 0;
 }
 
@@ -231,7 +241,7 @@ int hints_create(const struct hints_conf *conf, struct hints **out)
     return 0;
 }
 
-void hints_destroy(struct hints *h)
+void hints_stop(struct hints *h)
 {
     if (!h)
         return;
@@ -241,6 +251,14 @@ void hints_destroy(struct hints *h)
     pthread_mutex_unlock(&h->lock);
     if (h->has_thread)
         pthread_join(h->thread, NULL);
+    h->has_thread = 0;
+}
+
+void hints_destroy(struct hints *h)
+{
+    if (!h)
+        return;
+    hints_stop(h);
     while (h->nplans)
         plan_remove(h, 0);
     pthread_cond_destroy(&h->wake);
@@ -292,6 +310,7 @@ int hints_set(struct hints *h, const char *name, char **keys, size_t n)
     h->plans[h->nplans++] = p;
     h->st.plans_set++;
     h->st.entries += p->n;
+    h->st.missing += p->missing; /* occurrences past HINTS_MAX_DUPS */
     h->pending_wake = 1;
     pthread_cond_broadcast(&h->wake);
     pthread_mutex_unlock(&h->lock);
@@ -381,17 +400,7 @@ static int wanted_later(struct hints *h, const char *key, uint64_t hash)
     return 0;
 }
 
-/* Under h->lock: 1 if a plan has entries the planner has not looked at yet (it will want
- * room for them). */
-static int plans_want_more(const struct hints *h)
-{
-    for (size_t k = 0; k < h->nplans; k++)
-        if (h->plans[k]->next < h->plans[k]->n)
-            return 1;
-    return 0;
-}
-
-/* The room the look-ahead wants free: a quarter of the cache, at most ahead_max. */
+/* The look-ahead of all plans: a quarter of the cache, at most ahead_max. */
 static uint64_t room_goal(const struct hints *h, uint64_t capacity)
 {
     return capacity / 4 < h->ahead_max ? capacity / 4 : h->ahead_max;
@@ -416,7 +425,6 @@ void hints_closed(struct hints *h, struct pc_file *f)
         return;
     const char *key = pc_file_key(f);
     uint64_t hash = key_hash(key);
-    int marked = 0;
     pthread_mutex_lock(&h->lock);
     if (!wanted_later(h, key, hash))
         for (size_t k = 0; k < h->nplans; k++) {
@@ -427,32 +435,56 @@ void hints_closed(struct hints *h, struct pc_file *f)
                     last = i;
             if (last != NONE) {
                 p->e[last].state = E_DONE;
-                p->done[p->done_tail++] = last;
-                marked = 1;
+                p->done[p->done_tail++] = last; /* the planner lets it go for room */
             }
         }
-    int more = marked && plans_want_more(h);
     pthread_mutex_unlock(&h->lock);
-    if (!more)
-        return;
-    /* Read for the last time while the cache is short of room: let it go now, before a miss
-     * of this epoch's readers makes the cache evict something the epoch still needs (the
-     * planner releases from the same list, but may come too late for a fast reader; and
-     * what it has queued ahead does not count here: under evict=lru, eviction would make
-     * room for it from the least recently used files, which are the epoch's future). */
-    uint64_t free_room, cap, freed = 0;
-    page_cache_free_room(h->pc, &free_room, &cap);
-    if (free_room >= room_goal(h, cap))
-        return;
-    release_key(h, key, &freed); /* (the planner finds it gone: nothing more to free) */
 }
 
 /* ---- the planner ---- */
 
 enum verdict { V_QUEUED, V_RESIDENT, V_MISSING, V_RETRY };
 
-/* Without h->lock: looks key up and queues it when the cache lacks it. *size gets its size. */
-static enum verdict resolve(struct hints *h, const char *key, uint64_t *size)
+/* The planner's prefetches ask this just before they fetch (prefetch_object_want): still
+ * wanted while some plan has the key queued and not opened. A reader that opened it first
+ * fetches it itself, and may have let it go since: fetching it then would take it twice. */
+static int still_wanted(void *ud, const char *key)
+{
+    struct hints *h = ud;
+    uint64_t hash = key_hash(key);
+    int want = 0;
+    pthread_mutex_lock(&h->lock);
+    for (size_t k = 0; k < h->nplans && !want; k++) {
+        struct plan *p = h->plans[k];
+        for (uint32_t i = plan_find(p, key, hash); i != NONE && !want; i = p->e[i].next_dup)
+            want = p->e[i].state == E_QUEUED || p->e[i].state == E_PENDING;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return want;
+}
+
+static uint64_t release_done(struct hints *h, uint64_t need, uint32_t keep);
+
+/* Without h->lock: makes room for `size` more bytes in the cache's free room as the planner
+ * counts it (*free_est): what is free already, else files the plans have read for the last
+ * time, let go for it. 1 if there is room now (then taken from *free_est), 0 if not. */
+static int take_room(struct hints *h, uint64_t size, uint64_t *free_est)
+{
+    if (*free_est < size) {
+        pthread_mutex_lock(&h->lock);
+        *free_est += release_done(h, size - *free_est, HINTS_KEEP_DONE);
+        pthread_mutex_unlock(&h->lock);
+    }
+    if (*free_est < size)
+        return 0;
+    *free_est -= size;
+    return 1;
+}
+
+/* Without h->lock: looks key up and queues it when the cache lacks it and there is room for
+ * it (take_room; else V_RETRY: later, when files read for the last time make room). *size
+ * gets its size. */
+static enum verdict resolve(struct hints *h, const char *key, uint64_t *size, uint64_t *free_est)
 {
     struct meta_entry me;
     *size = 0;
@@ -470,7 +502,12 @@ static enum verdict resolve(struct hints *h, const char *key, uint64_t *size)
     if (page_cache_residency(h->pc, key, &res) == 0 && res.known &&
         strcmp(res.version, version) == 0 && res.bytes >= me.size)
         goto out;
-    int rc = prefetch_object(h->pf, key, version, me.size, me.mtime_ns);
+    v = V_RETRY;
+    if (!take_room(h, me.size, free_est))
+        goto out;
+    int rc = prefetch_object_want(h->pf, key, version, me.size, me.mtime_ns, still_wanted, h);
+    if (rc == -EAGAIN)
+        *free_est += me.size;
     v = rc >= 0 ? V_QUEUED : rc == -EAGAIN ? V_RETRY : V_MISSING;
 out:
     meta_entry_clear(&me);
@@ -479,7 +516,8 @@ out:
 
 /* Under h->lock (dropped and taken again around each entry): up to HINTS_BATCH entries of p
  * within its share of the room. Returns how many it settled. */
-static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, int *retry)
+static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, uint64_t *free_est,
+                          int *retry)
 {
     unsigned done = 0;
     while (done < HINTS_BATCH && !h->stop && !p->dead) {
@@ -498,17 +536,9 @@ static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, int *
         p->refs++;
         pthread_mutex_unlock(&h->lock);
         uint64_t size;
-        enum verdict v = resolve(h, key, &size);
+        enum verdict v = resolve(h, key, &size, free_est);
         pthread_mutex_lock(&h->lock);
-        int dead = p->dead, late = !dead && p->e[i].state != E_PENDING;
-        if (late && v == V_QUEUED) {
-            /* Opened meanwhile: its reader fetches it; a prefetch that ran after the reader
-             * was done (and the file let go) would fetch it again. */
-            pthread_mutex_unlock(&h->lock);
-            prefetch_object_forget(h->pf, key);
-            pthread_mutex_lock(&h->lock);
-            dead = p->dead;
-        }
+        int dead = p->dead;
         free(key);
         plan_unref(p);
         if (dead)
@@ -547,8 +577,10 @@ static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, int *
 }
 
 /* Under h->lock (dropped around each eviction): lets go of files the plans have read for the
- * last time, oldest first, until `need` bytes were freed or none is left. */
-static void release_done(struct hints *h, uint64_t need)
+ * last time, oldest first, until `need` bytes were freed or none is left; the newest `keep`
+ * of each plan stay (a fetch of the file by a read-ahead queued while it was open may not have
+ * run yet: letting the file go before it did would fetch it twice). */
+static uint64_t release_done(struct hints *h, uint64_t need, uint32_t keep)
 {
     uint64_t freed = 0;
     int any = 1;
@@ -556,7 +588,7 @@ static void release_done(struct hints *h, uint64_t need)
         any = 0;
         for (size_t k = 0; k < h->nplans && freed < need && !h->stop; k++) {
             struct plan *p = h->plans[k];
-            if (p->done_head == p->done_tail)
+            if (p->done_tail - p->done_head <= keep)
                 continue;
             any = 1;
             struct entry *e = &p->e[p->done[p->done_head++]];
@@ -564,7 +596,7 @@ static void release_done(struct hints *h, uint64_t need)
                 continue;
             char *key = strdup(e->key);
             if (!key)
-                return;
+                return freed;
             pthread_mutex_unlock(&h->lock);
             release_key(h, key, &freed);
             free(key);
@@ -572,6 +604,7 @@ static void release_done(struct hints *h, uint64_t need)
             break; /* the plan list may have changed meanwhile */
         }
     }
+    return freed;
 }
 
 static void *planner_main(void *arg)
@@ -584,29 +617,20 @@ static void *planner_main(void *arg)
         unsigned done = 0;
         int retry = 0;
         if (np) {
-            /* Room for the look-ahead (a quarter of the cache, at most ahead_max) comes from
-             * files the plans have read for the last time before it is taken from anything
-             * else: what the cache holds for the rest of the epoch stays. */
-            uint64_t free_room, cap;
+            /* The pass's free room: what the cache can store before it evicts, less what was
+             * queued and is not stored yet. More comes from files the plans have read for the
+             * last time, let go byte for byte as entries need it (take_room): a prefetch never
+             * makes the cache evict anything else (under evict=lru: its least recently used
+             * files, the epoch's future). The look-ahead: at most a quarter of the cache (and
+             * ahead_max), shared by the plans; the page cache's admission of prefetched pages
+             * (page_cache_prefetch_cap) bounds it too. */
+            uint64_t free_room, cap, unread;
             pthread_mutex_unlock(&h->lock);
-            page_cache_free_room(h->pc, &free_room, &cap);
+            page_cache_free_room(h->pc, &free_room, &cap, &unread);
             pthread_mutex_lock(&h->lock);
-            uint64_t goal = room_goal(h, cap);
-            uint64_t have = free_room + h->st.ahead_bytes;
-            if (plans_want_more(h) && have < goal)
-                release_done(h, goal - have);
-            /* The look-ahead stays within what the cache can store without evicting (after
-             * the releases) plus what it holds ahead already: a prefetch never pushes out a
-             * file the epoch still needs (under evict=lru the room for unread prefetched
-             * pages alone would: its least recently used pages are the epoch's future). */
-            pthread_mutex_unlock(&h->lock);
-            uint64_t room = page_cache_prefetch_cap(h->pc);
-            page_cache_free_room(h->pc, &free_room, &cap);
-            pthread_mutex_lock(&h->lock);
-            if (room > free_room + h->st.ahead_bytes)
-                room = free_room + h->st.ahead_bytes;
-            if (room > h->ahead_max)
-                room = h->ahead_max;
+            uint64_t pending = h->st.ahead_bytes > unread ? h->st.ahead_bytes - unread : 0;
+            uint64_t free_est = free_room > pending ? free_room - pending : 0;
+            uint64_t room = room_goal(h, cap);
             uint64_t now = now_ms();
             for (size_t k = 0; k < h->nplans;)
                 if (now - h->plans[k]->last_ms > HINTS_IDLE_MS)
@@ -617,7 +641,7 @@ static void *planner_main(void *arg)
             for (size_t k = 0; k < np && k < h->nplans && !h->stop; k++) {
                 struct plan *p = h->plans[(h->turn + k) % h->nplans];
                 p->refs++;
-                done += plan_pump(h, p, h->nplans ? room / h->nplans : room, &retry);
+                done += plan_pump(h, p, h->nplans ? room / h->nplans : room, &free_est, &retry);
                 plan_unref(p);
             }
             if (h->nplans)

@@ -7,29 +7,33 @@
  * same name replaces the old one (a new epoch), and several plans live side by side (one per
  * sampler: DDP ranks, train and validation loaders). For each plan, a planner thread walks the
  * list ahead of the reader: it resolves each key through the metadata cache (a listing may be
- * fetched), skips what is missing, a directory or resident already, and queues the rest as
- * whole-object prefetches (prefetch_object), as long as
- *   - the bytes it queued and the reader has not opened yet stay within the cache's room for
- *     unread prefetched pages (page_cache_prefetch_cap: no prefetch pushes out a page the plan
- *     still needs, or one this run's other readers keep), shared evenly by the plans, and
- *     within HINTS_AHEAD_MAX; and
- *   - it is no more than HINTS_AHEAD_FILES entries past the reader.
+ * fetched), skips what is missing, a directory, larger than 32 MiB (read-ahead takes those
+ * once opened) or resident already, and queues the rest as whole-object prefetches, as long as
+ *   - the bytes it queued and the reader has not opened yet stay within a quarter of the
+ *     cache (at most ahead_max), shared evenly by the plans;
+ *   - it is no more than HINTS_AHEAD_FILES entries past the reader; and
+ *   - the cache has room for the file without evicting anything: what it can store before it
+ *     evicts (less what was queued and is not stored yet), else room made by letting go of
+ *     files the plans have read for the last time (closed, with no later occurrence in any
+ *     plan), oldest first, byte for byte. So a prefetch never makes the cache evict a file
+ *     the rest of the epoch still needs (Belady's choice, with the future known), and what
+ *     the cache holds stays as full as it was: with a cache smaller than the dataset each
+ *     epoch takes from the store only what the cache could not hold.
+ * Each prefetch asks just before it fetches whether its entry is still queued (a reader that
+ * opened the file first fetched it itself, and may have let it go: it is not fetched twice);
+ * the page cache's admission of prefetched pages (page_cache_prefetch_cap) applies as well.
  * The reader's position is the furthest entry opened (an application open: reader.h's
  * READER_APP); a queued entry HINTS_SLACK or more entries behind it was not read where the
- * plan said (a wrong or partial order): it stops counting against the room (counted in
+ * plan said (a wrong or partial order): it stops counting against the look-ahead (counted in
  * skipped). An application open of a key consumes the first unopened occurrence of it in each
- * plan. Room for the look-ahead (a quarter of the cache, at most ahead_max) is first taken from
- * files the plans have read for the last time (closed, with no later occurrence in any
- * plan): the planner evicts them, oldest first, before eviction would take anything else -
- * in particular a file the rest of the epoch still needs (Belady's choice, with the future
- * known). What the cache holds for the rest of the epoch stays, so with a cache smaller
- * than the dataset each epoch takes only what the cache could not hold from the store.
+ * plan; a key's occurrences past its 64th in one plan are not followed (counted as missing).
  * Keys the plan does not name change nothing; a plan that names keys that do not exist, or in
- * an order nobody follows, costs at most its room in fetched bytes. A plan nobody has opened
- * anything of for HINTS_IDLE_MS is dropped.
+ * an order nobody follows, costs at most its look-ahead in fetched bytes. A plan nobody has
+ * opened anything of for HINTS_IDLE_MS is dropped.
  *
  * Ownership: hints_create/destroy (destroy stops the planner thread; the page cache, metadata
- * cache and prefetcher are borrowed and must outlive it). Thread safety: every function may be
+ * cache and prefetcher are borrowed; the prefetcher asks the hints about queued objects, so
+ * the order is hints_stop, prefetcher_destroy, hints_destroy). Thread safety: every function may be
  * called from many threads at once.
  */
 #ifndef PAGEFS_CACHE_HINTS_H
@@ -87,6 +91,10 @@ struct hints_stats {
 };
 
 int hints_create(const struct hints_conf *conf, struct hints **out);
+/* Stops the planner thread (nothing more is queued); the plans stay, and the prefetcher's
+ * fetches may still ask whether a queued object is wanted. Then, after the prefetcher is
+ * destroyed, hints_destroy. */
+void hints_stop(struct hints *h);
 void hints_destroy(struct hints *h);
 
 /* Installs plan `name` (1..HINTS_NAME_MAX bytes, no NUL) of n keys (mount-relative paths as

@@ -361,7 +361,8 @@ uint64_t page_cache_prefetch_cap(struct page_cache *pc)
     return cap;
 }
 
-void page_cache_free_room(struct page_cache *pc, uint64_t *free_room, uint64_t *capacity)
+void page_cache_free_room(struct page_cache *pc, uint64_t *free_room, uint64_t *capacity,
+                          uint64_t *unread)
 {
     pthread_mutex_lock(&pc->lock);
     uint64_t top = pc->evict == PC_EVICT_STABLE ? pc->capacity : pc->high_bytes;
@@ -374,6 +375,7 @@ void page_cache_free_room(struct page_cache *pc, uint64_t *free_room, uint64_t *
     }
     *free_room = room;
     *capacity = pc->capacity;
+    *unread = pc->unread_bytes;
     pthread_mutex_unlock(&pc->lock);
 }
 

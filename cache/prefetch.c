@@ -177,6 +177,8 @@ struct pf_obj {
     char *version;
     uint64_t size;
     int64_t mtime_ns;
+    int (*want)(void *ud, const char *key); /* asked just before the fetch; NULL: always */
+    void *want_ud;
 };
 
 struct track_slot {
@@ -572,7 +574,10 @@ static void fetch_work(uv_work_t *w)
     if (r->result < 0)
         return;
     r->file_id = pc_file_id(f);
-    r->result = page_cache_prefetch(r->pf->pc, f, 0, r->count);
+    if (r->obj->want && !r->obj->want(r->obj->want_ud, r->obj->key))
+        r->result = -ECANCELED; /* its reader came first (and may have let it go since) */
+    else
+        r->result = page_cache_prefetch(r->pf->pc, f, 0, r->count);
     pc_file_unref(f);
 }
 
@@ -1073,6 +1078,13 @@ void prefetch_waited(struct prefetcher *pf, struct prefetch_stream *st, uint64_t
 int prefetch_object(struct prefetcher *pf, const char *key, const char *version, uint64_t size,
                     int64_t mtime_ns)
 {
+    return prefetch_object_want(pf, key, version, size, mtime_ns, NULL, NULL);
+}
+
+int prefetch_object_want(struct prefetcher *pf, const char *key, const char *version,
+                         uint64_t size, int64_t mtime_ns, int (*want)(void *ud, const char *key),
+                         void *want_ud)
+{
     if (!pf)
         return 0;
     if (!key || !version || size == 0)
@@ -1096,6 +1108,8 @@ int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
     o->version = strdup(version);
     o->size = size;
     o->mtime_ns = mtime_ns;
+    o->want = want;
+    o->want_ud = want_ud;
     if (!o->key || !o->version)
         goto out_free;
     r->pf = pf;
@@ -1157,18 +1171,6 @@ void prefetch_stream_destroy(struct prefetch_stream *st)
     pfile_unref(pfile);
     pc_file_unref(st->f);
     free(st);
-}
-
-void prefetch_object_forget(struct prefetcher *pf, const char *key)
-{
-    if (!pf || !key)
-        return;
-    uint64_t h = XXH3_64bits(key, strlen(key));
-    pthread_mutex_lock(&pf->lock);
-    struct pf_obj *queued = obj_find(pf, key, h);
-    if (queued)
-        atomic_store(&queued->opened, 1); /* dropped when its turn comes, as for an open */
-    pthread_mutex_unlock(&pf->lock);
 }
 
 void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out)

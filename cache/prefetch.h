@@ -141,10 +141,12 @@ void prefetch_waited(struct prefetcher *pf, struct prefetch_stream *st, uint64_t
  * prefetcher stopping, -EINVAL (size 0, NULL key or version), -ENOMEM. */
 int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
                     uint64_t size, int64_t mtime_ns);
-/* A whole-object prefetch of key still queued is not wanted any more (its reader came first):
- * it is dropped when its turn comes, as if the object had been opened. Nothing when none is
- * queued, or with pf NULL. */
-void prefetch_object_forget(struct prefetcher *pf, const char *key);
+/* prefetch_object(), and when its turn comes (on a pool thread, the object pinned, just before
+ * the fetch) want(want_ud, key) is asked whether it is still wanted; 0 drops it. want_ud must
+ * stay valid until the prefetcher is destroyed. */
+int prefetch_object_want(struct prefetcher *pf, const char *key, const char *version,
+                         uint64_t size, int64_t mtime_ns, int (*want)(void *ud, const char *key),
+                         void *want_ud);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
 void prefetch_stream_destroy(struct prefetch_stream *st);
 

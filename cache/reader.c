@@ -97,8 +97,9 @@ void reader_destroy(struct reader *r)
 {
     if (!r)
         return;
-    hints_destroy(r->hints);   /* its planner queues prefetches: stopped first */
+    hints_stop(r->hints);      /* its planner queues prefetches: stopped first */
     prefetcher_destroy(r->pf); /* after the streams: waits for its fetches under way */
+    hints_destroy(r->hints);   /* after the fetches, which ask it whether they are wanted */
     dir_ledger_destroy(r->ledger);
     free(r);
 }
