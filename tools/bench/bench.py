@@ -9,6 +9,8 @@
         [--epochs 3] ...
     /usr/bin/python3 tools/bench/bench.py --build BUILD --links [--link-profiles near,cloud,far]
         [--size ...] [--runs N] [--fs pagefs,s3fs] ...
+    /usr/bin/python3 tools/bench/bench.py --build BUILD --hints [--size ...] [--runs N]
+        [--epochs 3] [--profile ...] ...
     /usr/bin/python3 tools/bench/bench.py --validate DIR/results.json [--fs pagefs]
 
 One run: generates the datasets from a fixed seed into a local directory, starts a throwaway
@@ -48,6 +50,15 @@ ceilings): the small files read in --epochs shuffled epochs (8 readers) with the
 bucket's bytes, the share served from the cache and the hit ratio; output in
 docs/benchmarks/<date>-<size>-<profile>-small-cache/ (results.json with a "small_cache" object,
 tables.txt; no chart).
+
+--hints runs the sampler-hints workload instead (hinted.py; pagefs only): PyTorch DataLoader
+epochs (4 workers) over the small files whose sampler posts each epoch's order to the daemon
+(pagefs.torch.HintedSampler), beside the same epochs unhinted, against the link's ceiling (every
+file as one plain GET, 16 and 32 in parallel): a cache larger than the data (a cold epoch, then
+a fully cached one) and a cache of 50% of the small files (--epochs shuffled epochs); per epoch
+files/s, the time waiting for data, the bucket's bytes, the hit ratio and the hint counters,
+and issue 17's targets; output in docs/benchmarks/<date>-<size>-<profile>-hints/ (results.json
+with a "hints" object, tables.txt; no chart).
 """
 
 import argparse
@@ -308,7 +319,8 @@ def default_out(args):
             datetime.date.today().isoformat(), args.size))
     return os.path.join(ROOT, "docs", "benchmarks", "%s-%s-%s%s" % (
         datetime.date.today().isoformat(), args.size, args.profile,
-        "-cluster" if args.cluster else "-small-cache" if args.small_cache else ""))
+        "-cluster" if args.cluster else "-small-cache" if args.small_cache else
+        "-hints" if args.hints else ""))
 
 
 class LinkHarness:
@@ -369,7 +381,12 @@ def parse_args(argv):
                     "90%% of the small files, evict=lru beside evict=stable, --epochs shuffled "
                     "epochs; see small_cache.py) instead of the per-filesystem workloads")
     ap.add_argument("--epochs", type=int, default=3,
-                    help="with --small-cache: shuffled epochs per cache size and policy (>= 3)")
+                    help="with --small-cache: shuffled epochs per cache size and policy; with "
+                    "--hints: epochs per mount with the cache at half the small files (>= 3)")
+    ap.add_argument("--hints", action="store_true",
+                    help="run the sampler-hints workload (hinted.py: DataLoader epochs with and "
+                    "without pagefs.torch.HintedSampler, a full and a half-size cache, against "
+                    "the link's ceiling) instead of the per-filesystem workloads")
     ap.add_argument("--links", action="store_true",
                     help="run the link workloads (links.py: the shards through each of"
                     " --link-profiles, against plain parallel ranged GETs and s3fs) instead of"
@@ -397,11 +414,11 @@ def parse_args(argv):
     for p in args.links_list:
         if p not in ("near", "cloud", "far", "loopback"):
             ap.error("unknown link profile %s" % p)
-    if sum(1 for x in (args.cluster, args.small_cache, args.links) if x) > 1:
-        ap.error("--cluster, --small-cache and --links are separate runs")
-    if args.small_cache and args.epochs < 3:
+    if sum(1 for x in (args.cluster, args.small_cache, args.links, args.hints) if x) > 1:
+        ap.error("--cluster, --small-cache, --links and --hints are separate runs")
+    if (args.small_cache or args.hints) and args.epochs < 3:
         ap.error("--epochs must be at least 3")
-    if args.cluster or args.small_cache:
+    if args.cluster or args.small_cache or args.hints:
         args.fs = ["pagefs"]
         args.workloads = []
         args.no_ceilings = True
@@ -430,6 +447,7 @@ def main(argv):
 
     import cluster
     import datasets
+    import hinted
     import links
     import small_cache
     import workloads
@@ -443,7 +461,8 @@ def main(argv):
     for tool, pkg in (("fio", "fio"), ("curl", "curl"), ("fusermount3", "fuse3"),
                       ("s3fs", "s3fs"), ("rclone", "rclone")):
         if (tool in ("s3fs", "rclone") and tool not in args.fs) or (
-                tool == "fio" and (args.cluster or args.small_cache or args.links)):
+                tool == "fio" and (args.cluster or args.small_cache or args.links or
+                                   args.hints)):
             continue
         if shutil.which(tool) is None:
             print("bench.py: %s not found (apt-get install %s)" % (tool, pkg), file=sys.stderr)
@@ -476,7 +495,7 @@ def main(argv):
                           "restart": args.restart, "pagefs_opts": args.pagefs_opts,
                           "cluster": args.cluster, "cluster_opts": args.cluster_opts,
                           "small_cache": args.small_cache, "epochs": args.epochs,
-                          "links": args.links or []},
+                          "links": args.links or [], "hints": args.hints},
                  "workload_params": {"readers": workloads.READERS,
                                      "net_parallel": workloads.NET_PARALLEL,
                                      "loader_workers": workloads.LOADER_WORKERS,
@@ -486,13 +505,19 @@ def main(argv):
                                      "cluster_shard_streams": cluster.SHARD_STREAMS,
                                      "small_cache_fractions": small_cache.FRACTIONS,
                                      "small_cache_policies": small_cache.POLICIES,
-                                     "link_get_parallel": list(links.GET_PARALLEL)},
+                                     "link_get_parallel": list(links.GET_PARALLEL),
+                                     "hints_get_parallel": list(hinted.GET_PARALLEL),
+                                     "hints_half": hinted.HALF,
+                                     "hints_loader_workers": hinted.LOADER_WORKERS,
+                                     "hints_loader_compute_ms": hinted.LOADER_COMPUTE_MS},
                  "workdir": workdir})
     results = {"meta": meta, "shaper_selftest": {}, "workloads": {}, "failures": []}
     if args.cluster:
         results["cluster"] = {"runs": []}
     if args.small_cache:
         results["small_cache"] = {"runs": []}
+    if args.hints:
+        results["hints"] = {"runs": []}
     for wl in wls:
         results["workloads"][wl.name] = {
             "name": wl.name, "title": wl.title, "metric": wl.metric, "unit": wl.unit,
@@ -539,7 +564,13 @@ def main(argv):
                                         timeout, run_pass)
             results["small_cache"]["runs"].append(r)
             results["failures"] += failed
-        for run_idx in range(0 if args.cluster or args.small_cache or args.links else args.runs):
+        for run_idx in range(args.runs if args.hints else 0):
+            r, failed = hinted.run(run_idx, args, ds, store, shaper, workdir, cleanup, timeout,
+                                   run_pass, ctx)
+            results["hints"]["runs"].append(r)
+            results["failures"] += failed
+        for run_idx in range(0 if args.cluster or args.small_cache or args.links or args.hints
+                             else args.runs):
             for fs in args.fs:
                 for wl in wls:
                     entry = results["workloads"][wl.name]["fs"][fs]
@@ -603,8 +634,11 @@ def main(argv):
     if args.small_cache:
         results["small_cache"]["summary"] = report.summarize_small_cache(
             results["small_cache"]["runs"])
+    if args.hints:
+        results["hints"]["summary"] = report.summarize_hints(results["hints"]["runs"])
+        results["hints"]["targets"] = report.hints_targets(results["hints"]["summary"])
     target_lines = []
-    if not args.links and not args.cluster and not args.small_cache:
+    if not args.links and not args.cluster and not args.small_cache and not args.hints:
         target_lines, results["targets"] = report.warm_targets(results)
 
     os.makedirs(args.out, exist_ok=True)
@@ -638,6 +672,10 @@ def main(argv):
                                          len(ds.small), len(results["small_cache"]["runs"]))
     if args.links:
         text += "\n" + report.links_table(results.get("links", {}), args.fs, args.runs)
+    if args.hints:
+        text += report.hints_table(results["hints"]["summary"], results["hints"]["targets"],
+                                   ds.small_bytes, len(ds.small), ds.conf["batch"],
+                                   len(results["hints"]["runs"]))
     if target_lines:
         text += "\n\nissue 18 warm-path targets (medians):\n" + "\n".join(target_lines)
     if results["failures"]:
@@ -648,13 +686,14 @@ def main(argv):
     with open(os.path.join(args.out, "tables.txt"), "w") as f:
         f.write(text)
     try:
-        if not args.cluster and not args.small_cache and not args.links:
+        if not args.cluster and not args.small_cache and not args.links and not args.hints:
             report.chart(results, args.fs, os.path.join(args.out, "chart.png"),
                          "%s, profile %s, %s" % (args.size, args.profile, started[:10]))
     except Exception as e:
         log("chart failed: %s" % e)
     log("wrote %s/{results.json,tables.txt%s}" % (
-        args.out, "" if args.cluster or args.small_cache or args.links else ",chart.png"))
+        args.out, "" if args.cluster or args.small_cache or args.links or args.hints
+        else ",chart.png"))
     if interrupted:
         return 130
     return 0 if not results["failures"] else 1

@@ -5,7 +5,10 @@ The cluster workload (bench.py --cluster) has its own summary, table and check
 by side, and the ratios cluster/independent and from-peers/from-bucket. So has the small-cache
 workload (bench.py --small-cache: summarize_small_cache, small_cache_table,
 validate_small_cache): one row per cache size and eviction policy, per epoch the bucket's
-bytes, the share served from the cache and the hit ratio, and the check of its goal.
+bytes, the share served from the cache and the hit ratio, and the check of its goal. So has
+the sampler-hints workload (bench.py --hints: summarize_hints, hints_targets, hints_table,
+validate_hints): one row per (cache, hinted or not, epoch) with the DataLoader's files/s and
+wait, the bucket's bytes, the hit ratio and the hint counters, and issue 17's targets.
 
 Summaries: every figure of every run is kept; the summary of a (workload, filesystem, pass)
 is the median over runs with min and max beside it. Tables print one block per workload with
@@ -65,6 +68,7 @@ def summarize_passes(runs, metric):
 
 
 def _med(s, *path):
+    """The median of the stat at s[path...] (or s itself when path is empty), None if absent."""
     for k in path:
         if not isinstance(s, dict) or k not in s or s[k] is None:
             return None
@@ -273,6 +277,8 @@ def validate(path, fs_expected=None):
         problems += validate_small_cache(data)
     elif "links" in data:
         problems += validate_links(data)
+    elif "hints" in data:
+        problems += validate_hints(data)
     elif not data.get("workloads"):
         problems.append("no workloads")
     for name, wl in data.get("workloads", {}).items():
@@ -291,7 +297,7 @@ def validate(path, fs_expected=None):
                 if len(r.get("runs", [])) < 1:
                     problems.append("%s/%s: no runs" % (name, fs))
     base = os.path.dirname(os.path.abspath(path))
-    no_chart = "cluster" in data or "small_cache" in data or "links" in data
+    no_chart = "cluster" in data or "small_cache" in data or "links" in data or "hints" in data
     for sibling in ("tables.txt",) if no_chart else ("tables.txt", "chart.png"):
         p = os.path.join(base, sibling)
         if not os.path.isfile(p) or os.path.getsize(p) == 0:
@@ -746,3 +752,269 @@ def warm_targets(results):
             name, t["value"], "n/a" if t["goal"] is None else "%.4g" % t["goal"],
             {True: "met", False: "NOT MET", None: "-"}[t["met"]], t["what"]))
     return lines, out
+
+
+# -- the sampler-hints workload (bench.py --hints) --------------------------------------------
+
+HINT_MODES = ("hinted", "unhinted")
+HINT_SCENARIOS = ("full", "half")
+HINT_FIGURES = ("files_per_s", "steady_files_per_s", "wait_fraction", "first_batch_seconds",
+                "seconds", "bucket_x", "bucket_bytes", "store_x", "hit_ratio", "requests",
+                "peak_rss", "fetched_t50", "fetched_t99", "read_t50", "read_t100")
+HINT_ACTIVITY = ("hint_plans_set", "hint_queued", "hint_used", "hint_released")
+HINTS_TARGETS = {"t1": 0.90, "t2": 0.05, "bucket": 1.0}
+
+
+def _ok(r):
+    return isinstance(r, dict) and not r.get("error")
+
+
+def summarize_hints(runs):
+    """runs: [{"ceiling": {"16", "32", "best"}, "full"|"half": {mode: {cache_bytes, epochs}}}]
+    -> the medians (min, max) over runs: of the ceilings; per scenario, mode and epoch of each
+    figure, counter (stats) and gauge; and of the per-run ratios the targets use (t1: cold
+    epoch files/s / that run's best ceiling; t2: wait of each half-cache epoch minus the wait
+    of the same run's fully cached epoch, hinted mount)."""
+    out = {"runs": len(runs), "ceiling": {}, "ratios": {}}
+    ceil = [r["ceiling"] for r in runs if _ok(r.get("ceiling"))]
+    for n in sorted(set(k for c in ceil for k in c if k != "best"), key=int):
+        out["ceiling"][n] = stat_of([c[n]["files_per_s"] for c in ceil if n in c])
+        out.setdefault("ceiling_bucket_x", {})[n] = stat_of([c[n].get("bucket_x")
+                                                             for c in ceil if n in c])
+    out["ceiling"]["best"] = stat_of([c.get("best") for c in ceil])
+    for scen in HINT_SCENARIOS:
+        out[scen] = {}
+        for mode in HINT_MODES:
+            rs = [r[scen][mode] for r in runs if _ok((r.get(scen) or {}).get(mode))]
+            if not rs:
+                continue
+            n = max(len(r["epochs"]) for r in rs)
+            eps = []
+            for e in range(n):
+                got = [r["epochs"][e] for r in rs if len(r["epochs"]) > e]
+                ep = {f: stat_of([g.get(f) for g in got]) for f in HINT_FIGURES}
+                for group in ("stats", "gauges"):
+                    keys = sorted(set(k for g in got for k in (g.get(group) or {})))
+                    ep[group] = {k: stat_of([(g.get(group) or {}).get(k) for g in got])
+                                 for k in keys}
+                eps.append(ep)
+            out[scen][mode] = {"cache_bytes": rs[0]["cache_bytes"], "epochs": eps}
+
+    def epoch(r, scen, mode, e):
+        x = (r.get(scen) or {}).get(mode)
+        if not _ok(x) or len(x["epochs"]) <= e:
+            return None
+        return x["epochs"][e]
+
+    for mode in HINT_MODES:
+        ratios = []
+        for r in runs:
+            c, ep = r.get("ceiling"), epoch(r, "full", mode, 0)
+            if _ok(c) and c.get("best") and ep and _num(ep.get("files_per_s")):
+                ratios.append(ep["files_per_s"] / c["best"])
+        out["ratios"]["t1_" + mode] = stat_of(ratios)
+        n = max([len(((r.get("half") or {}).get(mode) or {}).get("epochs", []))
+                 for r in runs] or [0])
+        deltas = []
+        for e in range(1, n):
+            d = []
+            for r in runs:
+                base, ep = epoch(r, "full", "hinted", 1), epoch(r, "half", mode, e)
+                if base and ep and _num(base.get("wait_fraction")) and _num(
+                        ep.get("wait_fraction")):
+                    d.append(ep["wait_fraction"] - base["wait_fraction"])
+            deltas.append(stat_of(d))
+        out["ratios"]["t2_" + mode] = deltas
+    return out
+
+
+def hints_targets(summary):
+    """Issue 17's targets from the summary: {name: {value, goal, met, what, ...}}; a target
+    whose figures are missing has value None and met None."""
+    out = {}
+    r = summary.get("ratios", {})
+    v = _med(r, "t1_hinted")
+    out["t1"] = {"value": v, "goal": HINTS_TARGETS["t1"],
+                 "met": None if v is None else v >= HINTS_TARGETS["t1"],
+                 "unhinted": _med(r, "t1_unhinted"),
+                 "files_per_s": _med(((summary.get("full") or {}).get("hinted") or {}).get(
+                     "epochs", [None])[0], "files_per_s"),
+                 "ceiling": _med(summary.get("ceiling"), "best"),
+                 "what": "cold hinted epoch files/s / best of %s parallel plain GETs (median "
+                         "of the per-run ratios)" % "/".join(
+                             k for k in summary.get("ceiling", {}) if k != "best")}
+    deltas = [_med({"d": d}, "d") if d else None for d in r.get("t2_hinted", [])]
+    known = [d for d in deltas if d is not None]
+    base = (((summary.get("full") or {}).get("hinted") or {}).get("epochs") or [None, None])
+    out["t2"] = {"value": max(known) if known else None, "goal": HINTS_TARGETS["t2"],
+                 "met": None if not known or len(known) < len(deltas)
+                 else all(d <= HINTS_TARGETS["t2"] for d in known),
+                 "per_epoch": deltas,
+                 "unhinted_per_epoch": [_med({"d": d}, "d") if d else None
+                                        for d in r.get("t2_unhinted", [])],
+                 "cached_wait": _med(base[1] if len(base) > 1 else None, "wait_fraction"),
+                 "what": "cache at 50%%: wait of each hinted epoch from the second minus the "
+                         "fully cached epoch's (hinted mount), medians of the per-run "
+                         "differences, <= %.0f points" % (100 * HINTS_TARGETS["t2"])}
+    act = {}
+    seen = False
+    for scen in HINT_SCENARIOS:
+        m = (summary.get(scen) or {}).get("unhinted")
+        for ep in (m or {}).get("epochs", []):
+            for k in HINT_ACTIVITY:
+                s = (ep.get("stats") or {}).get(k)
+                if s:
+                    seen = True
+                    act[k] = max(act.get(k, 0), s["max"])
+    total = sum(act.values()) if seen else None
+    out["t3"] = {"value": total, "goal": 0, "met": None if total is None else total == 0,
+                 "counters": act,
+                 "what": "without the hint nothing changes: the unhinted mounts' hint counters "
+                         "(%s) stay 0 in every epoch; their figures are beside the hinted ones"
+                         % ", ".join(HINT_ACTIVITY)}
+    worst = {"store_x": None, "bucket_x": None}
+    for scen in HINT_SCENARIOS:
+        for mode in HINT_MODES:
+            for ep in ((summary.get(scen) or {}).get(mode) or {}).get("epochs", []):
+                for k in worst:
+                    s = ep.get(k)
+                    if s and (worst[k] is None or s["max"] > worst[k]):
+                        worst[k] = s["max"]
+    cx = [_med(v) for v in (summary.get("ceiling_bucket_x") or {}).values()]
+    cx = [v for v in cx if v is not None]
+    v = worst["store_x"]
+    out["bucket"] = {"value": v, "goal": HINTS_TARGETS["bucket"],
+                     "met": None if v is None else v <= HINTS_TARGETS["bucket"],
+                     "shaper_max": worst["bucket_x"],
+                     "ceiling_shaper": max(cx) if cx else None,
+                     "what": "object bytes from the bucket (the daemon's bytes_read) of every "
+                             "epoch (every run, hinted or not) <= %.1fx the small files' bytes; "
+                             "the shaper's bytes down beside (headers and listings included; "
+                             "plain GETs of every file once: ceiling_shaper)"
+                             % HINTS_TARGETS["bucket"]}
+    return out
+
+
+def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
+    """The sampler-hints workload's block of text: the link's ceiling, one row per (cache,
+    hinted or not, epoch), then the targets with what was measured."""
+    def pct(v):
+        return "-" if v is None else "%.1f%%" % (100 * v)
+
+    def num(v, fmt="%.0f"):
+        return "-" if v is None else fmt % v
+
+    ceil = summary.get("ceiling", {})
+    best = _med(ceil, "best")
+    lines = ["", "== hints: DataLoader (4 workers, batch %d, 20 ms step) over %d small files "
+             "(%s) in shuffled epochs, HintedSampler vs no hint  [medians of %d run%s]"
+             % (batch, nfiles, _fmt_bytes(ds_small_bytes), runs, "" if runs == 1 else "s"),
+             "link ceiling, every file one plain GET: %s; best %s files/s" % (
+                 ", ".join("%s parallel %s files/s" % (n, num(_med(ceil, n)))
+                           for n in ceil if n != "best"), num(best))]
+    rows = [["cache", "mode", "epoch", "files/s", "x ceil", "steady", "wait", "1st batch",
+             "fetched 50/99%", "read 50/100%", "bucket", "store", "hit", "queued", "used",
+             "resident", "skipped", "released", "ahead peak", "pending peak"]]
+    for scen in HINT_SCENARIOS:
+        for mode in HINT_MODES:
+            m = (summary.get(scen) or {}).get(mode)
+            if not m:
+                rows.append([scen, mode, "FAILED or not run"] + [""] * 17)
+                continue
+            label = "%s (%s)" % ("full" if scen == "full" else "50%", _fmt_bytes(m["cache_bytes"]))
+            for e, ep in enumerate(m["epochs"], 1):
+                st, g = ep.get("stats") or {}, ep.get("gauges") or {}
+                fps = _med(ep, "files_per_s")
+                ahead = _med(g, "hint_ahead_bytes_peak")
+                rows.append([label, mode, "%d%s" % (e, " cold" if e == 1 else ""), num(fps),
+                             num(fps / best if fps and best else None, "%.2f"),
+                             num(_med(ep, "steady_files_per_s")),
+                             pct(_med(ep, "wait_fraction")),
+                             num(_med(ep, "first_batch_seconds"), "%.2f s"),
+                             "%s/%s s" % (num(_med(ep, "fetched_t50"), "%.2f"),
+                                          num(_med(ep, "fetched_t99"), "%.2f")),
+                             "%s/%s s" % (num(_med(ep, "read_t50"), "%.2f"),
+                                          num(_med(ep, "read_t100"), "%.2f")),
+                             num(_med(ep, "bucket_x"), "%.3fx"), num(_med(ep, "store_x"), "%.3fx"),
+                             num(_med(ep, "hit_ratio"), "%.3f")]
+                            + [num(_med(st, k)) for k in ("hint_queued", "hint_used",
+                                                          "hint_resident", "hint_skipped",
+                                                          "hint_released")]
+                            + ["-" if ahead is None else _fmt_bytes(ahead),
+                               num(_med(g, "prefetch_pending_peak"))])
+    widths = [max(len(r[i]) for r in rows if len(r) > i) for i in range(len(rows[0]))]
+    for j, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+        if j == 0:
+            lines.append("-" * len(lines[-1]))
+    verdict = {True: "met", False: "NOT MET", None: "n/a"}
+    t = targets.get("t1", {})
+    lines.append("  T1 cold hinted epoch >= %.0f%% of the link ceiling: %s (%s of %s files/s; "
+                 "unhinted %s): %s" % (
+                     100 * t.get("goal", 0), pct(t.get("value")), num(t.get("files_per_s")),
+                     num(t.get("ceiling")), pct(t.get("unhinted")), verdict[t.get("met")]))
+    t = targets.get("t2", {})
+
+    def pts(ds):
+        return ", ".join("epoch %d %s" % (e, "n/a" if d is None else "%+.1f" % (100 * d))
+                         for e, d in enumerate(ds, 2)) or "n/a"
+    lines.append("  T2 cache 50%%, hinted epochs from the second wait within %.0f points of the "
+                 "fully cached epoch (%s): %s points (unhinted %s): %s" % (
+                     100 * t.get("goal", 0), pct(t.get("cached_wait")),
+                     pts(t.get("per_epoch", [])), pts(t.get("unhinted_per_epoch", [])),
+                     verdict[t.get("met")]))
+    t = targets.get("t3", {})
+    lines.append("  T3 no hint, nothing changes: unhinted mounts' hint counters %s: %s" % (
+        ", ".join("%s %d" % kv for kv in sorted(t.get("counters", {}).items())) or "n/a",
+        verdict[t.get("met")]))
+    t = targets.get("bucket", {})
+    lines.append("  bucket: object bytes of every epoch <= %.1fx the dataset: max %s (shaper's "
+                 "bytes down max %s; plain GETs of every file once %s): %s" % (
+                     t.get("goal", 1.0), num(t.get("value"), "%.3fx"),
+                     num(t.get("shaper_max"), "%.3fx"), num(t.get("ceiling_shaper"), "%.3fx"),
+                     verdict[t.get("met")]))
+    lines.append("  (files/s and wait = loader.py's (the epoch from the DataLoader's creation, "
+                 "the plan's POST included; wait = time waiting for the next batch / epoch); "
+                 "x ceil = files/s / best ceiling; steady = files/s after the first batch; fetched 50/99% = seconds after the "
+                 "epoch's start at which the daemon had fetched half / 99% of the epoch's "
+                 "bytes_read; read 50/100% = when the reader had half / all of the files; "
+                 "bucket = "
+                 "the shaper's bytes down over the epoch / the small files' bytes (headers and "
+                 "listings included), store = the daemon's object bytes from the store (bytes_read) "
+                 "/ the same; hit = page hits / (hits + misses); queued .. "
+                 "released = deltas of the hint_* counters; ahead peak, pending peak = the "
+                 "highest hint_ahead_bytes and prefetch_pending sampled every 0.1 s)")
+    return "\n".join(lines)
+
+
+def validate_hints(data):
+    problems = []
+    h = data.get("hints") or {}
+    if not h.get("runs"):
+        problems.append("hints: no runs")
+    s = h.get("summary") or {}
+    if not _num(_med(s.get("ceiling"), "best")):
+        problems.append("hints: no link ceiling")
+    epochs = (data.get("meta", {}).get("args", {}).get("epochs") or 3)
+    for scen, n in (("full", 2), ("half", epochs)):
+        for mode in HINT_MODES:
+            m = (s.get(scen) or {}).get(mode)
+            if not m:
+                problems.append("hints: no summary of %s/%s" % (scen, mode))
+                continue
+            if len(m["epochs"]) != n:
+                problems.append("hints %s/%s: %d epochs, expected %d" % (scen, mode,
+                                                                         len(m["epochs"]), n))
+            for e, ep in enumerate(m["epochs"], 1):
+                for k in ("files_per_s", "wait_fraction", "bucket_x"):
+                    v = _med(ep, k)
+                    if not _num(v) or v < 0:
+                        problems.append("hints %s/%s epoch %d: no valid %s" % (scen, mode, e, k))
+                plans = _med(ep.get("stats"), "hint_plans_set")
+                if mode == "hinted" and not (_num(plans) and plans >= 1):
+                    problems.append("hints %s/hinted epoch %d: no plan taken" % (scen, e))
+    t = h.get("targets") or {}
+    for name in ("t1", "t2", "t3", "bucket"):
+        if name not in t:
+            problems.append("hints: no target %s" % name)
+    return problems
