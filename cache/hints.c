@@ -8,8 +8,10 @@
  *   - Each plan has the planner's cursor (next: the first entry it has not looked at), the
  *     reader's position (front: one past the furthest entry opened) and skip_from (entries
  *     below it were settled: opened, or counted as skipped when the reader passed them by
- *     HINTS_SLACK). The planner never looks behind the reader: a reader ahead of the planner
- *     moves the cursor to its position (what it passed is being read or was not wanted).
+ *     HINTS_SLACK). The planner looks no further behind the reader than HINTS_SLACK entries: a
+ *     reader far ahead of the planner moves the cursor (what it passed was read or was not
+ *     wanted), but several workers open entries some batches apart, so the ones just behind
+ *     the furthest open are still to come.
  *   - One planner thread serves all plans in turn, a batch of entries each. It resolves an
  *     entry without the lock (the metadata cache may fetch a listing; the page cache is asked
  *     whether it holds the version), then queues it (prefetch_object). A plan replaced or
@@ -521,8 +523,11 @@ static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, uint6
 {
     unsigned done = 0;
     while (done < HINTS_BATCH && !h->stop && !p->dead) {
-        if (p->next < p->front)
-            p->next = p->front;
+        /* Not far behind the reader: entries HINTS_SLACK behind its furthest open were passed
+         * (a DataLoader's workers open several batches at once: the ones just behind the
+         * furthest open are still to be read, and are worth fetching). */
+        if (p->front > HINTS_SLACK && p->next < p->front - HINTS_SLACK)
+            p->next = p->front - HINTS_SLACK;
         while (p->next < p->n && p->e[p->next].state != E_PENDING)
             p->next++;
         if (p->next >= p->n || p->next >= p->front + HINTS_AHEAD_FILES)

@@ -335,10 +335,11 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
 /* The set (VM_WAYS marks) page idx of file_id belongs to. */
 struct vmark *pc_vm_set(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
-#ifdef PAGEFS_INVARIANTS
-void pc_check_invariants(struct page_cache *pc);
 /* Bytes free on the cache's file system (UINT64_MAX when min_free is 0: not looked at). */
 uint64_t pc_fs_free_bytes(const struct page_cache *pc);
+
+#ifdef PAGEFS_INVARIANTS
+void pc_check_invariants(struct page_cache *pc);
 void pc_check_page(struct page_cache *pc, int64_t file_id, uint64_t idx);
 #endif
 

@@ -163,8 +163,8 @@ static int binds_beyond_loopback(const char *addr, char *shown, size_t shown_len
     if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
         return 0;
     int beyond = !is_loopback(res->ai_addr);
-    if (beyond && getnameinfo(res->ai_addr, res->ai_addrlen, shown, (socklen_t)shown_len, NULL,
-                              0, NI_NUMERICHOST) != 0)
+    if (beyond && getnameinfo(res->ai_addr, res->ai_addrlen, shown, (socklen_t)shown_len, NULL, 0,
+                              NI_NUMERICHOST) != 0)
         snprintf(shown, shown_len, "%s", host);
     freeaddrinfo(res);
     return beyond;
@@ -176,15 +176,16 @@ int pagefs_config_rest_warning(const struct pagefs_options *o, char *buf, size_t
     if (!binds_beyond_loopback(o->rest, shown, sizeof(shown)))
         return 0;
     if (o->cluster)
-        snprintf(buf, len,
-                 "pagefs: rest=%s listens on %s, not on loopback: file data and load jobs there "
-                 "are served only to signed peers and to this host, but anyone who can reach it "
-                 "can read the counters and list the mount's files (the REST API has no other "
-                 "authentication)",
-                 o->rest, shown);
+        snprintf(
+            buf, len,
+            "pagefs: rest=%.256s listens on %.256s, not on loopback: file data and load jobs there "
+            "are served only to signed peers and to this host, but anyone who can reach it "
+            "can read the counters and list the mount's files (the REST API has no other "
+            "authentication)",
+            o->rest, shown);
     else
         snprintf(buf, len,
-                 "pagefs: rest=%s listens on %s, not on loopback: the REST API has no "
+                 "pagefs: rest=%.256s listens on %.256s, not on loopback: the REST API has no "
                  "authentication, so anyone who can reach it can read the mount's files and "
                  "start and stop load jobs that fill the cache; give a loopback address "
                  "(127.0.0.1:PORT) unless the network is trusted",

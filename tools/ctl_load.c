@@ -180,9 +180,9 @@ static void plain_line(const struct job_nums *n, double rate, char *out, size_t 
     char text[256];
     describe(n, rate, text, sizeof(text));
     if (n->walking)
-        snprintf(out, len, "load: %s", text);
+        snprintf(out, len, "load: %.200s", text);
     else
-        snprintf(out, len, "load: %3d%% %s", (int)(fraction(n) * 100), text);
+        snprintf(out, len, "load: %3d%% %.200s", (int)(fraction(n) * 100), text);
 }
 
 void ctl_load_progress_line(struct json_object *job, double rate, char *out, size_t len)
