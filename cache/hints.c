@@ -421,12 +421,15 @@ static void release_key(struct hints *h, const char *key, uint64_t *freed)
     }
 }
 
+static uint64_t release_done(struct hints *h, uint64_t need, uint32_t keep);
+
 void hints_closed(struct hints *h, struct pc_file *f)
 {
     if (!h || !f)
         return;
     const char *key = pc_file_key(f);
     uint64_t hash = key_hash(key);
+    int marked = 0;
     pthread_mutex_lock(&h->lock);
     if (!wanted_later(h, key, hash))
         for (size_t k = 0; k < h->nplans; k++) {
@@ -437,9 +440,26 @@ void hints_closed(struct hints *h, struct pc_file *f)
                     last = i;
             if (last != NONE) {
                 p->e[last].state = E_DONE;
-                p->done[p->done_tail++] = last; /* the planner lets it go for room */
+                p->done[p->done_tail++] = last; /* let go for room, oldest first */
+                marked = 1;
             }
         }
+    uint64_t ahead = h->st.ahead_bytes;
+    pthread_mutex_unlock(&h->lock);
+    if (!marked)
+        return;
+    /* A reader's own miss (the planner was not ahead of it) makes room too: when the cache
+     * could not store one more file like this one without evicting, one file read for the
+     * last time goes, so that the eviction the miss would cause does not take a file the
+     * rest of the epoch needs. One for one: the cache stays as full as it is. */
+    uint64_t free_room, cap, unread, size = pc_file_size(f);
+    page_cache_free_room(h->pc, &free_room, &cap, &unread);
+    uint64_t pending = ahead > unread ? ahead - unread : 0;
+    uint64_t free_est = free_room > pending ? free_room - pending : 0;
+    if (free_est >= 2 * size)
+        return;
+    pthread_mutex_lock(&h->lock);
+    release_done(h, 2 * size - free_est, HINTS_KEEP_DONE);
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -464,8 +484,6 @@ static int still_wanted(void *ud, const char *key)
     pthread_mutex_unlock(&h->lock);
     return want;
 }
-
-static uint64_t release_done(struct hints *h, uint64_t need, uint32_t keep);
 
 /* Without h->lock: makes room for `size` more bytes in the cache's free room as the planner
  * counts it (*free_est): what is free already, else files the plans have read for the last

@@ -19,6 +19,9 @@
  *     the rest of the epoch still needs (Belady's choice, with the future known), and what
  *     the cache holds stays as full as it was: with a cache smaller than the dataset each
  *     epoch takes from the store only what the cache could not hold.
+ * A reader's own misses (where the planner was not ahead) take their room the same way: at
+ * the close of a file read for the last time, when the cache could not store two more like
+ * it without evicting, files read for the last time are let go for them.
  * Each prefetch asks just before it fetches whether its entry is still queued (a reader that
  * opened the file first fetched it itself, and may have let it go: it is not fetched twice);
  * the page cache's admission of prefetched pages (page_cache_prefetch_cap) applies as well.

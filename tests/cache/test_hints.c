@@ -318,13 +318,12 @@ static void small_cache_epochs(int lru, int hinted)
                (unsigned long long)ps.bytes_resident,
                (unsigned long long)ps.prefetch_evicted_unread);
         CHECK(got <= dataset);
-        /* The cache holds 2/3 of the files (pages of 64 KiB, files of 48): under evict=stable
-         * a later epoch takes about the third it cannot hold (measured 0.34-0.41x). Under
-         * evict=lru (evicting from 90% to 80%, a quarter kept free for the look-ahead) this
-         * loop, which reads with no pause, outruns the planner: measured 0.60-0.73x hinted
-         * against 0.76-0.83x unhinted (printed), so only the 1.0x bound is checked. */
-        if (epoch && hinted && !lru)
-            CHECK(got <= dataset / 2);
+        /* The cache holds 2/3 of the files (pages of 64 KiB, files of 48): a later epoch takes
+         * about the third it cannot hold (measured: evict=stable 0.34-0.36x; evict=lru, which
+         * evicts from 90% to 80%, 0.41-0.49x; the unhinted LRU run printed beside it
+         * 0.76-0.84x). */
+        if (epoch && hinted)
+            CHECK(got <= (lru ? dataset * 6 / 10 : dataset / 2));
     }
     if (hinted)
         CHECK(hstats(&e).released > 0);
