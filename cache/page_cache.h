@@ -226,9 +226,10 @@ void page_cache_release_ext(struct pc_extent *ext, size_t n);
 uint64_t page_cache_prefetch_room(struct page_cache *pc);
 /* Bytes of unread prefetched pages the cache keeps at most (half its low watermark). */
 uint64_t page_cache_prefetch_cap(struct page_cache *pc);
-/* Bytes the cache can store before eviction starts (evict=stable: up to the capacity; lru: up
- * to the high watermark; and no more than the file system has above min_free), its capacity
- * and the bytes of prefetched pages not read yet. */
+/* Bytes the cache can store before eviction starts (evict=stable: up to the capacity less half
+ * the probation band, which is the readers'; lru: up to the high watermark; and no more than
+ * the file system has above min_free), its capacity and the bytes of prefetched pages not
+ * read yet. */
 void page_cache_free_room(struct page_cache *pc, uint64_t *free_room, uint64_t *capacity,
                           uint64_t *unread);
 

@@ -364,6 +364,13 @@ uint64_t pc_unread_cap(struct page_cache *pc)
     if (pc->evict == PC_EVICT_STABLE && pc_stable_place(pc, pc->store.page_size) != PC_PLACE_ROOM) {
         uint64_t kept = pc_kept_bytes(pc), top = pc->capacity - pc_probation_band(pc) / 2;
         uint64_t left = kept < top ? top - kept : 0;
+        /* Space the cache has free beyond half the probation band (which is the readers')
+         * takes unread pages without evicting anything either (a sampler hint's planner frees
+         * it by letting go of files read for the last time). */
+        uint64_t used = pc->stats.bytes_resident + pc->pf_reserved + pc_probation_band(pc) / 2;
+        uint64_t free_now = pc->capacity > used ? pc->capacity - used : 0;
+        if (pc->unread_bytes + pc->pf_reserved + free_now > left)
+            left = pc->unread_bytes + pc->pf_reserved + free_now;
         cap = left < cap ? left : cap;
     }
     return cap;
