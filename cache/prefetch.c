@@ -1012,8 +1012,9 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     atomic_store(&pfile->gen[b.run], b.gen);
     st->run = b.run;
     st->gen = b.gen;
-    st->seq = !d.random && !d.strided;
-    if (st->seq) {
+    int seq = !d.random && !d.strided; /* (st->seq may change under a concurrent read) */
+    st->seq = seq;
+    if (seq) {
         uint64_t end = off + len < pfile->size ? off + len : pfile->size;
         chunk = size_window(pf, pfile, &link, b.run, b.gen, end, now, &more, &step, &win);
     }
@@ -1055,7 +1056,7 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     b.npages = d.npages;
     /* A sequential run's GETs are of the size its window sizing chose; a strided run's
      * pages one by one (its window counts records). */
-    b.chunk = st->seq ? chunk : 1;
+    b.chunk = seq ? chunk : 1;
     b.rec_off = d.rec_off;
     b.rec_stride = d.rec_stride;
     b.rec_len = d.rec_len;
