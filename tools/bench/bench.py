@@ -508,8 +508,8 @@ def main(argv):
                                      "link_get_parallel": list(links.GET_PARALLEL),
                                      "hints_get_parallel": list(hinted.GET_PARALLEL),
                                      "hints_half": hinted.HALF,
-                                     "hints_loader_workers": hinted.LOADER_WORKERS,
-                                     "hints_loader_compute_ms": hinted.LOADER_COMPUTE_MS},
+                                     "hints_loader_workers": workloads.LOADER_WORKERS,
+                                     "hints_loader_compute_ms": workloads.LOADER_COMPUTE_MS},
                  "workdir": workdir})
     results = {"meta": meta, "shaper_selftest": {}, "workloads": {}, "failures": []}
     if args.cluster:

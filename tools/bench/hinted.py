@@ -46,11 +46,11 @@ shaper's bytes beside).
 
 import json
 import os
-import subprocess
 import threading
 import time
 
 import infra
+import workloads
 from infra import log
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,8 +59,6 @@ PYTHON_DIR = os.path.join(ROOT, "python")
 GET_PARALLEL = (16, 32)
 HALF = 0.5
 FULL_EPOCHS = 2
-LOADER_WORKERS = 4
-LOADER_COMPUTE_MS = 20.0
 PLAN_NAME = "bench-loader"
 SAMPLE_S = 0.1
 SETTLE_DEADLINE = 60  # seconds: a hang detector
@@ -177,27 +175,14 @@ def net_gets(ctx, ds, parallel):
 
 def loader_epoch(root, ds, epoch, workdir, hint):
     """One DataLoader epoch over the small files in epoch's order; gauges sampled meanwhile."""
-    lst = os.path.join(workdir, "hints-epoch%d.txt" % epoch)
-    with open(lst, "w") as f:
-        for k, _ in ds.shuffled_small(salt=100 + epoch):
-            f.write(k + "\n")
-    cmd = ["/usr/bin/python3", os.path.join(HERE, "loader.py"), "--root", root, "--list", lst,
-           "--workers", str(LOADER_WORKERS), "--batch", str(ds.conf["batch"]),
-           "--compute-ms", str(LOADER_COMPUTE_MS)]
-    if hint:
-        cmd += ["--hint", "--hint-name", PLAN_NAME]
+    extra = ["--hint", "--hint-name", PLAN_NAME] if hint else []
     env = dict(os.environ)
     env["PYTHONPATH"] = PYTHON_DIR + (os.pathsep + env["PYTHONPATH"]
                                       if env.get("PYTHONPATH") else "")
     with GaugeSampler(root) as gs:
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=3600, env=env)
-    if r.returncode != 0:
-        raise RuntimeError("loader.py failed (%d): %s" % (r.returncode, r.stderr[-800:]))
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    if out["app_bytes"] != ds.small_bytes or out["files"] != len(ds.small):
-        raise RuntimeError("loader read %d files, %d bytes; expected %d, %d"
-                           % (out["files"], out["app_bytes"], len(ds.small), ds.small_bytes))
+        out, stderr = workloads.run_loader(root, ds, epoch, workdir, "hints", extra, env)
+    if out["files"] != len(ds.small):
+        raise RuntimeError("loader read %d files, expected %d" % (out["files"], len(ds.small)))
     if out.get("hinted") != hint:
         raise RuntimeError("loader.py ran %shinted" % ("" if out.get("hinted") else "un"))
     if hint:
@@ -205,7 +190,7 @@ def loader_epoch(root, ds, epoch, workdir, hint):
         taken = [v for v in reply.values() if isinstance(v, dict) and "error" not in v]
         if len(reply) != 1 or len(taken) != 1 or taken[0].get("entries") != len(ds.small):
             raise RuntimeError("the daemon did not take the epoch's plan: %s (loader stderr: %s)"
-                               % (json.dumps(reply)[:400], r.stderr[-400:]))
+                               % (json.dumps(reply)[:400], stderr[-400:]))
     out.update(gs.figures())
     out.update(gs.timeline(out["t0_monotonic"], out.get("batch_arrivals", []), out["batch"],
                            out["files"]))

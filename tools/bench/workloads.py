@@ -250,23 +250,29 @@ def net_list(ctx, ds, workdir):
 
 # -- PyTorch DataLoader -------------------------------------------------------------------
 
-def dataloader(root, ds, epoch, workdir):
-    lst = os.path.join(workdir, "loader-epoch%d.txt" % epoch)
+def run_loader(root, ds, epoch, workdir, tag="loader", extra=(), env=None):
+    """One loader.py epoch over the small files in epoch's order (its list written to
+    workdir/TAG-epochN.txt), checked to have read every byte. Returns (its JSON, its stderr)."""
+    lst = os.path.join(workdir, "%s-epoch%d.txt" % (tag, epoch))
     with open(lst, "w") as f:
         for k, _ in ds.shuffled_small(salt=100 + epoch):
             f.write(k + "\n")
     cmd = ["/usr/bin/python3", os.path.join(HERE, "loader.py"), "--root", root, "--list", lst,
            "--workers", str(LOADER_WORKERS), "--batch", str(ds.conf["batch"]),
-           "--compute-ms", str(LOADER_COMPUTE_MS)]
+           "--compute-ms", str(LOADER_COMPUTE_MS)] + list(extra)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=3600)
+                       timeout=3600, env=env)
     if r.returncode != 0:
         raise RuntimeError("loader.py failed (%d): %s" % (r.returncode, r.stderr[-800:]))
     out = json.loads(r.stdout.strip().splitlines()[-1])
     if out["app_bytes"] != ds.small_bytes:
         raise RuntimeError("loader read %d bytes, expected %d" % (out["app_bytes"],
                                                                  ds.small_bytes))
-    return out
+    return out, r.stderr
+
+
+def dataloader(root, ds, epoch, workdir):
+    return run_loader(root, ds, epoch, workdir)[0]
 
 
 WORKLOADS = [
