@@ -388,18 +388,23 @@ void hints_opened(struct hints *h, const char *key)
     pthread_mutex_unlock(&h->lock);
 }
 
+/* Under h->lock: 1 if an occurrence of key (hash) in some plan is in one of `states` (a mask
+ * of 1 << enum entry_state). */
+static int in_state(const struct hints *h, const char *key, uint64_t hash, unsigned states)
+{
+    for (size_t k = 0; k < h->nplans; k++) {
+        const struct plan *p = h->plans[k];
+        for (uint32_t i = plan_find(p, key, hash); i != NONE; i = p->e[i].next_dup)
+            if (states & (1u << p->e[i].state))
+                return 1;
+    }
+    return 0;
+}
+
 /* Under h->lock: 1 if some plan will read key (hash) again: an occurrence not opened yet. */
 static int wanted_later(struct hints *h, const char *key, uint64_t hash)
 {
-    for (size_t k = 0; k < h->nplans; k++) {
-        struct plan *p = h->plans[k];
-        for (uint32_t i = plan_find(p, key, hash); i != NONE; i = p->e[i].next_dup) {
-            uint8_t s = p->e[i].state;
-            if (s == E_PENDING || s == E_QUEUED || s == E_RESIDENT)
-                return 1;
-        }
-    }
-    return 0;
+    return in_state(h, key, hash, 1u << E_PENDING | 1u << E_QUEUED | 1u << E_RESIDENT);
 }
 
 /* The look-ahead of all plans: a quarter of the cache, at most ahead_max. */
@@ -474,13 +479,8 @@ static int still_wanted(void *ud, const char *key)
 {
     struct hints *h = ud;
     uint64_t hash = key_hash(key);
-    int want = 0;
     pthread_mutex_lock(&h->lock);
-    for (size_t k = 0; k < h->nplans && !want; k++) {
-        struct plan *p = h->plans[k];
-        for (uint32_t i = plan_find(p, key, hash); i != NONE && !want; i = p->e[i].next_dup)
-            want = p->e[i].state == E_QUEUED || p->e[i].state == E_PENDING;
-    }
+    int want = in_state(h, key, hash, 1u << E_PENDING | 1u << E_QUEUED);
     pthread_mutex_unlock(&h->lock);
     return want;
 }
