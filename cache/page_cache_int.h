@@ -335,6 +335,10 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
 /* The set (VM_WAYS marks) page idx of file_id belongs to. */
 struct vmark *pc_vm_set(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
+/* Under the lock: bytes the cache can store before it evicts, prefetches under way counted
+ * (evict=stable: up to the capacity less half the probation band, which is the readers';
+ * lru: up to the high watermark). The file system's free space is not looked at. */
+uint64_t pc_room_before_evict(const struct page_cache *pc);
 /* Bytes free on the cache's file system (UINT64_MAX when min_free is 0: not looked at). */
 uint64_t pc_fs_free_bytes(const struct page_cache *pc);
 

@@ -365,11 +365,7 @@ void page_cache_free_room(struct page_cache *pc, uint64_t *free_room, uint64_t *
                           uint64_t *unread)
 {
     pthread_mutex_lock(&pc->lock);
-    /* evict=stable: half the probation band is the readers' (pc_unread_cap). */
-    uint64_t top = pc->evict == PC_EVICT_STABLE ? pc->capacity - pc_probation_band(pc) / 2
-                                                : pc->high_bytes;
-    uint64_t used = pc->stats.bytes_resident + pc->pf_reserved;
-    uint64_t room = used < top ? top - used : 0;
+    uint64_t room = pc_room_before_evict(pc);
     uint64_t fs = pc_fs_free_bytes(pc);
     if (fs != UINT64_MAX) {
         uint64_t fs_room = fs > pc->min_free ? fs - pc->min_free : 0;

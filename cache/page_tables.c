@@ -358,6 +358,14 @@ void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_
  * kept ones out: a prefetched page then goes on probation, or replaces a kept page while the
  * policy still replaces them - and letting prefetch replace more there (evict=lru's cap while
  * no reuse was seen) costs the next epoch a tenth of what the cache serves. */
+uint64_t pc_room_before_evict(const struct page_cache *pc)
+{
+    uint64_t top = pc->evict == PC_EVICT_STABLE ? pc->capacity - pc_probation_band(pc) / 2
+                                                : pc->high_bytes;
+    uint64_t used = pc->stats.bytes_resident + pc->pf_reserved;
+    return used < top ? top - used : 0;
+}
+
 uint64_t pc_unread_cap(struct page_cache *pc)
 {
     uint64_t cap = pc->low_bytes / 2;
@@ -367,8 +375,7 @@ uint64_t pc_unread_cap(struct page_cache *pc)
         /* Space the cache has free beyond half the probation band (which is the readers')
          * takes unread pages without evicting anything either (a sampler hint's planner frees
          * it by letting go of files read for the last time). */
-        uint64_t used = pc->stats.bytes_resident + pc->pf_reserved + pc_probation_band(pc) / 2;
-        uint64_t free_now = pc->capacity > used ? pc->capacity - used : 0;
+        uint64_t free_now = pc_room_before_evict(pc);
         if (pc->unread_bytes + pc->pf_reserved + free_now > left)
             left = pc->unread_bytes + pc->pf_reserved + free_now;
         cap = left < cap ? left : cap;
