@@ -360,8 +360,8 @@ void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_
  * no reuse was seen) costs the next epoch a tenth of what the cache serves. */
 uint64_t pc_room_before_evict(const struct page_cache *pc)
 {
-    uint64_t top = pc->evict == PC_EVICT_STABLE ? pc->capacity - pc_probation_band(pc) / 2
-                                                : pc->high_bytes;
+    uint64_t top =
+        pc->evict == PC_EVICT_STABLE ? pc->capacity - pc_probation_band(pc) / 2 : pc->high_bytes;
     uint64_t used = pc->stats.bytes_resident + pc->pf_reserved;
     return used < top ? top - used : 0;
 }
