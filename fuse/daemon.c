@@ -102,18 +102,14 @@
  * rest of the process. */
 #define PAGEFS_NOFILE 8192
 
-#define READAHEAD_KB                                                                               \
-    16384u /* kernel readahead of the mount: up to 16 x 1 MiB requests in flight                   \
-            */
-
 /* Serves the first request, INIT, in the calling thread before the worker threads start, then
- * (as root) raises the mount's readahead: the kernel takes the smaller of the bdi setting and
- * the INIT reply, so the bdi is set once INIT is answered. Nothing here sends a request to the
+ * (as root) sets the mount's readahead to ra_kb: the kernel takes the smaller of the bdi
+ * setting and the INIT reply, so the bdi is set once INIT is answered. Nothing here sends a request to the
  * daemon's own mount: a thread of the daemon waiting for such a request once a worker has taken
  * it waits uninterruptibly, so a daemon killed -9 in that moment would never finish exiting and
  * would keep the dead mount (and the cache lock) forever. Returns 1 when INIT was served, 0
  * when the session ended first (a signal, an unmount), or -errno. */
-static int serve_init(struct fuse_session *se, const char *mp)
+static int serve_init(struct fuse_session *se, const char *mp, unsigned ra_kb)
 {
     struct fuse_buf buf = {.mem = NULL};
     int rc;
@@ -128,7 +124,7 @@ static int serve_init(struct fuse_session *se, const char *mp)
     }
     free(buf.mem);
     if (rc == 1 && geteuid() == 0) {
-        int ra = mountpoint_set_readahead(mp, READAHEAD_KB);
+        int ra = mountpoint_set_readahead(mp, ra_kb);
         if (ra < 0)
             fuse_log(FUSE_LOG_DEBUG, "pagefs: readahead not set: %s\n", strerror(-ra));
     }
@@ -658,7 +654,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
              (unsigned)fconf.uid, (unsigned)fconf.gid, (unsigned)o->umask,
              pagefs_log_level_name(o->log_level),
              pagefs_log_file_path() ? pagefs_log_file_path() : "none");
-    rc = serve_init(se, mp);
+    rc = serve_init(se, mp, (unsigned)(o->kernel_readahead >> 10));
     if (rc <= 0) {
         if (rc < 0)
             fuse_log(FUSE_LOG_ERR, "pagefs: reading INIT failed: %s\n", strerror(-rc));

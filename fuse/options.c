@@ -421,6 +421,7 @@ _Static_assert(PREFETCH_MAX_INFLIGHT == 1000 && PAGEFS_MIN_PAGE_SIZE == 64u << 1
                "update the help texts of options[]");
 
 #define SIZE_1T (1ull << 40)
+#define SIZE_1G (1ull << 30)
 #define FUSE(n) {.name = n, .kind = OPT_FUSE}                /* a kernel flag */
 #define FUSE_VALUE(n) {.name = n, .kind = OPT_FUSE, .arg = ""} /* NAME=VALUE for the kernel */
 #define FSTAB(n) {.name = n, .kind = OPT_FSTAB}
@@ -536,6 +537,11 @@ static const struct opt options[] = {
      .hint = "a size like 32M, at most 1T", .arg = "SIZE",
      .help = "read-ahead window of a sequential reader at most; the window is sized from "
              "what the link does (default: prefetch_mem)"},
+    {.name = "kernel_readahead", .kind = OPT_SIZE, FIELD(kernel_readahead), .max = SIZE_1G,
+     .flags = OPT_F_DEF, .def = PAGEFS_DEFAULT_KERNEL_READAHEAD,
+     .hint = "a size like 4M, at most 1G", .arg = "SIZE",
+     .help = "the kernel's own readahead of the mount, ahead of the application's reads "
+             "(as root; 0 = none; default %D)"},
     {.name = "max_inflight", .kind = OPT_UINT, FIELD(max_inflight), .min = 1,
      .max = PREFETCH_MAX_INFLIGHT, .flags = OPT_F_DEF | OPT_F_RANGE,
      .def = PREFETCH_DEFAULT_MAX_INFLIGHT, .arg = "N",

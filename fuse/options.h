@@ -33,6 +33,10 @@
 #define PAGEFS_MAX_PAGE_SIZE (64u << 20)
 #define PAGEFS_DEFAULT_CACHE_SIZE (10ull << 30)
 #define PAGEFS_DEFAULT_CACHE_FREE (1ull << 30)
+/* The kernel's readahead of the mount: 4 x 1 MiB requests ahead of a sequential reader, with
+ * the kernel's async half up to 8 MiB; the daemon's own read-ahead sizes itself from the link
+ * (a larger kernel readahead adds only bytes fetched for nothing when a reader stops). */
+#define PAGEFS_DEFAULT_KERNEL_READAHEAD (4ull << 20)
 #define PAGEFS_DEFAULT_META_TTL 300u
 #define PAGEFS_DEFAULT_NEGATIVE_TTL 5u
 #define PAGEFS_MAX_META_TTL (10u * 365 * 24 * 3600)
@@ -92,6 +96,8 @@ struct pagefs_options {
     /* Read-ahead: the parse stores the prefetcher's defaults (PREFETCH_DEFAULT_*, which 0 would
      * mean as well), so that --help prints the values the daemon uses. */
     uint64_t max_readahead; /* bytes per sequential stream at most; 0: prefetch_mem */
+    uint64_t kernel_readahead; /* the kernel's readahead of the mount (its bdi read_ahead_kb),
+                                * bytes, rounded down to KiB; set when the daemon runs as root */
     unsigned max_inflight;  /* concurrent read-ahead fetches */
     uint64_t prefetch_mem;  /* bytes of buffers held by read-ahead and load fetches */
     unsigned dir_prefetch;  /* small files of a listing prefetched ahead of an open, within the

@@ -70,6 +70,7 @@ static void test_defaults(void)
     CHECK_EQ(o.timeout, 30);
     CHECK_EQ(o.stall_timeout, 10);
     CHECK_EQ(o.fail_fast, 5);
+    CHECK_EQ(o.kernel_readahead, 4ull << 20);
     CHECK_EQ(o.foreground, 0);
     CHECK_EQ(o.debug, 0);
     CHECK_EQ(o.allow_other, 0);
@@ -136,6 +137,13 @@ static void test_all_options(void)
 
     CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "use_path_request_style"), 0);
     CHECK_EQ(o.path_style, 1);
+    pagefs_options_clear(&o);
+
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "kernel_readahead=0"), 0);
+    CHECK_EQ(o.kernel_readahead, 0); /* none: each read waits for its own request */
+    pagefs_options_clear(&o);
+    CHECK_EQ(PARSE(&o, err, "s3://bkt", "/mnt", "-o", "kernel_readahead=1G"), 0);
+    CHECK_EQ(o.kernel_readahead, 1ull << 30);
     pagefs_options_clear(&o);
 }
 
@@ -566,6 +574,8 @@ static void test_einval_options(void)
                   "-o", "cache_size=16777216T");
     EXPECT_EINVAL("invalid max_readahead '1.5T' (a size like 32M, at most 1T)", "s3://b", "/m",
                   "-o", "max_readahead=1.5T");
+    EXPECT_EINVAL("invalid kernel_readahead '2G' (a size like 4M, at most 1G)", "s3://b", "/m",
+                  "-o", "kernel_readahead=2G");
     EXPECT_EINVAL("invalid page_size '1.5M'", "s3://b", "/m", "-o", "page_size=1.5M");
     EXPECT_EINVAL("option 'cache_size' needs a value", "s3://b", "/m", "-o", "cache_size");
     EXPECT_EINVAL("'cache_size' needs a value", "s3://b", "/m", "-o", "cache_size=");

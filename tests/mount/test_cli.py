@@ -189,6 +189,25 @@ class CliTest(unittest.TestCase):
         finally:
             self.assertEqual(m.unmount(), 0, m.log())
 
+    def test_kernel_readahead(self):
+        # The mount's kernel readahead (its bdi read_ahead_kb) is kernel_readahead: 4 MiB by
+        # default (the daemon's own read-ahead follows the link; more in the kernel is only
+        # fetched for nothing when a reader stops), any size on request, 0 for none.
+        if os.geteuid() != 0:
+            self.skipTest("the bdi's read_ahead_kb is set as root")
+        for opts, want in (([], 4096), (["kernel_readahead=512K"], 512),
+                           (["kernel_readahead=0"], 0)):
+            m = mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                               mountpoint=self.mp, options=opts)
+            with m:
+                dev = os.stat(self.mp).st_dev
+                path = "/sys/class/bdi/%d:%d/read_ahead_kb" % (os.major(dev), os.minor(dev))
+                self.assertTrue(mountlib.wait_for(
+                    lambda: open(path).read().strip() == str(want), 10), (opts, path, m.log()))
+                with open(os.path.join(self.mp, "d", "f")) as f:
+                    self.assertEqual(f.read(), "hello\n")
+                self.assertEqual(m.unmount(), 0, m.log())
+
     def test_startup_warnings(self):
         # rest= on a wildcard address and a cache_size no disk holds: the mount is made, and
         # the terminal gets one line for each (the background form: the command returns once
