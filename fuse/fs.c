@@ -463,7 +463,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_SPLICE_MOVE;
     /* Request size: max_read stays 0 (no limit; no -o max_read is passed) and libfuse sets
      * max_pages for 1 MiB requests from max_write (1 MiB), the kernel's cap
-     * (max_pages_limit 256); the bdi readahead is raised after the mount (daemon.c). Allow more
+     * (max_pages_limit 256); the bdi readahead is set after the mount (daemon.c). Allow more
      * readahead requests in flight (kernel default 12). */
     conn->max_background = 64;
     conn->congestion_threshold = 48;
