@@ -358,13 +358,13 @@ static void reader_at(struct hints *h, struct plan *p, uint32_t i)
     }
 }
 
-void hints_opened(struct hints *h, const char *key)
+void hints_opened(struct hints *h, const char *key, const char *version, uint64_t size)
 {
     if (!h || !key)
         return;
     uint64_t hash = key_hash(key), now = now_ms();
     pthread_mutex_lock(&h->lock);
-    int moved = 0;
+    int moved = 0, was_queued = 0;
     for (size_t k = 0; k < h->nplans; k++) {
         struct plan *p = h->plans[k];
         uint32_t i = plan_find(p, key, hash);
@@ -375,7 +375,7 @@ void hints_opened(struct hints *h, const char *key)
         struct entry *e = &p->e[i];
         if (e->state == E_QUEUED) {
             unqueue(h, p, e);
-            h->st.used++;
+            was_queued = 1;
         }
         e->state = E_OPENED;
         p->opened++;
@@ -385,6 +385,17 @@ void hints_opened(struct hints *h, const char *key)
     }
     if (moved)
         pthread_cond_broadcast(&h->wake); /* room came back */
+    pthread_mutex_unlock(&h->lock);
+    if (!was_queued)
+        return;
+    /* Used: the prefetch had brought the whole file by the open; late: not (still under way,
+     * not started, or refused). Looked at outside h->lock, as the planner does. */
+    int whole = size == 0 || page_cache_key_resident(h->pc, key, version ? version : "", size) == 1;
+    pthread_mutex_lock(&h->lock);
+    if (whole)
+        h->st.used++;
+    else
+        h->st.late++;
     pthread_mutex_unlock(&h->lock);
 }
 

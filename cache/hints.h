@@ -84,7 +84,8 @@ struct hints_stats {
     uint64_t entries;   /* keys in the plans now */
     uint64_t queued;    /* entries queued for prefetch */
     uint64_t queued_bytes;
-    uint64_t used;     /* queued entries opened afterwards */
+    uint64_t used;     /* queued entries opened afterwards, whole in the cache by then */
+    uint64_t late;     /* queued entries opened before their prefetch had brought them */
     uint64_t resident; /* entries resident when the planner came to them */
     uint64_t missing;
     uint64_t skipped;
@@ -109,8 +110,9 @@ int hints_set(struct hints *h, const char *name, char **keys, size_t n);
 /* Drops plan `name`: 0, or -ENOENT. */
 int hints_drop(struct hints *h, const char *name);
 
-/* An application opened key / closed its last handle on f (whose key names it). */
-void hints_opened(struct hints *h, const char *key);
+/* An application opened key (version, size bytes) / closed its last handle on f (whose key
+ * names it). */
+void hints_opened(struct hints *h, const char *key, const char *version, uint64_t size);
 void hints_closed(struct hints *h, struct pc_file *f);
 
 /* The plans now (*out malloc'd, caller frees; *n of them). 0 or -ENOMEM. */

@@ -122,7 +122,7 @@ int reader_open(struct reader *r, const char *key, const char *version, uint64_t
         prefetch_stream_create(r->pf, rf->f, &rf->ps);
     if (flags & READER_APP) {
         rf->app = 1;
-        hints_opened(r->hints, key);
+        hints_opened(r->hints, key, version, size);
     }
     *out = rf;
     return 0;

@@ -157,6 +157,8 @@ static const struct row rows[] = {
     {FS, AT(rd.hints.queued_bytes), "hint_queued_bytes", NULL, NULL, 0, NULL},
     {FS, AT(rd.hints.used), "hint_used", "hints.used", "pagefs_hint_used_total", 'c',
      "Files fetched ahead for a plan that its reader opened afterwards."},
+    {FS, AT(rd.hints.late), "hint_late", "hints.late", "pagefs_hint_late_total", 'c',
+     "Files queued ahead for a plan that its reader opened before they were fetched."},
     {FS, AT(rd.hints.resident), "hint_resident", NULL, NULL, 0, NULL},
     {FS, AT(rd.hints.missing), "hint_missing", NULL, NULL, 0, NULL},
     {FS, AT(rd.hints.skipped), "hint_skipped", NULL, NULL, 0, NULL},

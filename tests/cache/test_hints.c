@@ -185,6 +185,7 @@ static void test_plan_fetched_ahead(void)
     CHECK_EQ(after.read_calls - before.read_calls, 0);
     s = hstats(&e);
     CHECK(s.used >= 36);
+    CHECK_EQ(s.late, 0);        /* each was whole in the cache when opened */
     CHECK_EQ(s.ahead_bytes, 0); /* everything queued was opened */
     struct hints_plan_info *v;
     size_t n;
@@ -200,6 +201,34 @@ static void test_plan_fetched_ahead(void)
 }
 
 /* 2. Names: replaced, side by side, dropped; the idlest dropped past the maximum; errors. */
+/* 1b. Entries opened before their prefetch brought them count as late, not used; every byte
+ * is right all the same. */
+static void test_late_entries(void)
+{
+    struct env e;
+    env_init(&e, "hints-late", 0);
+    fault_backend_set_link(e.ce.fault, 1000000, 100000000); /* 1 s to first byte */
+    int order[8];
+    for (int i = 0; i < 8; i++)
+        order[i] = i;
+    CHECK_EQ(set_plan(&e, "slow", order, 8), 0);
+    hints_wait_idle(reader_hints(e.r)); /* queued: their GETs wait for their first byte */
+    struct hints_stats s = hstats(&e);
+    CHECK(s.queued >= 2);
+    CHECK(app_read(&e, 0)); /* (the next ones' GETs arrive meanwhile) */
+    s = hstats(&e);
+    CHECK_EQ(s.used, 0);
+    CHECK_EQ(s.late, 1);
+    fault_backend_set_link(e.ce.fault, 0, 0);
+    CHECK(settle(&e));
+    for (int i = 1; i < 8; i++)
+        CHECK(app_read(&e, i));
+    s = hstats(&e);
+    CHECK_EQ(s.late, 1);
+    CHECK_EQ(s.used, s.queued - 1);
+    env_fini(&e);
+}
+
 static void test_plan_names(void)
 {
     struct env e;
@@ -340,6 +369,7 @@ static void test_small_cache_epochs(void)
 int main(void)
 {
     RUN(test_plan_fetched_ahead);
+    RUN(test_late_entries);
     RUN(test_plan_names);
     RUN(test_wrong_order);
     RUN(test_small_cache_epochs);
