@@ -272,6 +272,15 @@ class FuseMount:
         except OSError:
             pass
 
+    def cpu_seconds(self):
+        """User + system CPU seconds of the daemon (all its threads) so far, or None."""
+        try:
+            with open("/proc/%d/stat" % self.proc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
     def peak_rss(self):
         """VmHWM of the daemon in bytes, or None."""
         try:

@@ -14,8 +14,9 @@ radosgw, and for each run:
                 what was fetched for nothing after the reader stopped
   - the baseline: the shards fetched as N plain ranged GETs at once (one curl process, each
     GET one contiguous piece of the shards), N = 8, 16 and 32; the best N is the ceiling.
-Per (profile, filesystem, workload) the figures of each run, the shaper's counters and, for
-pagefs, its peak fetch memory (mem_budget_peak) against prefetch_mem (mem_budget_limit).
+Per (profile, filesystem, workload) the figures of each run, the shaper's counters, the
+daemon's CPU time (user + system, all threads) per GB the application read (cpu_s_per_gb) and,
+for pagefs, its peak fetch memory (mem_budget_peak) against prefetch_mem (mem_budget_limit).
 
 Targets (issue 18), per profile: pagefs seq_1 and seq_4 at least 80% of the best N GETs and at
 least 1.5 times s3fs; pagefs's fetch memory never above prefetch_mem; pagefs's egress at most
@@ -119,13 +120,19 @@ def run_profile(profile, run_idx, h):
                                      args.pagefs_opts if fs == "pagefs" else ())
                 try:
                     m.start()
+                    cpu0 = m.cpu_seconds()
                     res = run_pass(lambda: fn(m.mountpoint, ds, 1, wdir), shaper, m, timeout)
+                    cpu1 = m.cpu_seconds()
+                    if cpu0 is not None and cpu1 is not None and res.get("app_bytes"):
+                        res["cpu_s_per_gb"] = (cpu1 - cpu0) / (res["app_bytes"] / 1e9)
                     if fs == "pagefs":
                         res["memory"] = _pagefs_memory(m)
                     out[fs][name] = res
-                    log("  %-5s %-7s %-8s run %d: %.0f MB/s, egress %.1f MB, amp %.3f%s" % (
+                    log("  %-5s %-7s %-8s run %d: %.0f MB/s, egress %.1f MB, amp %.3f, daemon "
+                        "CPU %.2f s/GB%s" % (
                         profile, fs, name, run_idx + 1, res["MBps"],
                         res["remote"]["bytes_down"] / 1e6, res.get("amplification") or 0,
+                        res.get("cpu_s_per_gb") or 0,
                         "" if fs != "pagefs" else ", fetch memory peak %.0f MiB, window peak "
                         "%.0f MiB" % (res["memory"].get("mem_budget_peak", 0) / MiB,
                                       res["memory"].get("prefetch_window_peak", 0) / MiB)))

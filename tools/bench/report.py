@@ -609,7 +609,8 @@ def summarize_link(runs):
     s = {"MBps": stat_of([r.get("MBps") for r in runs]),
          "amplification": stat_of([r.get("amplification") for r in runs]),
          "bytes_down": stat_of([(r.get("remote") or {}).get("bytes_down") for r in runs]),
-         "peak_rss": stat_of([r.get("peak_rss") for r in runs])}
+         "peak_rss": stat_of([r.get("peak_rss") for r in runs]),
+         "cpu_s_per_gb": stat_of([r.get("cpu_s_per_gb") for r in runs])}
     for k in ("mem_budget_peak", "mem_budget_limit", "prefetch_window_peak",
               "prefetch_link_ttfb_us", "prefetch_link_rate"):
         v = stat_of([(r.get("memory") or {}).get(k) for r in runs])
@@ -668,8 +669,9 @@ def links_table(links, fs_list, runs):
     for profile, p in links.items():
         lines += ["", "== link profile %s: large files, cold, MB/s (median of %d run%s; "
                   "amp = egress / bytes read)" % (profile, runs, "" if runs == 1 else "s")]
-        hdr = "%-8s %16s %16s %22s %12s %12s" % ("", "seq_1", "seq_4", "seq_half (amp)",
-                                                 "mem peak", "window peak")
+        hdr = "%-8s %16s %16s %22s %12s %12s %14s" % ("", "seq_1", "seq_4", "seq_half (amp)",
+                                                      "mem peak", "window peak",
+                                                      "CPU s/GB seq_1")
         lines += [hdr, "-" * len(hdr)]
         for fs in fs_list:
             f = p["fs"].get(fs, {})
@@ -685,11 +687,13 @@ def links_table(links, fs_list, runs):
             mem = _med((f.get("seq_4") or {}).get("summary"), "mem_budget_peak")
             win = max([_med((f.get(w) or {}).get("summary"), "prefetch_window_peak") or 0
                        for w in LINK_WORKLOADS])
-            lines.append("%-8s %16s %16s %22s %12s %12s" % (
+            cpu = _med((f.get("seq_1") or {}).get("summary"), "cpu_s_per_gb")
+            lines.append("%-8s %16s %16s %22s %12s %12s %14s" % (
                 fs, cell("seq_1"), cell("seq_4"),
                 "%s (%s)" % (cell("seq_half"), cell("seq_half", "amplification")),
                 "%.0f MiB" % (mem / 2**20) if mem is not None else "-",
-                "%.0f MiB" % (win / 2**20) if win else "-"))
+                "%.0f MiB" % (win / 2**20) if win else "-",
+                "%.2f" % cpu if cpu is not None else "-"))
         gets = ", ".join("N=%s %s" % (n, "%.0f" % _med(r.get("summary"), "MBps")
                                        if _med(r.get("summary"), "MBps") else "n/a")
                          for n, r in sorted(p["gets"].items(), key=lambda kv: int(kv[0])))
