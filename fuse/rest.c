@@ -392,6 +392,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* Refuses a request with status st. One that carries a body of up to REST_MAX_BODY bytes is
+ * answered once that body is read (and dropped): an answer queued before it makes
+ * libmicrohttpd close the connection with the body unread, and a client still sending it
+ * gets a broken pipe or a reset instead of the answer. */
+static enum MHD_Result refuse(struct MHD_Connection *c, struct req_ctx *ctx, int st)
+{
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+    if (n == 0 || n > REST_MAX_BODY)
+        return rest_reply_status(c, ctx, st);
+    ctx->refused = st;
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -423,12 +438,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->query = q;
         int st = rest_parse_request(method, ctx->uri, q, &ctx->req);
         if (st)
-            return rest_reply_status(c, ctx, st);
+            return refuse(c, ctx, st);
         if (ctx->req.control_only && !l->is_control)
-            return rest_reply_status(c, ctx, 403);
+            return refuse(c, ctx, 403);
         st = rest_cluster_gate(l->rs, l, c, ctx);
         if (st)
-            return rest_reply_status(c, ctx, st);
+            return refuse(c, ctx, st);
         if (!ctx->req.takes_body)
             return dispatch(l, c, ctx);
         const char *cl =
@@ -442,6 +457,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (ctx->refused)
+            return MHD_YES; /* dropped */
         if (ctx->body_too_big || ctx->body_len + n > ctx->req.max_body) {
             ctx->body_too_big = 1;
             return MHD_YES;
@@ -461,6 +478,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->body[ctx->body_len] = '\0';
         return MHD_YES;
     }
+    if (ctx->refused)
+        return rest_reply_status(c, ctx, ctx->refused);
     if (ctx->body_too_big)
         return rest_reply_status(c, ctx, 413);
     return dispatch(l, c, ctx);

@@ -101,6 +101,7 @@ struct req_ctx {
     char *body;
     size_t body_len, body_cap;
     int body_too_big;
+    int refused; /* the status of a refusal answered once its small body is read */
 };
 
 /* ---- rest.c ---------------------------------------------------------------------------- */
