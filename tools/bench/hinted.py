@@ -65,8 +65,8 @@ SETTLE_DEADLINE = 60  # seconds: a hang detector
 MODES = ("hinted", "unhinted")
 SCENARIOS = ("full", "half")
 STAT_KEYS = ("hits", "misses", "bytes_read", "evictions", "hint_plans_set", "hint_queued",
-             "hint_queued_bytes", "hint_used", "hint_resident", "hint_missing", "hint_skipped",
-             "hint_released", "hint_released_bytes", "prefetch_objects_queued",
+             "hint_queued_bytes", "hint_used", "hint_late", "hint_resident", "hint_missing",
+             "hint_skipped", "hint_released", "hint_released_bytes", "prefetch_objects_queued",
              "prefetch_small_objects", "prefetch_denied", "cache_prefetch_denied",
              "prefetch_evicted_unread", "dir_prefetch_taken", "dir_prefetch_used",
              "dir_prefetch_denied")
@@ -257,11 +257,12 @@ def _mount_epochs(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, r
             r["epochs"].append(fig)
             st = fig["stats"]
             log("  hints %-4s %-8s run %d epoch %d: %.0f files/s, wait %.1f%%, bucket %.2fx, "
-                "hit %s, queued %s used %s resident %s skipped %s released %s"
+                "hit %s, queued %s used %s late %s resident %s skipped %s released %s"
                 % (scenario, mode, run_idx + 1, e, fig["files_per_s"] or 0,
                    100 * (fig["wait_fraction"] or 0), fig["bucket_x"] or 0,
                    "%.3f" % fig["hit_ratio"] if fig["hit_ratio"] is not None else "n/a",
-                   st.get("hint_queued"), st.get("hint_used"), st.get("hint_resident"),
+                   st.get("hint_queued"), st.get("hint_used"), st.get("hint_late"),
+                   st.get("hint_resident"),
                    st.get("hint_skipped"), st.get("hint_released")))
     except (KeyboardInterrupt, SystemExit):
         raise

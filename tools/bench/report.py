@@ -918,12 +918,12 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
                            for n in ceil if n != "best"), num(best))]
     rows = [["cache", "mode", "epoch", "files/s", "x ceil", "steady", "wait", "1st batch",
              "fetched 50/99%", "read 50/100%", "bucket", "store", "hit", "queued", "used",
-             "resident", "skipped", "released", "ahead peak", "pending peak"]]
+             "late", "resident", "skipped", "released", "ahead peak", "pending peak"]]
     for scen in HINT_SCENARIOS:
         for mode in HINT_MODES:
             m = (summary.get(scen) or {}).get(mode)
             if not m:
-                rows.append([scen, mode, "FAILED or not run"] + [""] * 17)
+                rows.append([scen, mode, "FAILED or not run"] + [""] * 18)
                 continue
             label = "%s (%s)" % ("full" if scen == "full" else "50%", _fmt_bytes(m["cache_bytes"]))
             for e, ep in enumerate(m["epochs"], 1):
@@ -942,7 +942,8 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
                              num(_med(ep, "bucket_x"), "%.3fx"), num(_med(ep, "store_x"), "%.3fx"),
                              num(_med(ep, "hit_ratio"), "%.3f")]
                             + [num(_med(st, k)) for k in ("hint_queued", "hint_used",
-                                                          "hint_resident", "hint_skipped",
+                                                          "hint_late", "hint_resident",
+                                                          "hint_skipped",
                                                           "hint_released")]
                             + ["-" if ahead is None else _fmt_bytes(ahead),
                                num(_med(g, "prefetch_pending_peak"))])
