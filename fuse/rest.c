@@ -422,10 +422,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (l->is_s3) {
         /* A read is answered at the second call: a response queued at the first (the headers
          * alone) makes libmicrohttpd close the connection after it, and S3 clients keep theirs
-         * alive. A write is refused at once (its body is never read). */
+         * alive. A write is refused once its body is read and dropped, when that is at most
+         * REST_MAX_BODY (the client gets the refusal, not a broken pipe); a larger one at once
+         * (its body is never read). */
         int is_read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-        if (is_read && !ctx->parsed && *upload_data_size == 0) {
+        if (!ctx->parsed && *upload_data_size == 0) {
             ctx->parsed = 1;
+            const char *cl =
+                MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+            unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+            if (is_read || (n > 0 && n <= REST_MAX_BODY))
+                return MHD_YES;
+        }
+        if (*upload_data_size) {
+            *upload_data_size = 0; /* a refused write's body: dropped */
             return MHD_YES;
         }
         return s3api_request(l->rs, c, ctx, method);

@@ -459,6 +459,33 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+def slow_body_exchange(sock, head, body, then, pause=0.3, timeout=10):
+    """Sends a request's head, then after `pause` seconds its body and a second request
+    (`then`) on the same connection; returns what came back once two responses did (the
+    second one's body complete when it ends in '}'), or at EOF or `timeout`. A server that
+    answers a request before reading its body must still let the client finish sending it."""
+    sock.settimeout(timeout)
+    sock.sendall(head)
+    time.sleep(pause)
+    sock.sendall(body)
+    sock.sendall(then)
+    got = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if got.count(b"HTTP/1.1 ") >= 2:
+            second = got[got.rindex(b"HTTP/1.1 "):]
+            if b"\r\n\r\n" in second and (b"Content-Length: 0" in second
+                                          or second.rstrip().endswith(b"}")
+                                          or then.startswith(b"HEAD ")):
+                break
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    sock.close()
+    return got
+
+
 def drop_file_caches(paths):
     """Drops the kernel's cached pages of these files only (posix_fadvise DONTNEED), so the next
     read goes to the daemon. Unlike drop_kernel_caches() it leaves the other tests that run

@@ -196,19 +196,10 @@ class FileSourceTest(Healthz):
         # read before the answer, even one sent well after its headers: the client gets its
         # 405 (not a broken pipe), and the connection serves the next request.
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(10)
         s.connect(os.path.join(m.cache_dir, "control.sock"))
-        s.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n")
-        time.sleep(0.3)
-        s.sendall(b"{}")
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        got = b""
-        while got.count(b"HTTP/1.1 ") < 2 or not got.rstrip().endswith(b"}"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            got += chunk
-        s.close()
+        got = mountlib.slow_body_exchange(
+            s, b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n", b"{}",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertTrue(got.startswith(b"HTTP/1.1 405 "), got[:200])
         self.assertIn(b"HTTP/1.1 200 ", got, got[:400])
 

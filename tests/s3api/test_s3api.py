@@ -348,6 +348,15 @@ class S3ApiTest(unittest.TestCase):
         with self.assertRaises(urllib.error.HTTPError) as cm:
             urllib.request.urlopen(req)
         self.assertEqual(cm.exception.code, 403)
+        # A small body is read before the refusal, even one sent well after the headers: the
+        # client gets its answer (not a broken pipe), and the connection serves the next one.
+        got = mountlib.slow_body_exchange(
+            socket.create_connection(("127.0.0.1", self.port), timeout=10),
+            b"PUT /%s/late.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n"
+            % BUCKET.encode(), b"ab",
+            b"HEAD /%s/late.txt HTTP/1.1\r\nHost: x\r\n\r\n" % BUCKET.encode())
+        self.assertTrue(got.startswith(b"HTTP/1.1 403 "), got[:300])
+        self.assertEqual(got.count(b"HTTP/1.1 "), 2, got[:600])
         self.assertEqual(snapshot(self.src), before)
         self.assertEqual(error_code(self.s3.get_object, Bucket=BUCKET, Key="new.txt")[0],
                          "NoSuchKey")
