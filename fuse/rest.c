@@ -392,15 +392,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* The request's Content-Length (0 without one: no body, or a chunked one). */
+static unsigned long long content_length(struct MHD_Connection *c)
+{
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return cl ? strtoull(cl, NULL, 10) : 0;
+}
+
 /* Refuses a request with status st. One that carries a body of up to REST_MAX_BODY bytes is
  * answered once that body is read (and dropped): an answer queued before it makes
  * libmicrohttpd close the connection with the body unread, and a client still sending it
  * gets a broken pipe or a reset instead of the answer. */
 static enum MHD_Result refuse(struct MHD_Connection *c, struct req_ctx *ctx, int st)
 {
-    const char *cl =
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+    unsigned long long n = content_length(c);
     if (n == 0 || n > REST_MAX_BODY)
         return rest_reply_status(c, ctx, st);
     ctx->refused = st;
@@ -428,9 +434,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         int is_read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         if (!ctx->parsed && *upload_data_size == 0) {
             ctx->parsed = 1;
-            const char *cl =
-                MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-            unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+            unsigned long long n = content_length(c);
             if (is_read || (n > 0 && n <= REST_MAX_BODY))
                 return MHD_YES;
         }
@@ -456,11 +460,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return refuse(c, ctx, st);
         if (!ctx->req.takes_body)
             return dispatch(l, c, ctx);
-        const char *cl =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (!ctx->req.max_body)
             ctx->req.max_body = REST_MAX_BODY;
-        if (cl && strtoull(cl, NULL, 10) > ctx->req.max_body)
+        if (content_length(c) > ctx->req.max_body)
             return rest_reply_status(c, ctx, 413);
         return MHD_YES;
     }

@@ -498,7 +498,9 @@ class DeployMountTest(unittest.TestCase):
     # -- restart over a stale mount --------------------------------------------------------
 
     def start_reader(self, path, namespace_cmd=()):
-        log = open(os.path.join(self.work.path, "reader-%d.log" % len(namespace_cmd)), "w+")
+        # O_APPEND: the reader shares this open file (and its offset) with events(), whose
+        # seek(0) would otherwise make the reader's next event overwrite the log from the start.
+        log = open(os.path.join(self.work.path, "reader-%d.log" % len(namespace_cmd)), "a+")
         self.addCleanup(log.close)
         proc = subprocess.Popen(list(namespace_cmd) + ["/usr/bin/python3", "-c", READER, path,
                                                        "120"],
