@@ -1072,7 +1072,7 @@ void prefetch_waited(struct prefetcher *pf, struct prefetch_stream *st, uint64_t
     struct pf_file *pfile = st->pfile;
     pthread_mutex_lock(&pfile->lock);
     if (st->seq && st->run < STREAM_SET_MAX && pfile->ra_gen[st->run] == st->gen + 1)
-        ra_window_wait(&pfile->ra[st->run], wait_us, backend_now_us());
+        ra_window_wait(&pfile->ra[st->run], wait_us);
     pthread_mutex_unlock(&pfile->lock);
 }
 

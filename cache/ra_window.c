@@ -271,15 +271,9 @@ enum ra_step ra_window_progress(struct ra_window *w, const struct ra_link *l, ui
     return step;
 }
 
-void ra_window_wait(struct ra_window *w, uint64_t wait_us, uint64_t now_us)
+void ra_window_wait(struct ra_window *w, uint64_t wait_us)
 {
-    uint64_t start = now_us > wait_us ? now_us - wait_us : 0;
-    if (start < w->wait_end)
-        start = w->wait_end;
-    if (now_us > start)
-        w->ep_wait_us += now_us - start;
-    if (now_us > w->wait_end)
-        w->wait_end = now_us;
+    w->ep_wait_us += wait_us;
 }
 
 uint64_t ra_window_bytes(const struct ra_window *w)

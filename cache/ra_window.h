@@ -17,10 +17,8 @@
  *     into epochs of at least one GET's time (and RA_EPOCH_MIN_US); at the end of each, the
  *     reader's rate over the epoch and whether it waited for read-ahead decide:
  *       - waited (the reader spent at least 1/16 of the epoch waiting for pages read-ahead had
- *         not brought yet, or fetching pages it had not asked for - wall time in which at
- *         least one of its reads waited, not the sum over reads: the kernel's readahead has
- *         several of one reader's requests waiting at once): the window doubles, up to
- *         max_window and to the ceiling;
+ *         not brought yet, or fetching pages it had not asked for): the window doubles, up
+ *         to max_window and to the ceiling;
  *       - did not wait: the window shrinks toward what the link needs at that rate:
  *         RA_HEADROOM_PCT% x rate x the time of one GET, plus one chunk (Little's law: the
  *         bytes that must be under way so that the reader never waits).
@@ -105,8 +103,7 @@ struct ra_window {
     uint64_t pos; /* the reader's highest end so far */
     int started;  /* an epoch is open (the first progress starts one) */
     uint64_t ep_t0, ep_pos0, ep_wait_us;
-    uint64_t wait_end; /* the latest end of a wait counted (waits overlapping it count once) */
-    double rate;       /* bytes/s the reader read at over the last epoch (0: none yet) */
+    double rate; /* bytes/s the reader read at over the last epoch (0: none yet) */
     uint64_t epochs, grows, shrinks, ceilings;
 };
 
@@ -115,10 +112,9 @@ void ra_window_init(struct ra_window *w, const struct ra_window_conf *conf);
  * now_us (any monotonic clock, microseconds). Ends the epoch when it is due and decides. */
 enum ra_step ra_window_progress(struct ra_window *w, const struct ra_link *l, uint64_t now_us,
                                 uint64_t pos);
-/* The reader waited wait_us, ending at now_us, for read-ahead in flight, or fetched pages itself
- * that the window had not asked for yet (the reader overtook it). Waits are passed as they end;
- * the part of one that overlaps waits passed before is not counted again. */
-void ra_window_wait(struct ra_window *w, uint64_t wait_us, uint64_t now_us);
+/* The reader waited wait_us for read-ahead in flight, or fetched pages itself that the window
+ * had not asked for yet (the reader overtook it). */
+void ra_window_wait(struct ra_window *w, uint64_t wait_us);
 /* The window, bytes (a multiple of the page size, within [min_window, max_window]). */
 uint64_t ra_window_bytes(const struct ra_window *w);
 /* The size of one read-ahead GET, bytes (a multiple of the page size, <= the window). */

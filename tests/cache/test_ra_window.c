@@ -155,7 +155,7 @@ static void test_chunk(void)
 static enum ra_step epoch(struct ra_window *w, const struct ra_link *l, uint64_t *t, uint64_t *pos,
                           uint64_t dt, uint64_t bytes, uint64_t wait_us)
 {
-    ra_window_wait(w, wait_us, *t + wait_us);
+    ra_window_wait(w, wait_us);
     *t += dt;
     *pos += bytes;
     return ra_window_progress(w, l, *t, *pos);
@@ -278,43 +278,6 @@ static void test_decisions(void)
     ra_window_progress(&idle, &l, t, pos);
     CHECK_EQ(epoch(&idle, &l, &t, &pos, 1000 * MS, 0, 1000 * MS), RA_NONE);
     CHECK_EQ(idle.epochs, 0);
-}
-
-/* Waits that overlap (the kernel's readahead has several requests of one reader waiting at
- * once) count once: the epoch's wait is wall time with a read waiting, not the sum. */
-static void test_overlapping_waits(void)
-{
-    struct ra_link l;
-    ra_link_init(&l);
-    feed_direct(&l, 20 * MS, 80 * MS, 32);
-    struct ra_window_conf c = conf_of(8 * MiB, 64 * MiB);
-    struct ra_window w;
-    ra_window_init(&w, &c);
-    uint64_t t = 1000 * MS, pos = 0;
-    ra_window_progress(&w, &l, t, pos);
-    /* 100 ms epochs (1/16: 6.25 ms). Eight reads each waiting the same 4 ms: 4 ms of waiting,
-     * not 32: no wait. */
-    for (int i = 0; i < 8; i++)
-        ra_window_wait(&w, 4 * MS, t + 50 * MS);
-    t += 100 * MS;
-    pos += 8 * MiB;
-    CHECK_EQ(ra_window_progress(&w, &l, t, pos), RA_HELD);
-    CHECK_EQ(ra_window_bytes(&w), 8 * MiB);
-    /* Staggered: reads waiting from 10 ms into the epoch until 11, 12, ... 18 ms (reported as
-     * each ends): 8 ms of waiting, a wait. */
-    for (int i = 1; i <= 8; i++)
-        ra_window_wait(&w, (uint64_t)i * MS, t + (10 + (uint64_t)i) * MS);
-    /* A wait reported late that lies within those counts nothing more. */
-    ra_window_wait(&w, 2 * MS, t + 14 * MS);
-    CHECK_EQ(w.ep_wait_us, 8 * MS);
-    t += 100 * MS;
-    pos += 40 * MiB; /* 400 MiB/s: the ceiling is far above */
-    CHECK_EQ(ra_window_progress(&w, &l, t, pos), RA_GREW);
-    CHECK_EQ(ra_window_bytes(&w), 16 * MiB);
-    /* Two waits apart add up: 4 + 4 ms. */
-    ra_window_wait(&w, 4 * MS, t + 20 * MS);
-    ra_window_wait(&w, 4 * MS, t + 60 * MS);
-    CHECK_EQ(w.ep_wait_us, 8 * MS);
 }
 
 static void test_unknown_link(void)
@@ -444,7 +407,7 @@ static void sim_run(struct sim *s, struct ra_window *w, struct ra_link *l, uint6
         s->pos += got;
         if (waited) {
             s->waited_us += tick;
-            ra_window_wait(w, tick, s->t_us);
+            ra_window_wait(w, tick);
         }
         if (s->pos * 2 >= s->stop) {
             s->steady_bytes += got;
@@ -602,7 +565,6 @@ int main(void)
     RUN(test_chunk);
     RUN(test_transfer_line);
     RUN(test_decisions);
-    RUN(test_overlapping_waits);
     RUN(test_unknown_link);
     RUN(test_sim_link_limited);
     RUN(test_sim_memory_limited);
