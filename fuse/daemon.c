@@ -106,9 +106,9 @@
  * (as root) sets the mount's readahead to ra_kb: the kernel takes the smaller of the bdi
  * setting and the INIT reply, so the bdi is set once INIT is answered. Nothing here sends a
  * request to the daemon's own mount: a thread of the daemon waiting for such a request once a
- * worker has taken it waits uninterruptibly, so a daemon killed -9 in that moment would never finish exiting and
- * would keep the dead mount (and the cache lock) forever. Returns 1 when INIT was served, 0
- * when the session ended first (a signal, an unmount), or -errno. */
+ * worker has taken it waits uninterruptibly, so a daemon killed -9 in that moment would never
+ * finish exiting and would keep the dead mount (and the cache lock) forever. Returns 1 when
+ * INIT was served, 0 when the session ended first (a signal, an unmount), or -errno. */
 static int serve_init(struct fuse_session *se, const char *mp, unsigned ra_kb)
 {
     struct fuse_buf buf = {.mem = NULL};

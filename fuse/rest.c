@@ -400,14 +400,21 @@ static unsigned long long content_length(struct MHD_Connection *c)
     return cl ? strtoull(cl, NULL, 10) : 0;
 }
 
+/* 1 if a refusal of this request waits for its body (read and dropped): a body of a known
+ * size, up to REST_MAX_BODY. */
+static int refusal_drains_body(struct MHD_Connection *c)
+{
+    unsigned long long n = content_length(c);
+    return n > 0 && n <= REST_MAX_BODY;
+}
+
 /* Refuses a request with status st. One that carries a body of up to REST_MAX_BODY bytes is
  * answered once that body is read (and dropped): an answer queued before it makes
  * libmicrohttpd close the connection with the body unread, and a client still sending it
  * gets a broken pipe or a reset instead of the answer. */
 static enum MHD_Result refuse(struct MHD_Connection *c, struct req_ctx *ctx, int st)
 {
-    unsigned long long n = content_length(c);
-    if (n == 0 || n > REST_MAX_BODY)
+    if (!refusal_drains_body(c))
         return rest_reply_status(c, ctx, st);
     ctx->refused = st;
     return MHD_YES;
@@ -434,8 +441,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         int is_read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         if (!ctx->parsed && *upload_data_size == 0) {
             ctx->parsed = 1;
-            unsigned long long n = content_length(c);
-            if (is_read || (n > 0 && n <= REST_MAX_BODY))
+            if (is_read || refusal_drains_body(c))
                 return MHD_YES;
         }
         if (*upload_data_size) {

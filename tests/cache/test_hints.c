@@ -200,7 +200,6 @@ static void test_plan_fetched_ahead(void)
     env_fini(&e);
 }
 
-/* 2. Names: replaced, side by side, dropped; the idlest dropped past the maximum; errors. */
 /* 1b. Entries opened before their prefetch brought them count as late, not used; every byte
  * is right all the same. */
 static void test_late_entries(void)
@@ -229,6 +228,7 @@ static void test_late_entries(void)
     env_fini(&e);
 }
 
+/* 2. Names: replaced, side by side, dropped; the idlest dropped past the maximum; errors. */
 static void test_plan_names(void)
 {
     struct env e;
