@@ -399,6 +399,19 @@ void hints_opened(struct hints *h, const char *key, const char *version, uint64_
     pthread_mutex_unlock(&h->lock);
 }
 
+int hints_planned(struct hints *h, const char *key)
+{
+    if (!h || !key)
+        return 0;
+    uint64_t hash = key_hash(key);
+    int in = 0;
+    pthread_mutex_lock(&h->lock);
+    for (size_t k = 0; k < h->nplans && !in; k++)
+        in = plan_find(h->plans[k], key, hash) != NONE;
+    pthread_mutex_unlock(&h->lock);
+    return in;
+}
+
 /* Under h->lock: 1 if an occurrence of key (hash) in some plan is in one of `states` (a mask
  * of 1 << enum entry_state). */
 static int in_state(const struct hints *h, const char *key, uint64_t hash, unsigned states)

@@ -115,6 +115,10 @@ int hints_drop(struct hints *h, const char *name);
 void hints_opened(struct hints *h, const char *key, const char *version, uint64_t size);
 void hints_closed(struct hints *h, struct pc_file *f);
 
+/* 1 if some plan names key (the reader that follows it needs no other guess of what comes
+ * next in key's directory: reader.h's directory prefetch stands aside), else 0. */
+int hints_planned(struct hints *h, const char *key);
+
 /* The plans now (*out malloc'd, caller frees; *n of them). 0 or -ENOMEM. */
 int hints_list(struct hints *h, struct hints_plan_info **out, size_t *n);
 void hints_get_stats(struct hints *h, struct hints_stats *out);

@@ -18,6 +18,8 @@
  *     directory's current sweep, as far as the directory's budget goes (dir_ledger.h: files
  *     prefetched and not opened since never outnumber the files opened there) and only while
  *     the page cache has room to keep them until they are read (page_cache_prefetch_room).
+ *     Not for a file a sampler hint's plan names (hints_planned): the plan knows what its
+ *     reader opens next, and files fetched in name order would take the room it needs.
  *     The prefetcher never queues one object twice, and drops a queued one that gets opened.
  *
  * Invariants: a reader_file holds one reference to its pc_file and owns its stream; the
@@ -43,7 +45,7 @@ struct reader {
     struct hints *hints;       /* sampler hints' plans */
     unsigned dir_prefetch;     /* objects of a listing prefetched after an open; 0: off */
     uint64_t small_object;     /* the prefetcher's small-object threshold */
-    atomic_uint_fast64_t passes, estale;
+    atomic_uint_fast64_t passes, estale, planned;
 };
 
 struct reader_file {
@@ -151,6 +153,12 @@ void reader_opened(struct reader *r, struct pc_file *f)
     uint64_t size = pc_file_size(f);
     if (!r->dir_prefetch || size == 0 || size > r->small_object)
         return;
+    if (hints_planned(r->hints, key)) {
+        /* A plan says what its reader opens next: guessing from the directory's name order
+         * would only fetch other files early and take the room the plan needs. */
+        atomic_fetch_add(&r->planned, 1);
+        goto out_free;
+    }
     dir = tree_parent(key);
     name = tree_base(key);
     if (!dir || !name || dir_ledger_open(r->ledger, dir, key) == 0 ||
@@ -273,6 +281,7 @@ void reader_get_stats(struct reader *r, struct reader_stats *out)
         dir_ledger_get_stats(r->ledger, &out->ledger);
     }
     out->dir_prefetch_passes = atomic_load(&r->passes);
+    out->dir_planned = atomic_load(&r->planned);
     hints_get_stats(r->hints, &out->hints);
     out->estale = atomic_load(&r->estale);
 }

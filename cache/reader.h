@@ -48,6 +48,7 @@ struct reader_stats {
     int dir_prefetch;             /* directory prefetch is on: ledger is valid */
     struct dir_ledger_stats ledger;
     uint64_t dir_prefetch_passes; /* reader_opened() calls that looked at a listing */
+    uint64_t dir_planned;         /* ... that left it to a plan (hints_planned) */
     struct hints_stats hints;     /* sampler hints (hints.h) */
     uint64_t estale;              /* reads that found the object changed */
 };

@@ -148,6 +148,7 @@ static const struct row rows[] = {
     {FS, AT(fs.estale), "fuse_estale", NULL, NULL, 0, NULL},
     {FS, AT(fs.zero_copy_reads), "fuse_zero_copy_reads", NULL, NULL, 0, NULL},
     {FS, AT(rd.dir_prefetch_passes), "fuse_dir_prefetches", NULL, NULL, 0, NULL},
+    {FS, AT(rd.dir_planned), "dir_prefetch_planned", NULL, NULL, 0, NULL},
     {FS, AT(rd.hints.plans), "hint_plans", "hints.plans", "pagefs_hint_plans", 'g',
      "Sampler hint plans held now (python/pagefs/torch.py)."},
     {FS, AT(rd.hints.plans_set), "hint_plans_set", NULL, NULL, 0, NULL},

@@ -15,6 +15,7 @@
  * timing asserts.
  */
 #include "backends/backend.h"
+#include "cache/hints.h"
 #include "cache/mem_budget.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
@@ -572,6 +573,57 @@ static void test_dir_prefetch(void)
     env_fini(&e);
 }
 
+/* 4b. A file a sampler hint's plan names gets no directory prefetch (the plan says what its
+ * reader opens next); a file no plan names still does. */
+static void test_dir_prefetch_planned(void)
+{
+    struct env e;
+    env_init(&e, "rd-dir-plan", PS);
+    env_reader(&e, 1, 4);
+    char key[32];
+    unsigned char *data[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof(key), "dq/f%d", i);
+        data[i] = cache_env_make_source(&e.ce, key, 10000 + (size_t)i, 60 + (uint64_t)i);
+    }
+    char **keys = calloc(1, sizeof(*keys));
+    CHECK(keys != NULL);
+    if (keys)
+        keys[0] = strdup("dq/f2");
+    CHECK_EQ(hints_set(reader_hints(e.r), "plan", keys, 1), 0);
+    CHECK_EQ(hints_planned(reader_hints(e.r), "dq/f2"), 1);
+    CHECK_EQ(hints_planned(reader_hints(e.r), "dq/f1"), 0);
+    CHECK_EQ(hints_planned(NULL, "dq/f2"), 0);
+    hints_wait_idle(reader_hints(e.r));
+    CHECK(wait_prefetch_settled(&e));
+
+    struct reader_file *rf = NULL;
+    CHECK_EQ(reader_open_listed(e.r, "dq/f2", READER_READAHEAD | READER_APP, &rf), 0);
+    if (rf)
+        reader_opened(e.r, reader_file_pc(rf));
+    struct reader_stats s = rstats(&e);
+    CHECK_EQ(s.dir_prefetch_passes, 1);
+    CHECK_EQ(s.dir_planned, 1);
+    CHECK_EQ(s.ledger.taken, 0);
+    CHECK(wait_prefetch_settled(&e));
+    CHECK_EQ(resident_pages(&e, "dq/f3"), 0); /* the next in name order: not fetched */
+    CHECK(rf && read_buf_ok(rf, data[2], 10002, 0, 20000));
+    reader_close(rf);
+
+    /* f0 is in no plan: its directory's next file comes ahead as before. */
+    rf = open_and_report(&e, "dq/f0");
+    s = rstats(&e);
+    CHECK_EQ(s.dir_prefetch_passes, 2);
+    CHECK_EQ(s.dir_planned, 1);
+    CHECK_EQ(s.ledger.taken, 1);
+    CHECK(wait_key_resident(&e, "dq/f1"));
+    CHECK(rf && read_buf_ok(rf, data[0], 10000, 0, 20000));
+    reader_close(rf);
+    for (int i = 0; i < 4; i++)
+        free(data[i]);
+    env_fini(&e);
+}
+
 /* 5. Argument errors; destroy of NULL; dir_prefetch needs read-ahead. */
 static void test_create_errors(void)
 {
@@ -618,6 +670,7 @@ int main(void)
     RUN(test_readahead);
     RUN(test_random_reads_fetch_blocks);
     RUN(test_dir_prefetch);
+    RUN(test_dir_prefetch_planned);
     RUN(test_create_errors);
     return test_finish();
 }
