@@ -1339,6 +1339,20 @@ void pc_check_invariants(struct page_cache *pc)
                                 nu, ub, pc->nunread, pc->unread_bytes);
 }
 
+void pc_check_file_forgotten(struct page_cache *pc, int64_t file_id)
+{
+    for (size_t i = 0; i < (size_t)VM_SETS * VM_WAYS; i++)
+        if (pc->vmarks[i].state != VM_EMPTY && pc->vmarks[i].file_id == file_id)
+            pagefs_invariant_failed("page_cache",
+                                    "page %" PRIu64 " of dropped file %" PRId64 " still marked",
+                                    pc->vmarks[i].idx, file_id);
+    for (struct unread *u = pc->unread_oldest; u; u = u->newer)
+        if (u->file_id == file_id)
+            pagefs_invariant_failed("page_cache",
+                                    "page %" PRIu64 " of dropped file %" PRId64 " still unread",
+                                    u->idx, file_id);
+}
+
 /* One page (under the lock; cheap enough for every read): at most one fetch of it in flight,
  * not finished, fetching some blocks; at most one mark of it, verified only under
  * verify=once and then for a whole page with no compression. */

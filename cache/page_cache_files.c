@@ -96,12 +96,15 @@ int page_cache_key_resident(struct page_cache *pc, const char *key, const char *
 /* A page of a dropped file: its page file goes, the counters follow. */
 struct drop_ctx {
     struct page_cache *pc;
+    int64_t file_id;
     const char *fhash;
 };
 
 static int drop_one(void *ud, uint64_t idx, uint64_t len)
 {
     struct drop_ctx *d = ud;
+    pc_vm_forget(d->pc, d->file_id, idx);
+    pc_unread_forget(d->pc, d->file_id, idx);
     page_store_remove(&d->pc->store, d->fhash, idx);
     d->pc->stats.pages_resident--;
     d->pc->stats.bytes_resident -= len;
@@ -111,7 +114,7 @@ static int drop_one(void *ud, uint64_t idx, uint64_t len)
 /* Drops every page of file row `file_id` and the row itself (inside a transaction). */
 static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
 {
-    struct drop_ctx d = {pc, fhash};
+    struct drop_ctx d = {pc, file_id, fhash};
     pc_fds_forget_file(pc, file_id); /* before the files are unlinked */
     int rc = page_index_file_pages(pc->index, file_id, drop_one, &d);
     if (rc == 0)
@@ -121,8 +124,7 @@ static int drop_file(struct page_cache *pc, int64_t file_id, const char *fhash)
     if (rc < 0)
         return rc;
     pc_hot_drop_file(pc, file_id);
-    pc_vm_forget_file(pc, file_id);
-    pc_unread_forget_file(pc, file_id);
+    PAGEFS_CHECK_INVARIANTS(pc_check_file_forgotten(pc, file_id));
     return 0;
 }
 
@@ -300,11 +302,15 @@ int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages
     if (rc < 0)
         goto out_unlock;
     pc_fds_forget_file(pc, row.id); /* before the files are unlinked */
-    for (size_t i = 0; i < l.n; i++)
+    /* Page by page (a page's mark and unread entry exist only while its row does): a scan of
+     * every mark for each file let go cost a millisecond under the lock. */
+    for (size_t i = 0; i < l.n; i++) {
+        pc_vm_forget(pc, row.id, l.idxs[i]);
+        pc_unread_forget(pc, row.id, l.idxs[i]);
         page_store_remove(&pc->store, row.fhash, l.idxs[i]);
+    }
     pc_hot_drop_file(pc, row.id);
-    pc_vm_forget_file(pc, row.id);
-    pc_unread_forget_file(pc, row.id);
+    PAGEFS_CHECK_INVARIANTS(pc_check_file_forgotten(pc, row.id));
     pc->stats.pages_resident -= l.n;
     pc->stats.bytes_resident -= l.bytes;
     pc->stats.evictions += l.n;

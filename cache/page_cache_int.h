@@ -240,10 +240,9 @@ void pc_vm_end(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t to
 void pc_vm_put_written(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t len,
                        uint32_t blocks, const uint64_t *sums, unsigned nb);
 
-/* The page's row changed or went: forget its mark (of a whole file's pages). */
+/* The page's row changed or went: forget its mark. A whole file's pages are forgotten one by
+ * one too (their rows list them): the marks are not indexed by file. */
 void pc_vm_forget(struct page_cache *pc, int64_t file_id, uint64_t idx);
-
-void pc_vm_forget_file(struct page_cache *pc, int64_t file_id);
 
 /* The hash slot of page idx of file_id in the unread table (the entry or the NULL end). */
 struct unread **pc_unread_slot(struct page_cache *pc, int64_t file_id, uint64_t idx);
@@ -254,9 +253,6 @@ int pc_unread_forget(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
 /* 1 when the page is a prefetched page not read yet. */
 int pc_unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx);
-
-/* A file's pages are gone: none of them is unread any more. */
-void pc_unread_forget_file(struct page_cache *pc, int64_t file_id);
 
 /* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
  * memory, it is an ordinary page. */
@@ -345,6 +341,8 @@ uint64_t pc_fs_free_bytes(const struct page_cache *pc);
 #ifdef PAGEFS_INVARIANTS
 void pc_check_invariants(struct page_cache *pc);
 void pc_check_page(struct page_cache *pc, int64_t file_id, uint64_t idx);
+/* A file's rows were dropped: no page of it is marked or unread any more. */
+void pc_check_file_forgotten(struct page_cache *pc, int64_t file_id);
 #endif
 
 #endif

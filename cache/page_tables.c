@@ -256,13 +256,6 @@ void pc_vm_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
         m->state = VM_EMPTY;
 }
 
-void pc_vm_forget_file(struct page_cache *pc, int64_t file_id)
-{
-    for (size_t i = 0; i < (size_t)VM_SETS * VM_WAYS; i++)
-        if (pc->vmarks[i].file_id == file_id)
-            pc->vmarks[i].state = VM_EMPTY;
-}
-
 /* ---- prefetched pages not read yet (under the lock) ---- */
 
 static size_t pc_unread_bucket(int64_t file_id, uint64_t idx)
@@ -312,15 +305,6 @@ int pc_unread_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
 int pc_unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx)
 {
     return pc->nunread && *pc_unread_slot(pc, file_id, idx) != NULL;
-}
-
-void pc_unread_forget_file(struct page_cache *pc, int64_t file_id)
-{
-    for (struct unread *u = pc->unread_oldest, *next; u; u = next) {
-        next = u->newer;
-        if (u->file_id == file_id)
-            pc_unread_forget(pc, file_id, u->idx);
-    }
 }
 
 /* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
