@@ -23,9 +23,18 @@
  *     its share still moves; the page cache cuts such a prefetch to what fits).
  *   - Objects over HINTS_WHOLE_MAX bytes are not fetched whole ahead of time: once opened, the
  *     read-ahead of a sequential reader takes them (prefetch.h).
+ *   - Listing ahead: a shuffled epoch's first entries fall in as many directories as the
+ *     dataset has, and the planner must look an entry up before it can queue it, so on a cold
+ *     mount it would fetch those listings one after another (ImageNet: hundreds of listings
+ *     before its first thousand files are queued). Each pass hands HINTS_LISTERS threads one
+ *     key of each directory not handed yet of the entries up to HINTS_LIST_AHEAD past the
+ *     cursor (a ring of at most HINTS_LIST_QUEUE; a set of directory hashes per plan, at most
+ *     HINTS_LIST_DIRS_MAX); they look it up, which fetches the listing once (single flight:
+ *     the planner's own lookup of the directory waits for that fetch).
  *
  * Invariants (under h->lock): a plan's ahead_bytes is the sum of the sizes of its entries in
- * state QUEUED; front <= n, skip_from <= front; every plan in h->plans has refs >= 1.
+ * state QUEUED; front <= n, skip_from <= front; every plan in h->plans has refs >= 1;
+ * list_n <= HINTS_LIST_QUEUE, and the ring's list_n keys from list_head are owned by it.
  * Lock order: h->lock, then (never while holding it) the page cache, the metadata cache and
  * the prefetcher: every call into them is made after dropping h->lock.
  */
@@ -49,6 +58,8 @@
 #define HINTS_BATCH 64u               /* entries the planner resolves per plan in one turn */
 #define HINTS_MAX_DUPS 64u            /* occurrences of one key a plan follows */
 #define HINTS_KEEP_DONE 4u            /* files read for the last time a plan never lets go */
+#define HINTS_LIST_QUEUE 1024u        /* directories waiting for a lister at most */
+#define HINTS_LIST_DIRS_MAX 65536u    /* directories of one plan handed to the listers at most */
 #define NONE UINT32_MAX
 
 enum entry_state {
@@ -76,6 +87,9 @@ struct plan {
     uint32_t *table; /* first occurrence of a key (entry index), NONE when empty */
     uint32_t tmask;
     uint32_t next, front, skip_from;
+    uint32_t listed_to; /* entries below it had their directory handed to the listers */
+    uint64_t *dirs;     /* hashes of those directories (open addressing, 0 = empty) */
+    uint32_t dirs_mask, ndirs;
     uint64_t ahead_bytes;
     uint64_t last_ms; /* created, or last opened */
     uint32_t *done;   /* entries that reached E_DONE, in that order (a FIFO) */
@@ -94,6 +108,13 @@ struct hints {
     pthread_cond_t wake, idle;
     pthread_t thread;
     int has_thread, stop, busy, pending_wake;
+    /* The listers: each takes a key from the ring and looks it up, which lists its directory
+     * (meta_cache.h: single flight, so the planner's own lookup of it waits for that one). */
+    pthread_cond_t list_wake;
+    pthread_t listers[HINTS_LISTERS];
+    unsigned nlisters;
+    char *list_q[HINTS_LIST_QUEUE];
+    unsigned list_head, list_n;
     struct plan *plans[HINTS_MAX_PLANS];
     size_t nplans;
     size_t turn; /* the plan the planner serves first next time */
@@ -119,6 +140,7 @@ static void plan_free(struct plan *p)
     free(p->e);
     free(p->table);
     free(p->done);
+    free(p->dirs);
     free(p);
 }
 
@@ -205,6 +227,7 @@ static void plan_remove(struct hints *h, size_t i)
 }
 
 static void *planner_main(void *arg);
+static void *lister_main(void *arg);
 
 int hints_create(const struct hints_conf *conf, struct hints **out)
 {
@@ -225,7 +248,8 @@ int hints_create(const struct hints_conf *conf, struct hints **out)
         free(h);
         return -ENOMEM;
     }
-    if (pthread_cond_init(&h->wake, &ca) != 0 || pthread_cond_init(&h->idle, NULL) != 0) {
+    if (pthread_cond_init(&h->wake, &ca) != 0 || pthread_cond_init(&h->idle, NULL) != 0 ||
+        pthread_cond_init(&h->list_wake, NULL) != 0) {
         pthread_mutex_destroy(&h->lock);
         free(h);
         return -ENOMEM;
@@ -238,6 +262,11 @@ int hints_create(const struct hints_conf *conf, struct hints **out)
             return rc;
         }
         h->has_thread = 1;
+        /* Listing ahead is an optimisation: with fewer threads (or none) the planner lists
+         * what the listers did not as it comes to it. */
+        while (h->nlisters < HINTS_LISTERS &&
+               pthread_create(&h->listers[h->nlisters], NULL, lister_main, h) == 0)
+            h->nlisters++;
     }
     *out = h;
     return 0;
@@ -250,10 +279,14 @@ void hints_stop(struct hints *h)
     pthread_mutex_lock(&h->lock);
     h->stop = 1;
     pthread_cond_broadcast(&h->wake);
+    pthread_cond_broadcast(&h->list_wake);
     pthread_mutex_unlock(&h->lock);
     if (h->has_thread)
         pthread_join(h->thread, NULL);
     h->has_thread = 0;
+    for (unsigned i = 0; i < h->nlisters; i++)
+        pthread_join(h->listers[i], NULL);
+    h->nlisters = 0;
 }
 
 void hints_destroy(struct hints *h)
@@ -263,6 +296,9 @@ void hints_destroy(struct hints *h)
     hints_stop(h);
     while (h->nplans)
         plan_remove(h, 0);
+    for (; h->list_n; h->list_n--, h->list_head = (h->list_head + 1) % HINTS_LIST_QUEUE)
+        free(h->list_q[h->list_head]);
+    pthread_cond_destroy(&h->list_wake);
     pthread_cond_destroy(&h->wake);
     pthread_cond_destroy(&h->idle);
     pthread_mutex_destroy(&h->lock);
@@ -558,12 +594,107 @@ out:
     return v;
 }
 
+/* Under h->lock: adds directory hash dh (never 0) to the set of p's directories handed to the
+ * listers. 1 if it is new, 0 if it was there, -ENOMEM (also past HINTS_LIST_DIRS_MAX). */
+static int dirs_add(struct plan *p, uint64_t dh)
+{
+    if (!p->dirs || (p->ndirs + 1) * 2 > p->dirs_mask + 1) {
+        uint32_t size = p->dirs ? (p->dirs_mask + 1) * 2 : 64;
+        if (size > 2 * HINTS_LIST_DIRS_MAX)
+            return -ENOMEM;
+        uint64_t *t = calloc(size, sizeof(*t));
+        if (!t)
+            return -ENOMEM;
+        for (uint32_t i = 0; p->dirs && i <= p->dirs_mask; i++)
+            for (uint32_t j = (uint32_t)p->dirs[i] & (size - 1); p->dirs[i];
+                 j = (j + 1) & (size - 1))
+                if (!t[j]) {
+                    t[j] = p->dirs[i];
+                    break;
+                }
+        free(p->dirs);
+        p->dirs = t;
+        p->dirs_mask = size - 1;
+    }
+    for (uint32_t j = (uint32_t)dh & p->dirs_mask;; j = (j + 1) & p->dirs_mask) {
+        if (p->dirs[j] == dh)
+            return 0;
+        if (!p->dirs[j]) {
+            p->dirs[j] = dh;
+            p->ndirs++;
+            return 1;
+        }
+    }
+}
+
+/* Under h->lock: hands the listers one key of each directory, in plan order, of the entries up
+ * to HINTS_LIST_AHEAD past the planner's cursor that were not looked at yet: their listings
+ * are fetched side by side, not one after another as the planner comes to them (a shuffled
+ * epoch's first entries fall in as many directories as there are, and the planner looks each
+ * entry up before it can queue it). Each directory once per plan. */
+static void list_ahead(struct hints *h, struct plan *p)
+{
+    if (!h->nlisters)
+        return;
+    uint32_t end = p->n - p->next > HINTS_LIST_AHEAD ? p->next + HINTS_LIST_AHEAD : p->n;
+    if (p->listed_to < p->next)
+        p->listed_to = p->next;
+    int added = 0;
+    for (; p->listed_to < end && h->list_n < HINTS_LIST_QUEUE; p->listed_to++) {
+        const struct entry *e = &p->e[p->listed_to];
+        if (e->state != E_PENDING)
+            continue;
+        const char *slash = strrchr(e->key, '/');
+        size_t dl = slash ? (size_t)(slash - e->key) + 1 : 0;
+        int isnew = dirs_add(p, XXH3_64bits(e->key, dl) | 1);
+        if (isnew < 0) {
+            p->listed_to = p->n; /* no more: the planner lists as it goes */
+            break;
+        }
+        char *k = isnew ? strdup(e->key) : NULL;
+        if (k) {
+            h->list_q[(h->list_head + h->list_n) % HINTS_LIST_QUEUE] = k;
+            h->list_n++;
+            added = 1;
+        }
+    }
+    if (added)
+        pthread_cond_broadcast(&h->list_wake);
+}
+
+static void *lister_main(void *arg)
+{
+    struct hints *h = arg;
+    pthread_mutex_lock(&h->lock);
+    while (!h->stop) {
+        if (!h->list_n) {
+            pthread_cond_wait(&h->list_wake, &h->lock);
+            continue;
+        }
+        char *key = h->list_q[h->list_head];
+        h->list_head = (h->list_head + 1) % HINTS_LIST_QUEUE;
+        h->list_n--;
+        pthread_mutex_unlock(&h->lock);
+        struct meta_entry me;
+        memset(&me, 0, sizeof(me));
+        tree_lookup(h->mc, key, &me); /* the listing is what it is for; a failure is the
+                                         planner's to count when it comes to the entry */
+        meta_entry_clear(&me);
+        free(key);
+        pthread_mutex_lock(&h->lock);
+        h->st.listed_ahead++;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
 /* Under h->lock (dropped and taken again around each entry): up to HINTS_BATCH entries of p
  * within its share of the room. Returns how many it settled. */
 static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, uint64_t *free_est,
                           int *retry)
 {
     unsigned done = 0;
+    list_ahead(h, p);
     while (done < HINTS_BATCH && !h->stop && !p->dead) {
         /* Not far behind the reader: entries HINTS_SLACK behind its furthest open were passed
          * (a DataLoader's workers open several batches at once: the ones just behind the

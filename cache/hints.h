@@ -7,7 +7,9 @@
  * same name replaces the old one (a new epoch), and several plans live side by side (one per
  * sampler: DDP ranks, train and validation loaders). For each plan, a planner thread walks the
  * list ahead of the reader: it resolves each key through the metadata cache (a listing may be
- * fetched), skips what is missing, a directory, larger than 32 MiB (read-ahead takes those
+ * fetched; HINTS_LISTERS threads fetch the listings of the directories of the next
+ * HINTS_LIST_AHEAD entries side by side, each directory once per plan, so the planner seldom
+ * waits for one), skips what is missing, a directory, larger than 32 MiB (read-ahead takes those
  * once opened) or resident already, and queues the rest as whole-object prefetches, as long as
  *   - the bytes it queued and the reader has not opened yet stay within a quarter of the
  *     cache (at most ahead_max), shared evenly by the plans;
@@ -58,6 +60,8 @@ struct hints;
 #define HINTS_AHEAD_FILES 4096u      /* entries queued ahead of a plan's reader at most */
 #define HINTS_SLACK 1024u            /* entries behind the reader a queued one counts as skipped */
 #define HINTS_IDLE_MS (30u * 60u * 1000u)
+#define HINTS_LISTERS 8u       /* threads that list a plan's directories ahead of the planner */
+#define HINTS_LIST_AHEAD 1024u /* entries past the planner whose directories are listed */
 
 struct hints_conf {
     struct page_cache *pc; /* borrowed */
@@ -91,7 +95,8 @@ struct hints_stats {
     uint64_t skipped;
     uint64_t released; /* files evicted for room after the plans read them the last time */
     uint64_t released_bytes;
-    uint64_t ahead_bytes; /* bytes queued and not opened yet, all plans */
+    uint64_t ahead_bytes;  /* bytes queued and not opened yet, all plans */
+    uint64_t listed_ahead; /* directories looked up ahead of the planner (listed if need be) */
 };
 
 int hints_create(const struct hints_conf *conf, struct hints **out);

@@ -166,6 +166,7 @@ static const struct row rows[] = {
     {FS, AT(rd.hints.released), "hint_released", NULL, NULL, 0, NULL},
     {FS, AT(rd.hints.released_bytes), "hint_released_bytes", NULL, NULL, 0, NULL},
     {FS, AT(rd.hints.ahead_bytes), "hint_ahead_bytes", NULL, NULL, 0, NULL},
+    {FS, AT(rd.hints.listed_ahead), "hint_listed_ahead", NULL, NULL, 0, NULL},
     {DIR_PREFETCH, AT(rd.ledger.opens), "dir_prefetch_opens", NULL, NULL, 0, NULL},
     {DIR_PREFETCH, AT(rd.ledger.taken), "dir_prefetch_taken", NULL, NULL, 0, NULL},
     {DIR_PREFETCH, AT(rd.ledger.used), "dir_prefetch_used", NULL, NULL, 0, NULL},

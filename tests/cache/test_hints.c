@@ -228,6 +228,46 @@ static void test_late_entries(void)
     env_fini(&e);
 }
 
+/* 1c. The directories of a plan's next entries are listed by the listers, each once, in plan
+ * order (a key in a directory that does not exist too); every byte is right. */
+static void test_dirs_listed_ahead(void)
+{
+    struct env e;
+    env_init(&e, "hints-dirs", 0);
+    fault_backend_set(e.ce.fault, 0, 0, 50000); /* every call 50 ms */
+    struct meta_cache_stats m0;
+    meta_cache_get_stats(e.mc, &m0);
+    int order[2 * NDIRS + 1];
+    for (int i = 0; i < 2 * NDIRS; i++)
+        order[i] = i;      /* d0, d1, .. d3, d0, .. */
+    order[2 * NDIRS] = -1; /* d0/nosuchfile */
+    CHECK_EQ(set_plan(&e, "dirs", order, 2 * NDIRS + 1), 0);
+    CHECK(settle(&e));
+    for (int i = 0; i < WAIT_POLLS && hstats(&e).listed_ahead < NDIRS; i++)
+        usleep(10000);
+    struct hints_stats s = hstats(&e);
+    CHECK_EQ(s.listed_ahead, NDIRS); /* one key of each directory */
+    CHECK_EQ(s.queued, 2 * NDIRS);
+    CHECK_EQ(s.missing, 1);
+    struct meta_cache_stats m;
+    meta_cache_get_stats(e.mc, &m);
+    /* Each once (and d0 once more for the missing name: meta_cache.h's negative relist). */
+    CHECK_EQ(m.listings_fetched - m0.listings_fetched, NDIRS + 1);
+    CHECK_EQ(m.negative_relists - m0.negative_relists, 1);
+    fault_backend_set(e.ce.fault, 0, 0, 0);
+    for (int i = 0; i < 2 * NDIRS; i++)
+        CHECK(app_read(&e, i));
+    /* The same directories in the next epoch's plan: looked up again (fresh: no listing). */
+    CHECK_EQ(set_plan(&e, "dirs", order, 2 * NDIRS), 0);
+    CHECK(settle(&e));
+    for (int i = 0; i < WAIT_POLLS && hstats(&e).listed_ahead < 2 * NDIRS; i++)
+        usleep(10000);
+    CHECK_EQ(hstats(&e).listed_ahead, 2 * NDIRS);
+    meta_cache_get_stats(e.mc, &m);
+    CHECK_EQ(m.listings_fetched - m0.listings_fetched, NDIRS + 1);
+    env_fini(&e);
+}
+
 /* 2. Names: replaced, side by side, dropped; the idlest dropped past the maximum; errors. */
 static void test_plan_names(void)
 {
@@ -370,6 +410,7 @@ int main(void)
 {
     RUN(test_plan_fetched_ahead);
     RUN(test_late_entries);
+    RUN(test_dirs_listed_ahead);
     RUN(test_plan_names);
     RUN(test_wrong_order);
     RUN(test_small_cache_epochs);
