@@ -605,13 +605,14 @@ static int dirs_add(struct plan *p, uint64_t dh)
         uint64_t *t = calloc(size, sizeof(*t));
         if (!t)
             return -ENOMEM;
-        for (uint32_t i = 0; p->dirs && i <= p->dirs_mask; i++)
-            for (uint32_t j = (uint32_t)p->dirs[i] & (size - 1); p->dirs[i];
-                 j = (j + 1) & (size - 1))
-                if (!t[j]) {
-                    t[j] = p->dirs[i];
-                    break;
-                }
+        for (uint32_t i = 0; p->dirs && i <= p->dirs_mask; i++) {
+            if (!p->dirs[i])
+                continue;
+            uint32_t j = (uint32_t)p->dirs[i] & (size - 1);
+            while (t[j])
+                j = (j + 1) & (size - 1);
+            t[j] = p->dirs[i];
+        }
         free(p->dirs);
         p->dirs = t;
         p->dirs_mask = size - 1;

@@ -157,8 +157,7 @@ static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, con
     int gone = page_index_page_delete(pc->index, file_id, idx);
     if (gone < 0)
         return 0;
-    pc_vm_forget(pc, file_id, idx);
-    pc_unread_forget(pc, file_id, idx);
+    pc_row_gone(pc, file_id, idx);
     pc_fds_forget(pc, file_id, idx);
     if (fhash)
         page_store_remove(&pc->store, fhash, idx);

@@ -103,8 +103,7 @@ struct drop_ctx {
 static int drop_one(void *ud, uint64_t idx, uint64_t len)
 {
     struct drop_ctx *d = ud;
-    pc_vm_forget(d->pc, d->file_id, idx);
-    pc_unread_forget(d->pc, d->file_id, idx);
+    pc_row_gone(d->pc, d->file_id, idx);
     page_store_remove(&d->pc->store, d->fhash, idx);
     d->pc->stats.pages_resident--;
     d->pc->stats.bytes_resident -= len;
@@ -305,8 +304,7 @@ int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages
     /* Page by page (a page's mark and unread entry exist only while its row does): a scan of
      * every mark for each file let go cost a millisecond under the lock. */
     for (size_t i = 0; i < l.n; i++) {
-        pc_vm_forget(pc, row.id, l.idxs[i]);
-        pc_unread_forget(pc, row.id, l.idxs[i]);
+        pc_row_gone(pc, row.id, l.idxs[i]);
         page_store_remove(&pc->store, row.fhash, l.idxs[i]);
     }
     pc_hot_drop_file(pc, row.id);

@@ -254,6 +254,10 @@ int pc_unread_forget(struct page_cache *pc, int64_t file_id, uint64_t idx);
 /* 1 when the page is a prefetched page not read yet. */
 int pc_unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
+/* The page's row went (page eviction, or a whole file's pages one by one): its mark and its
+ * unread entry go with it. */
+void pc_row_gone(struct page_cache *pc, int64_t file_id, uint64_t idx);
+
 /* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
  * memory, it is an ordinary page. */
 void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes);

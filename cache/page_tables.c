@@ -307,6 +307,12 @@ int pc_unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx)
     return pc->nunread && *pc_unread_slot(pc, file_id, idx) != NULL;
 }
 
+void pc_row_gone(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    pc_vm_forget(pc, file_id, idx);
+    pc_unread_forget(pc, file_id, idx);
+}
+
 /* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
  * memory, it is an ordinary page. */
 void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes)

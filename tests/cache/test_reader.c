@@ -500,6 +500,17 @@ static struct reader_file *open_and_report(struct env *e, const char *key)
     return rf;
 }
 
+/* Files dir/f0 .. dir/f(n-1) of 10000 + i bytes (seed + i) in the source; their bytes in data[]. */
+static void make_dir_files(struct env *e, const char *dir, int n, uint64_t seed,
+                           unsigned char **data)
+{
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "%s/f%d", dir, i);
+        data[i] = cache_env_make_source(&e->ce, key, 10000 + (size_t)i, seed + (uint64_t)i);
+    }
+}
+
 /* 4. Directory prefetch: after an open of a small file, the next files of its directory are
  * fetched, as many as the ledger allows (1 after the first open; 2 more after an open of the
  * prefetched one); with dir_prefetch = 0, none. */
@@ -510,10 +521,7 @@ static void test_dir_prefetch(void)
     env_reader(&e, 1, 4);
     char key[32];
     unsigned char *data[6];
-    for (int i = 0; i < 6; i++) {
-        snprintf(key, sizeof(key), "dp/f%d", i);
-        data[i] = cache_env_make_source(&e.ce, key, 10000 + (size_t)i, 40 + (uint64_t)i);
-    }
+    make_dir_files(&e, "dp", 6, 40, data);
     struct reader_stats s = rstats(&e);
     CHECK_EQ(s.dir_prefetch, 1);
     CHECK_EQ(s.dir_prefetch_passes, 0);
@@ -580,12 +588,8 @@ static void test_dir_prefetch_planned(void)
     struct env e;
     env_init(&e, "rd-dir-plan", PS);
     env_reader(&e, 1, 4);
-    char key[32];
     unsigned char *data[4];
-    for (int i = 0; i < 4; i++) {
-        snprintf(key, sizeof(key), "dq/f%d", i);
-        data[i] = cache_env_make_source(&e.ce, key, 10000 + (size_t)i, 60 + (uint64_t)i);
-    }
+    make_dir_files(&e, "dq", 4, 60, data);
     char **keys = calloc(1, sizeof(*keys));
     CHECK(keys != NULL);
     if (keys)
