@@ -190,7 +190,7 @@ struct prefetcher {
     struct page_cache *pc; /* borrowed */
     uint32_t page_size, block_size;
     struct ra_window_conf ra_conf; /* of every run's window */
-    uint64_t max_readahead, max_records, mem_limit, small_object;
+    uint64_t max_readahead, max_records, mem_limit, small_object, reorder;
     unsigned max_inflight;
     struct mem_budget *budget; /* the conf's (shared), or own_budget */
     struct mem_budget *own_budget;
@@ -305,6 +305,7 @@ static struct pf_file *pfile_get(struct prefetcher *pf, int64_t file_id, uint64_
             .max_window = pf->max_readahead,
             .max_records = pf->max_records,
             .file_size = size,
+            .slack = pf->reorder,
         };
         stream_set_init(&p->set, &sc);
         for (unsigned i = 0; i <= FILE_GEN; i++) {
@@ -1222,6 +1223,7 @@ int prefetcher_create(const struct prefetch_conf *conf, struct page_cache *pc,
     if (pf->max_readahead < pf->page_size)
         pf->max_readahead = pf->page_size;
     pf->max_records = conf->max_readahead ? conf->max_readahead : PREFETCH_DEFAULT_MAX_RECORDS;
+    pf->reorder = conf->reorder;
     uint64_t min_window = (uint64_t)MIN_WINDOW_PAGES * pf->page_size;
     pf->ra_conf = (struct ra_window_conf){
         .page_size = pf->page_size,

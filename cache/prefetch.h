@@ -70,6 +70,10 @@ struct prefetch_conf {
                                   budget). NULL: a budget of its own of mem_limit bytes */
     uint64_t small_object;  /* objects of 1..small_object bytes are fetched whole at open (one
                                GET); 0 = default; UINT64_MAX is not special */
+    uint64_t reorder;       /* bytes a reader's reads may arrive out of order by (the kernel's
+                               read-ahead requests in flight at once): a read that far behind
+                               or ahead of its run's frontier continues the run instead of
+                               starting a new one; at least (and 0 =) 4 pages */
 };
 
 struct prefetch_stats {

@@ -52,7 +52,9 @@ void stream_init(struct stream *s, const struct stream_conf *conf)
     s->max_pages = conf->max_window / s->page_size;
     if (s->max_pages < 1)
         s->max_pages = 1;
-    s->slack = conf->slack ? conf->slack : (uint64_t)DEFAULT_SLACK_PAGES * s->page_size;
+    s->slack = (uint64_t)DEFAULT_SLACK_PAGES * s->page_size;
+    if (conf->slack > s->slack)
+        s->slack = conf->slack;
     s->file_size = conf->file_size;
     s->npages = (conf->file_size + s->page_size - 1) / s->page_size;
 }

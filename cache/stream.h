@@ -62,7 +62,7 @@ struct stream_conf {
     uint64_t max_window; /* bytes of read-ahead at most (rounded down to pages, >= 1 page) */
     uint64_t max_records; /* bytes of a strided run's records asked for ahead at most; 0 =
                              max_window */
-    uint64_t slack;      /* reordering tolerance in bytes; 0 = default (4 pages) */
+    uint64_t slack;      /* reordering tolerance in bytes; at least (and 0 =) 4 pages */
     uint64_t file_size;  /* bytes */
 };
 

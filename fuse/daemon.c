@@ -528,6 +528,10 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .max_readahead = o->max_readahead,
         .max_inflight = o->max_inflight,
         .budget = budget,
+        /* The kernel keeps up to two read-ahead windows of a reader in flight, in requests
+         * of up to 1 MiB that FUSE threads serve in any order: measured 8 MiB behind the
+         * frontier with kernel_readahead=4M, which broke the run and restarted its window. */
+        .reorder = 2 * o->kernel_readahead + (1u << 20),
     };
     struct reader_conf rdconf = {
         .pc = pc,

@@ -6,7 +6,8 @@ fixed 32 MiB window cannot keep busy. Counts from user.pagefs.stats and the shap
 never timings; every byte checked:
   - a sequential reader's window grows past the old fixed 32 MiB (up to prefetch_mem, which
     bounds it), the fetch memory held never passes prefetch_mem, the link's time to first
-    byte is measured (at least the profile's 80 ms), and every byte is fetched once;
+    byte is measured (at least the profile's 80 ms), every byte is fetched once, and its run
+    is never broken (one window, no jump: the kernel's requests served out of order);
   - a reader that stops half-way and closes the file: its read-ahead is cancelled a moment
     later (queued requests dropped, GETs under way aborted), so the daemon has fetched at most
     one window more than the kernel asked it for (the kernel's own read-ahead past what the
@@ -136,6 +137,10 @@ class ReadaheadLinkTest(unittest.TestCase):
         self.assertGreaterEqual(s["prefetch_link_ttfb_us"], 80000, s)  # the profile's 80 ms
         self.assertEqual(s["bytes_read"] - before["bytes_read"], 384 * MiB, s)  # each byte once
         self.assertGreater(s["prefetch_fetched"], 300, s)  # pages, most by read-ahead
+        # One sequential reader: the kernel's requests served out of order never break its
+        # run (each break restarted the window at 4 pages).
+        self.assertEqual(s["prefetch_jumps"], before["prefetch_jumps"], s)
+        self.assertEqual(s["prefetch_windows"] - before["prefetch_windows"], 1, s)
 
     def test_stop_half_way(self):
         half = 192 * MiB

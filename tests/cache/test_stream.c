@@ -272,6 +272,38 @@ static void test_reordered_and_gaps(void)
     run_fini(&r);
 }
 
+/* A slack set wider (the daemon's: two kernel read-ahead windows of 4 MiB and a 1 MiB
+ * request): a request served 9 MiB behind the frontier, or 6 MiB ahead of it, continues the
+ * run, where the default slack (4 pages) took each for a jump that restarted the window. A
+ * slack set below 4 pages is 4 pages. */
+static void test_wide_slack(void)
+{
+    for (int wide = 0; wide <= 1; wide++) {
+        struct run r;
+        memset(&r, 0, sizeof(r));
+        struct stream_conf c = {.page_size = (uint32_t)MB, .max_window = 16 * MB,
+                                .file_size = 256 * MB, .slack = wide ? 9 * MB : MB};
+        stream_init(&r.s, &c);
+        r.npages = 256;
+        r.asked = calloc(r.npages + 1, 1);
+        for (uint64_t p = 0; p < 20; p++)
+            feed(&r, p * MB, MB);
+        feed(&r, 22 * MB, MB); /* 1 MiB ahead: within either slack */
+        feed(&r, 20 * MB, MB);
+        struct stream_decision d = feed(&r, 29 * MB, MB); /* 6 MiB ahead of the frontier */
+        CHECK_EQ(d.jumped, !wide);
+        d = feed(&r, 21 * MB, MB); /* then the request 9 MiB behind it */
+        CHECK_EQ(d.jumped, !wide);
+        if (wide) {
+            for (uint64_t p = 23; p < 29; p++) /* and the rest: one run all along */
+                CHECK_EQ(feed(&r, p * MB, MB).jumped, 0);
+            CHECK_EQ(r.jumps, 0);
+            CHECK(r.max_window > 4);
+        }
+        run_fini(&r);
+    }
+}
+
 static void test_edges(void)
 {
     struct run r;
@@ -787,6 +819,7 @@ int main(void)
     RUN(test_jump_collapses_window);
     RUN(test_adjacent_random_pair_opens_nothing);
     RUN(test_reordered_and_gaps);
+    RUN(test_wide_slack);
     RUN(test_edges);
     RUN(test_random_classification);
     RUN(test_strided_sparse);
