@@ -34,7 +34,9 @@
  *
  * Invariants (under h->lock): a plan's ahead_bytes is the sum of the sizes of its entries in
  * state QUEUED; front <= n, skip_from <= front; every plan in h->plans has refs >= 1;
- * list_n <= HINTS_LIST_QUEUE, and the ring's list_n keys from list_head are owned by it.
+ * list_n <= HINTS_LIST_QUEUE, and the ring's list_n keys from list_head are owned by it;
+ * live == nplans (stored under the lock, read without it: a mount without plans pays no lock
+ * per open and close; an open racing a plan's post is as if it came just before it).
  * Lock order: h->lock, then (never while holding it) the page cache, the metadata cache and
  * the prefetcher: every call into them is made after dropping h->lock.
  */
@@ -117,6 +119,8 @@ struct hints {
     unsigned list_head, list_n;
     struct plan *plans[HINTS_MAX_PLANS];
     size_t nplans;
+    atomic_size_t live; /* nplans, read without the lock: with 0, a file's open and close
+                           (hints_opened, hints_planned, hints_closed) return at once */
     size_t turn; /* the plan the planner serves first next time */
     struct hints_stats st;
 };
@@ -223,6 +227,7 @@ static void plan_remove(struct hints *h, size_t i)
     p->dead = 1;
     h->plans[i] = h->plans[--h->nplans];
     h->plans[h->nplans] = NULL;
+    atomic_store(&h->live, h->nplans);
     plan_unref(p);
 }
 
@@ -237,6 +242,7 @@ int hints_create(const struct hints_conf *conf, struct hints **out)
     struct hints *h = calloc(1, sizeof(*h));
     if (!h)
         return -ENOMEM;
+    atomic_init(&h->live, 0);
     h->pc = conf->pc;
     h->mc = conf->mc;
     h->pf = conf->pf;
@@ -346,6 +352,7 @@ int hints_set(struct hints *h, const char *name, char **keys, size_t n)
         plan_remove(h, idlest);
     }
     h->plans[h->nplans++] = p;
+    atomic_store(&h->live, h->nplans);
     h->st.plans_set++;
     h->st.entries += p->n;
     h->st.missing += p->missing; /* occurrences past HINTS_MAX_DUPS */
@@ -396,7 +403,7 @@ static void reader_at(struct hints *h, struct plan *p, uint32_t i)
 
 void hints_opened(struct hints *h, const char *key, const char *version, uint64_t size)
 {
-    if (!h || !key)
+    if (!h || !key || !atomic_load(&h->live))
         return;
     uint64_t hash = key_hash(key), now = now_ms();
     pthread_mutex_lock(&h->lock);
@@ -437,7 +444,7 @@ void hints_opened(struct hints *h, const char *key, const char *version, uint64_
 
 int hints_planned(struct hints *h, const char *key)
 {
-    if (!h || !key)
+    if (!h || !key || !atomic_load(&h->live))
         return 0;
     uint64_t hash = key_hash(key);
     int in = 0;
@@ -490,7 +497,7 @@ static uint64_t release_done(struct hints *h, uint64_t need, uint32_t keep);
 
 void hints_closed(struct hints *h, struct pc_file *f)
 {
-    if (!h || !f)
+    if (!h || !f || !atomic_load(&h->live))
         return;
     const char *key = pc_file_key(f);
     uint64_t hash = key_hash(key);
