@@ -3,8 +3,8 @@
  *
  * Per directory: `opens` (small files opened), and the hashes of the files prefetched and not
  * opened since (`out`, n of them). The budget is min(opens, DIR_LEDGER_KEYS) - n. And the
- * hashes of the files opened in the directory's current sweep (`seen`, an open-addressing set
- * that grows by doubling up to DIR_LEDGER_SEEN_MAX): a file opened in this sweep is never
+ * hashes of the files opened in the directory's current sweep (`seen`, a hash_set.h set
+ * that grows by doubling up to DIR_LEDGER_SEEN_MAX slots): a file opened in this sweep is never
  * prefetched again in it (under cache pressure it may be evicted already, and fetching it
  * again is pure waste: a sweep - an epoch, a `cp -r` - reads each file once). A file opened a
  * second time starts a new sweep (the set is emptied); so does a full set.
@@ -15,6 +15,8 @@
  * `out` holds n distinct hashes.
  */
 #include "cache/dir_ledger.h"
+
+#include "cache/hash_set.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -28,9 +30,7 @@ struct ldir {
     uint64_t opens;
     unsigned n;
     uint64_t out[DIR_LEDGER_KEYS];
-    uint64_t *seen;    /* files opened in this sweep (key hash | 1; 0 = empty), or NULL */
-    size_t seen_cap;   /* slots, a power of two */
-    size_t nseen;
+    struct hash_set seen; /* hashes of the files opened in this sweep */
 };
 
 struct dir_ledger {
@@ -62,60 +62,23 @@ void dir_ledger_destroy(struct dir_ledger *dl)
         return;
     pthread_mutex_destroy(&dl->lock);
     for (size_t i = 0; i < DIR_LEDGER_DIRS; i++)
-        free(dl->dirs[i].seen);
+        hash_set_free(&dl->dirs[i].seen);
     free(dl->dirs);
     free(dl);
 }
 
 /* ---- the files opened in a directory's sweep (under the lock) ---- */
 
-static size_t seen_slot(const struct ldir *d, uint64_t k)
-{
-    size_t i = (size_t)(k * 0x9e3779b97f4a7c15ull >> 20) & (d->seen_cap - 1);
-    while (d->seen[i] && d->seen[i] != k)
-        i = (i + 1) & (d->seen_cap - 1);
-    return i;
-}
-
-static int seen_has(const struct ldir *d, uint64_t k)
-{
-    return d->nseen && d->seen[seen_slot(d, k | 1)] != 0;
-}
-
-static void seen_clear(struct ldir *d)
-{
-    if (d->seen)
-        memset(d->seen, 0, d->seen_cap * sizeof(d->seen[0]));
-    d->nseen = 0;
-}
-
 /* Records k as opened in this sweep; a file opened again (or a full set) starts a new sweep.
  * Best effort: out of memory, k is not recorded (it may be prefetched again). */
 static void seen_add(struct ldir *d, uint64_t k)
 {
-    k |= 1;
-    if (d->nseen && d->seen[seen_slot(d, k)]) {
-        seen_clear(d); /* opened a second time: a new sweep */
-    } else if ((d->nseen + 1) * 2 > d->seen_cap) {
-        size_t cap = d->seen_cap ? d->seen_cap * 2 : 64;
-        if (cap > DIR_LEDGER_SEEN_MAX) {
-            seen_clear(d);
-        } else {
-            uint64_t *old = d->seen;
-            size_t old_cap = d->seen_cap;
-            uint64_t *grown = calloc(cap, sizeof(*grown));
-            if (!grown)
-                return;
-            d->seen = grown;
-            d->seen_cap = cap;
-            for (size_t i = 0; i < old_cap; i++)
-                if (old[i])
-                    d->seen[seen_slot(d, old[i])] = old[i];
-            free(old);
-        }
+    if (hash_set_has(&d->seen, k))
+        hash_set_clear(&d->seen); /* opened a second time: a new sweep */
+    if (hash_set_add(&d->seen, k, DIR_LEDGER_SEEN_MAX) == -E2BIG) {
+        hash_set_clear(&d->seen);
+        hash_set_add(&d->seen, k, DIR_LEDGER_SEEN_MAX);
     }
-    d->seen[seen_slot(d, k)] = k;
-    d->nseen++;
 }
 
 static uint64_t hash_str(const char *s)
@@ -144,7 +107,7 @@ static struct ldir *find_dir(struct dir_ledger *dl, uint64_t h, int make)
     victim->stamp = ++dl->clock;
     victim->opens = 0;
     victim->n = 0;
-    seen_clear(victim);
+    hash_set_clear(&victim->seen);
     return victim;
 }
 
@@ -191,7 +154,7 @@ int dir_ledger_take(struct dir_ledger *dl, const char *dir, const char *key)
     int rc;
     pthread_mutex_lock(&dl->lock);
     struct ldir *d = find_dir(dl, dh, 0);
-    if (d && (find_key(d, kh) >= 0 || seen_has(d, kh))) {
+    if (d && (find_key(d, kh) >= 0 || hash_set_has(&d->seen, kh))) {
         rc = 0;
     } else if (!d || budget(d) == 0) {
         dl->stats.denied++;

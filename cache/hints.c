@@ -28,8 +28,8 @@
  *     mount it would fetch those listings one after another (ImageNet: hundreds of listings
  *     before its first thousand files are queued). Each pass hands HINTS_LISTERS threads one
  *     key of each directory not handed yet of the entries up to HINTS_LIST_AHEAD past the
- *     cursor (a ring of at most HINTS_LIST_QUEUE; a set of directory hashes per plan, at most
- *     HINTS_LIST_DIRS_MAX); they look it up, which fetches the listing once (single flight:
+ *     cursor (a ring of at most HINTS_LIST_QUEUE; a hash_set.h set of directory hashes per
+ *     plan, at most HINTS_LIST_DIRS_MAX); they look it up, which fetches the listing once (single flight:
  *     the planner's own lookup of the directory waits for that fetch).
  *
  * Invariants (under h->lock): a plan's ahead_bytes is the sum of the sizes of its entries in
@@ -43,6 +43,7 @@
 #include "cache/hints.h"
 
 #include "backends/backend.h"
+#include "cache/hash_set.h"
 #include "cache/meta_cache.h"
 #include "cache/page_cache.h"
 #include "cache/prefetch.h"
@@ -90,8 +91,7 @@ struct plan {
     uint32_t tmask;
     uint32_t next, front, skip_from;
     uint32_t listed_to; /* entries below it had their directory handed to the listers */
-    uint64_t *dirs;     /* hashes of those directories (open addressing, 0 = empty) */
-    uint32_t dirs_mask, ndirs;
+    struct hash_set dirs; /* hashes of those directories */
     uint64_t ahead_bytes;
     uint64_t last_ms; /* created, or last opened */
     uint32_t *done;   /* entries that reached E_DONE, in that order (a FIFO) */
@@ -144,7 +144,7 @@ static void plan_free(struct plan *p)
     free(p->e);
     free(p->table);
     free(p->done);
-    free(p->dirs);
+    hash_set_free(&p->dirs);
     free(p);
 }
 
@@ -601,40 +601,6 @@ out:
     return v;
 }
 
-/* Under h->lock: adds directory hash dh (never 0) to the set of p's directories handed to the
- * listers. 1 if it is new, 0 if it was there, -ENOMEM (also past HINTS_LIST_DIRS_MAX). */
-static int dirs_add(struct plan *p, uint64_t dh)
-{
-    if (!p->dirs || (p->ndirs + 1) * 2 > p->dirs_mask + 1) {
-        uint32_t size = p->dirs ? (p->dirs_mask + 1) * 2 : 64;
-        if (size > 2 * HINTS_LIST_DIRS_MAX)
-            return -ENOMEM;
-        uint64_t *t = calloc(size, sizeof(*t));
-        if (!t)
-            return -ENOMEM;
-        for (uint32_t i = 0; p->dirs && i <= p->dirs_mask; i++) {
-            if (!p->dirs[i])
-                continue;
-            uint32_t j = (uint32_t)p->dirs[i] & (size - 1);
-            while (t[j])
-                j = (j + 1) & (size - 1);
-            t[j] = p->dirs[i];
-        }
-        free(p->dirs);
-        p->dirs = t;
-        p->dirs_mask = size - 1;
-    }
-    for (uint32_t j = (uint32_t)dh & p->dirs_mask;; j = (j + 1) & p->dirs_mask) {
-        if (p->dirs[j] == dh)
-            return 0;
-        if (!p->dirs[j]) {
-            p->dirs[j] = dh;
-            p->ndirs++;
-            return 1;
-        }
-    }
-}
-
 /* Under h->lock: hands the listers one key of each directory, in plan order, of the entries up
  * to HINTS_LIST_AHEAD past the planner's cursor that were not looked at yet: their listings
  * are fetched side by side, not one after another as the planner comes to them (a shuffled
@@ -654,8 +620,8 @@ static void list_ahead(struct hints *h, struct plan *p)
             continue;
         const char *slash = strrchr(e->key, '/');
         size_t dl = slash ? (size_t)(slash - e->key) + 1 : 0;
-        int isnew = dirs_add(p, XXH3_64bits(e->key, dl) | 1);
-        if (isnew < 0) {
+        int isnew = hash_set_add(&p->dirs, XXH3_64bits(e->key, dl), 2 * HINTS_LIST_DIRS_MAX);
+        if (isnew < 0) { /* past HINTS_LIST_DIRS_MAX, or out of memory */
             p->listed_to = p->n; /* no more: the planner lists as it goes */
             break;
         }
