@@ -29,8 +29,8 @@
  *     before its first thousand files are queued). Each pass hands HINTS_LISTERS threads one
  *     key of each directory not handed yet of the entries up to HINTS_LIST_AHEAD past the
  *     cursor (a ring of at most HINTS_LIST_QUEUE; a hash_set.h set of directory hashes per
- *     plan, at most HINTS_LIST_DIRS_MAX); they look it up, which fetches the listing once (single flight:
- *     the planner's own lookup of the directory waits for that fetch).
+ *     plan, at most HINTS_LIST_DIRS_MAX); they look it up, which fetches the listing once
+ *     (single flight: the planner's own lookup of the directory waits for that fetch).
  *
  * Invariants (under h->lock): a plan's ahead_bytes is the sum of the sizes of its entries in
  * state QUEUED; front <= n, skip_from <= front; every plan in h->plans has refs >= 1;
