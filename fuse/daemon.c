@@ -638,7 +638,8 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         goto out_remove_handlers;
     }
     pagefs_health_mounted(health, mp_real ? mp_real : mp);
-    free(mp_real);
+    unsigned mnt_maj = 0, mnt_min = 0;
+    int have_mnt_dev = mountpoint_pagefs_device(mp_real ? mp_real : mp, &mnt_maj, &mnt_min) == 0;
     pagefs_fs_set_session(fs, se); /* evict tells the kernel to drop its pages through it */
     if (notify_fd >= 0) {
         detach_finish(notify_fd, log_note);
@@ -682,11 +683,16 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     fuse_loop_cfg_set_idle_threads(lcfg, 16);
     rc = fuse_session_loop_mt(se, lcfg);
     fuse_loop_cfg_destroy(lcfg);
-    /* A positive value is the signal that ended the loop: a normal exit. */
-    if (rc < 0)
-        fuse_log(FUSE_LOG_ERR, "pagefs: session loop failed: %s\n", strerror(-rc));
-    else
+    /* A positive value is the signal that ended the loop: a normal exit; so is the kernel
+     * ending the connection (see health_loop_end_clean). */
+    if (health_loop_end_clean(rc)) {
+        if (rc < 0)
+            fuse_log(FUSE_LOG_DEBUG, "pagefs: the kernel ended the connection (%s)\n",
+                     strerror(-rc));
         exit_code = 0;
+    } else {
+        fuse_log(FUSE_LOG_ERR, "pagefs: session loop failed: %s\n", strerror(-rc));
+    }
     fuse_log(FUSE_LOG_INFO, "pagefs: unmounting %s\n", mp);
 
 out_unmount:
@@ -694,6 +700,17 @@ out_unmount:
     pagefs_health_set_session(health, HEALTH_SESSION_ENDED);
     atomic_store(&watch.loop_done, 1);
     fuse_session_unmount(se);
+    /* An aborted connection reads as an unmounted one, and libfuse leaves its mount: a stale
+     * "Transport endpoint is not connected" mount point. Ours, still there: detach it. */
+    if (have_mnt_dev && mountpoint_device_listed(mnt_maj, mnt_min) == 1) {
+        rc = mountpoint_detach_device(mp_real ? mp_real : mp, mnt_maj, mnt_min);
+        if (rc > 0)
+            fuse_log(FUSE_LOG_INFO, "pagefs: detached the mount the aborted connection left\n");
+        else if (rc < 0)
+            fuse_log(FUSE_LOG_WARNING, "pagefs: the aborted connection's mount on %s could not "
+                                       "be detached: %s\n", mp, strerror(-rc));
+    }
+    free(mp_real);
     /* After the unmount (which closes the session's descriptor first): the watcher's
      * statvfs(), if one is waiting, returns now. */
     if (watch_started)

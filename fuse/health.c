@@ -300,6 +300,11 @@ void pagefs_health_mounted(struct pagefs_health *h, const char *resolved_mp)
     pthread_mutex_unlock(&h->lock);
 }
 
+int health_loop_end_clean(int loop_rc)
+{
+    return loop_rc >= 0 || loop_rc == -ENODEV || loop_rc == -ECONNABORTED;
+}
+
 void pagefs_health_set_session(struct pagefs_health *h, enum health_session s)
 {
     int cur = atomic_load(&h->session);

@@ -112,6 +112,13 @@ void pagefs_health_destroy(struct pagefs_health *h);
  * device of the pagefs mount on top of it, so that later checks find that mount wherever it
  * is listed. When none is found there, "mounted" stays unknown and is never a failure. */
 void pagefs_health_mounted(struct pagefs_health *h, const char *resolved_mp);
+/* Whether a session loop that returned loop_rc (0, the signal that ended it, or -errno) ended
+ * cleanly: 1 or 0. The kernel ends the connection of an unmounted or aborted file system with
+ * ENODEV (libfuse then returns 0), or with ECONNABORTED: after an abort when FUSE_ABORT_ERROR
+ * was negotiated, and on an unmount when a daemon thread had just taken a request as the
+ * connection went (fs/fuse/dev.c, fuse_dev_do_read). Both are the end of the session, not a
+ * failure of it. */
+int health_loop_end_clean(int loop_rc);
 /* How far the FUSE session has come. ENDED is final. */
 void pagefs_health_set_session(struct pagefs_health *h, enum health_session s);
 

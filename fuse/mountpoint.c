@@ -86,6 +86,14 @@ static int run_fusermount_uz(const char *mp)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
 
+/* Detaches the mount on top at mp, lazily: processes still holding it are not disturbed. */
+static int detach(const char *mp)
+{
+    if (geteuid() == 0)
+        return umount2(mp, MNT_DETACH) < 0 ? -errno : 0;
+    return run_fusermount_uz(mp);
+}
+
 /* Undoes the octal escapes (\040 for a space, ...) of a mountinfo field, in place. */
 static void unescape_mountinfo(char *s)
 {
@@ -235,10 +243,7 @@ int mountpoint_prepare(const char *mp, int nonempty, char *err, size_t errlen)
     int rc = 0;
     /* Dead mounts may be stacked (a daemon that died over another dead one): detach each. */
     for (int i = 0; i < MOUNTPOINT_MAX_STALE && is_stale(mp); i++) {
-        if (geteuid() == 0)
-            rc = umount2(mp, MNT_DETACH) < 0 ? -errno : 0;
-        else
-            rc = run_fusermount_uz(mp);
+        rc = detach(mp);
         if (rc < 0) {
             snprintf(err, errlen, "%s: stale mount point could not be unmounted (%s)", mp,
                      strerror(-rc));
@@ -287,6 +292,25 @@ int mountpoint_device_listed(unsigned maj, unsigned min)
     free(line);
     fclose(f);
     return found;
+}
+
+int mountpoint_detach_device(const char *mp, unsigned maj, unsigned min)
+{
+    int detached = 0;
+    unsigned a, b;
+    /* Stacked copies cannot share one device: one pass, checked again after it. */
+    for (int i = 0; i < MOUNTPOINT_MAX_STALE; i++) {
+        int rc = mountpoint_pagefs_device(mp, &a, &b);
+        if (rc == -ENOENT || (rc == 0 && (a != maj || b != min)))
+            return detached;
+        if (rc < 0)
+            return rc;
+        rc = detach(mp);
+        if (rc < 0)
+            return rc;
+        detached = 1;
+    }
+    return -EBUSY;
 }
 
 int mountpoint_set_readahead(const char *mp, unsigned kb)

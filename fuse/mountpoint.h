@@ -57,4 +57,11 @@ int mountpoint_pagefs_device(const char *mp, unsigned *maj, unsigned *min);
  * is, or -errno. */
 int mountpoint_device_listed(unsigned maj, unsigned min);
 
+/* While the mount on top at `mp` (spelled as for mountpoint_pagefs_device) is the pagefs mount
+ * of device maj:min, detaches it as mountpoint_prepare() detaches a stale one: for a daemon
+ * whose connection was aborted, which libfuse does not unmount (the device reads as unmounted
+ * either way). Any other mount there is left alone. 1 if one was detached, 0 if none was
+ * there, or -errno. */
+int mountpoint_detach_device(const char *mp, unsigned maj, unsigned min);
+
 #endif

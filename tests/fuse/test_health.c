@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,8 +383,22 @@ static void test_state_store(void)
     free(root);
 }
 
+/* How a session loop's end is judged: a signal, or the kernel ending the connection (an
+ * unmount, an abort) is clean; any other error is not. */
+static void test_loop_end(void)
+{
+    CHECK_EQ(health_loop_end_clean(0), 1);
+    CHECK_EQ(health_loop_end_clean(SIGTERM), 1);
+    CHECK_EQ(health_loop_end_clean(-ENODEV), 1);
+    CHECK_EQ(health_loop_end_clean(-ECONNABORTED), 1);
+    CHECK_EQ(health_loop_end_clean(-EIO), 0);
+    CHECK_EQ(health_loop_end_clean(-ENOMEM), 0);
+    CHECK_EQ(health_loop_end_clean(-EINVAL), 0);
+}
+
 int main(void)
 {
+    RUN(test_loop_end);
     RUN(test_ok);
     RUN(test_store_down_is_degraded);
     RUN(test_fail);

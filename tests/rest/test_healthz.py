@@ -11,6 +11,9 @@ Without arguments the source is a file:// tree:
   test_mount_gone              a lazy unmount while a reader holds a file: the daemon lives
                                on (the reader still reads), /healthz says 503, mounted false;
                                `pagefs health` exits 1
+  test_aborted                 the connection aborted through /sys/fs/fuse/connections: the
+                               daemon exits 0 as at an unmount and leaves no stale mount
+                               (root only)
   test_cache_read_only         the cache's tmp/ made read-only (a read-only bind mount over
                                it): 200 degraded (cached pages are still read), cache.writable false, the error EROFS; writable again
                                once it is undone: 200 (root only)
@@ -245,6 +248,27 @@ class FileSourceTest(Healthz):
             f.close()
         # The last file closed, the kernel drops the connection and the daemon exits.
         self.assertEqual(m.wait_exit(30), 0, m.log())
+
+    def test_aborted(self):
+        self.need_root()
+        conns = "/sys/fs/fuse/connections"
+        if not os.path.isdir(conns):
+            self.skipTest("no %s" % conns)
+        if not os.path.ismount(conns):
+            if subprocess.run(["mount", "-t", "fusectl", "fusectl", conns]).returncode != 0:
+                self.skipTest("cannot mount fusectl on %s" % conns)
+            self.addCleanup(subprocess.run, ["umount", conns])
+        m = self.mount()
+        self.assertEqual(self.read(m, "d/f1"), self.files["d/f1"])
+        abort = os.path.join(conns, str(os.minor(os.stat(m.mountpoint).st_dev)), "abort")
+        with open(abort, "w") as f:
+            f.write("1")
+        # The end of the session, as an unmount's is: exit 0, and the daemon detaches the
+        # mount it leaves behind (no stale "Transport endpoint is not connected").
+        self.assertEqual(m.wait_exit(30), 0, m.log())
+        self.assertNotIn("session loop failed", m.log())
+        self.assertFalse(mountlib.is_mounted(m.mountpoint))
+        self.assertEqual(os.listdir(m.mountpoint), [])
 
     def need_root(self):
         if os.geteuid() != 0:
