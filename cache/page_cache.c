@@ -46,8 +46,10 @@
  *     its row inserted; blocks added to a partial page are written into the holes of the
  *     existing file, then the row is updated guarded by the old bitmap. Either way the row
  *     never records a block before its bytes are in the file. No fsync: checksums catch torn
- *     writes. A page that cannot be written (disk full, I/O error) is still returned to the
- *     reader from memory; it is only not cached (write_errors).
+ *     writes. With conf->write = PC_WRITE_DIRECT (the default) the bytes go with O_DIRECT
+ *     from the page buffer, whose bytes are 4 KiB aligned (struct pbuf; page_store.h). A page
+ *     that cannot be written (disk full, I/O error) is still returned to the reader from
+ *     memory; it is only not cached (write_errors).
  *   - Compression (conf->compress_level): a whole page that shrinks by at least 1/8 is stored
  *     as one zstd frame; it is read and verified whole, and never mapped.
  *   - bytes_resident/pages_resident are kept in memory (SUM at open). After a page is stored,
@@ -1166,6 +1168,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->store.page_size = ps;
     pc->store.block_size = cache_block_size(ps);
     pc->store.zlevel = conf->compress_level;
+    pc->store.direct = conf->write == PC_WRITE_DIRECT;
     pc->verify = conf->verify;
     pc->evict = conf->evict;
     pc->peer_copy = conf->peer_copy;

@@ -45,7 +45,9 @@ struct page_index;
 #define FD_CACHE_FLOOR 1024 /* their descriptors are numbered from here up (fd_cache.h) */
 
 /* Verified bytes of page idx: [off, off + len) of the page's plen bytes. refs is atomic;
- * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). */
+ * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). data is in
+ * the same allocation, after the header, aligned to PAGE_STORE_DIO_ALIGN: the page file of a
+ * new page is written from it with O_DIRECT (page_store.h). */
 struct pbuf {
     atomic_uint refs;
     struct buf_pool *pool; /* where it came from (pc_pbuf_new_fetch); NULL: malloc'd */
@@ -55,7 +57,7 @@ struct pbuf {
     size_t off;
     size_t len;
     uint64_t stamp;
-    unsigned char data[];
+    unsigned char *data;
 };
 
 /* A fetch under way. Lives in pc->inflight until done; freed by whoever leaves last. */

@@ -148,6 +148,30 @@ static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
     return 0;
 }
 
+/* pwrite_full(), with O_DIRECT for the aligned part of the bytes when `direct` (see struct
+ * page_store). A file system that refuses O_DIRECT (fcntl, or the write: EINVAL) gets all of
+ * them through the page cache. */
+static int pwrite_maybe_direct(int fd, const unsigned char *buf, size_t len, off_t off, int direct)
+{
+    size_t head = len & ~(size_t)(PAGE_STORE_DIO_ALIGN - 1);
+    if (direct && head && ((uintptr_t)buf | (uint64_t)off) % PAGE_STORE_DIO_ALIGN == 0) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
+            int rc = pwrite_full(fd, buf, head, off);
+            if (fcntl(fd, F_SETFL, fl) < 0 && rc == 0)
+                rc = -errno;
+            if (rc == 0) {
+                buf += head;
+                off += (off_t)head;
+                len -= head;
+            } else if (rc != -EINVAL) {
+                return rc;
+            }
+        }
+    }
+    return len ? pwrite_full(fd, buf, len, off) : 0;
+}
+
 int page_store_read(const struct page_store *ps, int fd, size_t plen, const struct page_row *r,
                     unsigned lo, unsigned hi, int check, unsigned char *dst)
 {
@@ -215,7 +239,8 @@ int page_store_write_new(const struct page_store *ps, const unsigned char *data,
         if (end < plen && ftruncate(fd, (off_t)plen) < 0)
             rc = -errno;
         if (rc == 0)
-            rc = pwrite_full(fd, data + (off - data_off), end - off, (off_t)off);
+            rc =
+                pwrite_maybe_direct(fd, data + (off - data_off), end - off, (off_t)off, ps->direct);
         *stored = page_store_mask_bytes(ps, plen, m);
     }
     if (rc < 0)
@@ -262,7 +287,7 @@ int page_store_fill(const struct page_store *ps, int fd, const unsigned char *da
             b++;
         size_t off, end;
         page_store_span(ps, plen, a, b, &off, &end);
-        rc = pwrite_full(fd, data + (off - data_off), end - off, (off_t)off);
+        rc = pwrite_maybe_direct(fd, data + (off - data_off), end - off, (off_t)off, ps->direct);
         m &= ~page_span_mask(a, b);
     }
     return rc;

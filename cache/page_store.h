@@ -22,12 +22,23 @@
 
 #include "cache/cache_db.h"
 
+/* Direct writes (struct page_store's `direct`) need the bytes' address, the file offset and
+ * the length aligned to the file system's block: 4 KiB covers 512-byte and 4 KiB sectors. */
+#define PAGE_STORE_DIO_ALIGN 4096u
+
 /* Where page files live and how pages are cut. */
 struct page_store {
     const char *dir;     /* the cache directory (borrowed) */
     uint32_t page_size;  /* a power of two */
     uint32_t block_size; /* cache_block_size(page_size) */
     int zlevel;          /* zstd level for new whole pages; 0: never compress */
+    /* 1: the uncompressed bytes of a new page file (page_store_write_new) and of blocks
+     * filled into one (page_store_fill) are written with O_DIRECT wherever they are aligned
+     * (PAGE_STORE_DIO_ALIGN: the source buffer, the offset; a tail shorter than that is
+     * written through the page cache), so writing a page costs no copy into the kernel's
+     * page cache and leaves nothing there to write back; a file system that refuses O_DIRECT
+     * gets every write through the page cache. 0: always through the page cache. */
+    int direct;
 };
 
 /* A page's index row, decoded: what it occupies on disk, which blocks it has, one checksum

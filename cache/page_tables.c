@@ -44,11 +44,25 @@
 
 /* ---- page buffers and the hot set ---- */
 
+/* The first address from p on aligned to PAGE_STORE_DIO_ALIGN. */
+static unsigned char *dio_aligned(void *p)
+{
+    uintptr_t a = (uintptr_t)p + PAGE_STORE_DIO_ALIGN - 1;
+    return (unsigned char *)(a & ~(uintptr_t)(PAGE_STORE_DIO_ALIGN - 1));
+}
+
+/* Where the bytes of a buffer start whose header is at pb. */
+static unsigned char *pbuf_data(struct pbuf *pb)
+{
+    return dio_aligned(pb + 1);
+}
+
 struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off, size_t len)
 {
-    struct pbuf *pb = malloc(sizeof(*pb) + (len ? len : 1));
+    struct pbuf *pb = malloc(sizeof(*pb) + PAGE_STORE_DIO_ALIGN - 1 + (len ? len : 1));
     if (!pb)
         return NULL;
+    pb->data = pbuf_data(pb);
     atomic_init(&pb->refs, 1);
     pb->pool = NULL;
     pb->file_id = file_id;
@@ -69,9 +83,13 @@ struct pbuf *pc_pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uin
 {
     if (!pc->fetch_bufs)
         return pc_pbuf_new(file_id, idx, plen, 0, plen);
-    struct pbuf *pb = buf_pool_get(pc->fetch_bufs, sizeof(*pb) + pc->store.page_size);
+    /* Pool buffers start one header past a mapping's start (buf_pool.h): the bytes start at
+     * the mapping's second 4 KiB. */
+    struct pbuf *pb =
+        buf_pool_get(pc->fetch_bufs, sizeof(*pb) + PAGE_STORE_DIO_ALIGN - 1 + pc->store.page_size);
     if (!pb)
         return NULL;
+    pb->data = pbuf_data(pb);
     atomic_init(&pb->refs, 1);
     pb->pool = pc->fetch_bufs;
     pb->file_id = file_id;

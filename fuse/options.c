@@ -404,6 +404,9 @@ static const struct opt_word verify_words[] = {
 static const struct opt_word evict_words[] = {
     {"stable", PC_EVICT_STABLE}, {"lru", PC_EVICT_LRU}, {NULL, 0},
 };
+static const struct opt_word page_write_words[] = {
+    {"direct", PC_WRITE_DIRECT}, {"buffered", PC_WRITE_BUFFERED}, {NULL, 0},
+};
 static const struct opt_word on_off_words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
 
 static int parse_endpoint(struct pagefs_options *o, const struct opt *d, const char *val,
@@ -561,6 +564,11 @@ static const struct opt options[] = {
      .hint = "none, zstd or zstd:1..19", .arg = "zstd[:LEVEL]",
      .help = "compress pages at rest with zstd (level 1..19, default 3; pages that do not "
              "shrink are kept as they are; default none)"},
+    {.name = "page_write", .kind = OPT_WORD, FIELD(page_write), .words = page_write_words,
+     .flags = OPT_F_DEF, .def = PC_WRITE_DIRECT, .arg = "direct|buffered",
+     .help = "how page files are written: direct = with O_DIRECT where the bytes are aligned, "
+             "no copy into the kernel's page cache and nothing left to write back (default; "
+             "buffered where the file system refuses it); buffered = through the page cache"},
     {.name = "verify", .kind = OPT_WORD, FIELD(verify), .words = verify_words,
      .flags = OPT_F_DEF, .def = PC_VERIFY_FULL, .arg = "full|once|none",
      .help = "check cached bytes read back from disk against their checksums: full = every "
