@@ -46,11 +46,14 @@ struct page_index;
 
 /* Verified bytes of page idx: [off, off + len) of the page's plen bytes. refs is atomic;
  * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). data is in
- * the same allocation, after the header, aligned to PAGE_STORE_DIO_ALIGN: the page file of a
- * new page is written from it with O_DIRECT (page_store.h). */
+ * the same allocation, after the header, or in a run's (struct pbuf_run), aligned to
+ * PAGE_STORE_DIO_ALIGN: the page file of a new page is written from it with O_DIRECT
+ * (page_store.h). */
+struct pbuf_run;
 struct pbuf {
     atomic_uint refs;
     struct buf_pool *pool; /* where it came from (pc_pbuf_new_fetch); NULL: malloc'd */
+    struct pbuf_run *run;  /* the run holding its bytes (pc_pbuf_slice), or NULL */
     int64_t file_id;
     uint64_t idx;
     size_t plen;
@@ -200,6 +203,23 @@ struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off,
  * Always room for a whole page, so that pool buffers are of one size. */
 struct pbuf *pc_pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uint64_t idx,
                                size_t plen);
+
+/* The bytes of a run of pages fetched with one request (page_cache_prefetch's runs), shared
+ * by the pbufs of its pages (pc_pbuf_slice: no copy per page) and released with the last
+ * reference, the run's own or a page's. From the fetch buffer pool when the cache has one. */
+struct pbuf_run {
+    atomic_uint refs;
+    struct buf_pool *pool; /* NULL: malloc'd */
+    unsigned char *data;   /* `bytes` bytes, aligned to PAGE_STORE_DIO_ALIGN */
+};
+
+/* A run of `bytes` bytes, one reference, or NULL (out of memory). */
+struct pbuf_run *pc_pbuf_run_new(const struct page_cache *pc, size_t bytes);
+void pc_pbuf_run_unref(struct pbuf_run *run);
+/* A whole-page buffer over bytes [off, off + plen) of run (page idx of file_id), holding a
+ * reference to run; one reference, or NULL. */
+struct pbuf *pc_pbuf_slice(struct pbuf_run *run, size_t off, int64_t file_id, uint64_t idx,
+                           size_t plen);
 
 /* Reference counting of page buffers (atomics: no lock needed). */
 struct pbuf *pc_pbuf_ref(struct pbuf *pb);

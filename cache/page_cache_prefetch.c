@@ -11,7 +11,9 @@
  *     partial page gets each run of its missing blocks fetched (prefetch_fill), never a block
  *     it has. Prefetched pages skip the hot set. Buffers come from the fetch buffer pool when
  *     the cache has one (conf->fetch_bufs, buf_pool.h), which keeps their memory within the
- *     bound its callers keep (page_cache_prefetch_mem, mem_budget.h).
+ *     bound its callers keep (page_cache_prefetch_mem, mem_budget.h). A run of several pages
+ *     is read into one buffer (struct pbuf_run) and each page's buffer is a slice of it: no
+ *     copy per page; the run's buffer goes back to the pool with the last of them.
  *   - Admission: prefetch fetches only what the cache can keep until it is read. Pages stored
  *     by prefetch and not read yet (page_tables.c) may hold at most pc_unread_cap() bytes
  *     (half the low watermark; less under evict=stable once the kept pages fill their room);
@@ -156,8 +158,8 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         end = f->size;
     size_t total = (size_t)(end - off);
     struct inflight **ins = calloc(n, sizeof(*ins));
-    unsigned char *buf = NULL;
-    struct pbuf *one = NULL; /* n == 1: read straight into the page buffer, no copy */
+    struct pbuf_run *run = NULL; /* n > 1: the pages' buffers are slices of it, no copy */
+    struct pbuf *one = NULL;     /* n == 1: read straight into the page buffer */
     size_t registered = 0;
     int rc = 0;
 
@@ -176,11 +178,9 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     /* Buffers from the fetch buffer pool, as pc_pbuf_new_fetch's; a run's of whole pages. */
     if (n == 1)
         one = pc_pbuf_new_fetch(pc, f->file_id, idx, total);
-    else if (pc->fetch_bufs)
-        buf = buf_pool_get(pc->fetch_bufs, n * (size_t)pc->store.page_size);
     else
-        buf = malloc(total ? total : 1);
-    if (!one && !buf) {
+        run = pc_pbuf_run_new(pc, n * (size_t)pc->store.page_size);
+    if (!one && !run) {
         rc = -ENOMEM;
         goto out_lock;
     }
@@ -189,7 +189,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
     backend_call_begin(&scope, 0, NULL);
     backend_call_set_timing(&scope, &timing);
     uint64_t t0 = backend_now_us();
-    rc = pc_fetch_range(pc, f, off, total, one ? one->data : buf);
+    rc = pc_fetch_range(pc, f, off, total, one ? one->data : run->data);
     uint64_t us = backend_now_us() - t0;
     backend_call_end(&scope);
     if (rc < 0)
@@ -204,11 +204,8 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         int err = 0;
         struct pbuf *pb = one;
         one = NULL;
-        if (!pb) {
-            pb = pc_pbuf_new_fetch(pc, f->file_id, idx + i, plen);
-            if (pb)
-                memcpy(pb->data, buf + poff, plen);
-        }
+        if (!pb)
+            pb = pc_pbuf_slice(run, poff, f->file_id, idx + i, plen);
         if (pb)
             pc_store_page(pc, f, pb, 1);
         else
@@ -234,10 +231,7 @@ out_publish:
         if (ins[i])
             pc_inflight_publish(pc, ins[i], rc < 0 ? rc : -EIO, NULL);
     pc_pbuf_unref(one);
-    if (pc->fetch_bufs)
-        buf_pool_put(pc->fetch_bufs, buf);
-    else
-        free(buf);
+    pc_pbuf_run_unref(run); /* freed here unless a page's buffer still holds it */
     free(ins);
     return rc;
 }

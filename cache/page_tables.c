@@ -65,6 +65,7 @@ struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off,
     pb->data = pbuf_data(pb);
     atomic_init(&pb->refs, 1);
     pb->pool = NULL;
+    pb->run = NULL;
     pb->file_id = file_id;
     pb->idx = idx;
     pb->plen = plen;
@@ -92,6 +93,7 @@ struct pbuf *pc_pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uin
     pb->data = pbuf_data(pb);
     atomic_init(&pb->refs, 1);
     pb->pool = pc->fetch_bufs;
+    pb->run = NULL;
     pb->file_id = file_id;
     pb->idx = idx;
     pb->plen = plen;
@@ -111,10 +113,56 @@ void pc_pbuf_unref(struct pbuf *pb)
 {
     if (!pb || atomic_fetch_sub(&pb->refs, 1) != 1)
         return;
-    if (pb->pool)
-        buf_pool_put(pb->pool, pb);
-    else
+    if (pb->run) {
+        pc_pbuf_run_unref(pb->run);
         free(pb);
+    } else if (pb->pool) {
+        buf_pool_put(pb->pool, pb);
+    } else {
+        free(pb);
+    }
+}
+
+struct pbuf_run *pc_pbuf_run_new(const struct page_cache *pc, size_t bytes)
+{
+    size_t size = sizeof(struct pbuf_run) + PAGE_STORE_DIO_ALIGN - 1 + bytes;
+    struct pbuf_run *run = pc->fetch_bufs ? buf_pool_get(pc->fetch_bufs, size) : malloc(size);
+    if (!run)
+        return NULL;
+    atomic_init(&run->refs, 1);
+    run->pool = pc->fetch_bufs;
+    run->data = dio_aligned(run + 1);
+    return run;
+}
+
+void pc_pbuf_run_unref(struct pbuf_run *run)
+{
+    if (!run || atomic_fetch_sub(&run->refs, 1) != 1)
+        return;
+    if (run->pool)
+        buf_pool_put(run->pool, run);
+    else
+        free(run);
+}
+
+struct pbuf *pc_pbuf_slice(struct pbuf_run *run, size_t off, int64_t file_id, uint64_t idx,
+                           size_t plen)
+{
+    struct pbuf *pb = malloc(sizeof(*pb));
+    if (!pb)
+        return NULL;
+    atomic_fetch_add(&run->refs, 1);
+    atomic_init(&pb->refs, 1);
+    pb->pool = NULL;
+    pb->run = run;
+    pb->data = run->data + off;
+    pb->file_id = file_id;
+    pb->idx = idx;
+    pb->plen = plen;
+    pb->off = 0;
+    pb->len = plen;
+    pb->stamp = 0;
+    return pb;
 }
 
 int pc_pbuf_whole(const struct pbuf *pb)

@@ -6,6 +6,7 @@
  * them on demand. Data is checked byte for byte against the source files.
  */
 #include "backends/backend.h"
+#include "cache/buf_pool.h"
 #include "cache/page_cache.h"
 #include "cache_env.h"
 #include "testlib.h"
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -826,6 +828,130 @@ static void test_single_flight(void)
     cache_env_fini(&e);
 }
 
+struct run_arg {
+    struct cache_env *e;
+    struct pc_file *f;
+    int result;
+};
+
+static void *run_thread(void *p)
+{
+    struct run_arg *a = p;
+    a->result = page_cache_prefetch(a->e->pc, a->f, 0, 6);
+    return NULL;
+}
+
+/* The 4 KiB pages of the file at path that are in the kernel's page cache. */
+static long resident_pages(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -1;
+    size_t n = ((size_t)st.st_size + 4095) / 4096;
+    unsigned char *vec = calloc(n, 1);
+    long count = -1;
+    if (vec && mincore(m, (size_t)st.st_size, vec) == 0) {
+        count = 0;
+        for (size_t i = 0; i < n; i++)
+            count += vec[i] & 1;
+    }
+    free(vec);
+    munmap(m, (size_t)st.st_size);
+    return count;
+}
+
+/* A run of pages prefetched with one GET (buffers from a pool, as in the daemon): readers that
+ * wait for its pages get them from the run's one buffer (each page a slice of it, no copy),
+ * the buffer goes back to the pool once the last page is let go, and the pages' files were
+ * written with O_DIRECT from it (aligned: nothing of them in the kernel's page cache). */
+static void test_prefetch_run_buffers(void)
+{
+    struct cache_env e;
+    struct buf_pool *pool;
+    CHECK_EQ(buf_pool_create(16 * PS, &pool), 0);
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
+    e.conf.fetch_bufs = pool;
+    cache_env_restart(&e);
+    size_t size = 6 * PS - 1000; /* the last page short */
+    unsigned char *data = cache_env_make_source(&e, "run.bin", size, 31);
+    struct pc_file *f = cache_env_open_key(&e, "run.bin", NULL);
+    uint64_t calls = cache_env_read_calls(&e);
+
+    fault_backend_set(e.fault, 0, 0, 300000);
+    struct run_arg ra = {&e, f, 0};
+    pthread_t rt;
+    pthread_create(&rt, NULL, run_thread, &ra);
+    /* The run's pages are registered in flight before its GET starts: wait for the GET. */
+    struct backend_counters c;
+    for (int i = 0; i < 2000; i++) {
+        memset(&c, 0, sizeof(c));
+        CHECK_EQ(e.be->ops->counters(e.be, &c), 0);
+        if (c.inflight == 1)
+            break;
+        usleep(1000);
+    }
+    CHECK_EQ(c.inflight, 1);
+    pthread_t th[3];
+    struct sf_arg args[3];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 3);
+    uint64_t offs[3] = {PS + 10, 3 * PS, 5 * PS + 100};
+    for (int i = 0; i < 3; i++) {
+        args[i] = (struct sf_arg){&e, f, data, size, offs[i], &bar, 0};
+        pthread_create(&th[i], NULL, sf_thread, &args[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(args[i].result, 4096);
+    }
+    pthread_join(rt, NULL);
+    pthread_barrier_destroy(&bar);
+    fault_backend_set(e.fault, 0, 0, 0);
+    CHECK_EQ(ra.result, 6);
+    CHECK_EQ(cache_env_read_calls(&e), calls + 1); /* the readers joined the run */
+    struct page_cache_stats s = cache_env_stats(&e);
+    CHECK_EQ(s.prefetch_waits, 3);
+    CHECK_EQ(s.pages_resident, 6);
+    struct buf_pool_stats bs;
+    buf_pool_get_stats(pool, &bs);
+    CHECK_EQ(bs.in_use, 0);
+    CHECK_EQ(bs.maps, 1); /* the run's buffer and nothing else: its pages are slices of it */
+
+    /* The whole pages' files: written direct, none of their bytes in the page cache. */
+    char *p = cache_env_join(e.cache, "pages");
+    found_n = 0;
+    nftw(p, find_cb, 16, FTW_PHYS);
+    free(p);
+    CHECK_EQ(found_n, 6);
+    int whole = 0;
+    for (int i = 0; i < found_n; i++) {
+        struct stat st;
+        if (stat(found_files[i], &st) == 0 && st.st_size == PS) {
+            whole++;
+            CHECK_EQ(resident_pages(found_files[i]), 0);
+        }
+        free(found_files[i]);
+    }
+    CHECK_EQ(whole, 5);
+    /* And every byte reads back right, from the page files. */
+    for (uint64_t off = 0; off < size; off += PS)
+        CHECK_EQ(read_check(&e, f, data, size, off, PS),
+                 (ssize_t)(off + PS <= size ? PS : size - off));
+    CHECK_EQ(cache_env_read_calls(&e), calls + 1);
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e);
+    buf_pool_destroy(pool);
+}
+
 static void test_write_errors_still_serve(void)
 {
     struct cache_env e;
@@ -1029,6 +1155,7 @@ int main(void)
     RUN(test_warm_open_without_index);
     RUN(test_stale_and_short_reads_not_cached);
     RUN(test_single_flight);
+    RUN(test_prefetch_run_buffers);
     RUN(test_write_errors_still_serve);
     RUN(test_residency_and_evict_key);
     RUN(test_page_files_kept_open);
