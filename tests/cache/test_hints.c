@@ -389,10 +389,11 @@ static void small_cache_epochs(int lru, int hinted)
         CHECK(got <= dataset);
         /* The cache holds 2/3 of the files (pages of 64 KiB, files of 48): a later epoch takes
          * about the third it cannot hold (measured: evict=stable 0.34-0.36x; evict=lru, which
-         * evicts from 90% to 80%, 0.41-0.49x; the unhinted LRU run printed beside it
-         * 0.76-0.84x). */
+         * evicts from 90% to 80%, 0.41-0.49x, and up to 0.58x in 25 runs beside three CPU hogs,
+         * where watermark evictions outrun the plan's releases; the unhinted LRU run printed
+         * beside it 0.76-0.84x). The LRU bound, 2/3, stays below what no hint gives. */
         if (epoch && hinted)
-            CHECK(got <= (lru ? dataset * 6 / 10 : dataset / 2));
+            CHECK(got <= (lru ? dataset * 2 / 3 : dataset / 2));
     }
     if (hinted)
         CHECK(hstats(&e).released > 0);
