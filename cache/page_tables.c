@@ -57,15 +57,15 @@ static unsigned char *pbuf_data(struct pbuf *pb)
     return dio_aligned(pb + 1);
 }
 
-struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off, size_t len)
+/* Fills a new buffer's header: one reference, bytes at data. */
+static struct pbuf *pbuf_init(struct pbuf *pb, unsigned char *data, struct buf_pool *pool,
+                              struct pbuf_run *run, int64_t file_id, uint64_t idx, size_t plen,
+                              size_t off, size_t len)
 {
-    struct pbuf *pb = malloc(sizeof(*pb) + PAGE_STORE_DIO_ALIGN - 1 + (len ? len : 1));
-    if (!pb)
-        return NULL;
-    pb->data = pbuf_data(pb);
     atomic_init(&pb->refs, 1);
-    pb->pool = NULL;
-    pb->run = NULL;
+    pb->pool = pool;
+    pb->run = run;
+    pb->data = data;
     pb->file_id = file_id;
     pb->idx = idx;
     pb->plen = plen;
@@ -73,6 +73,14 @@ struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off,
     pb->len = len;
     pb->stamp = 0;
     return pb;
+}
+
+struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off, size_t len)
+{
+    struct pbuf *pb = malloc(sizeof(*pb) + PAGE_STORE_DIO_ALIGN - 1 + (len ? len : 1));
+    if (!pb)
+        return NULL;
+    return pbuf_init(pb, pbuf_data(pb), NULL, NULL, file_id, idx, plen, off, len);
 }
 
 /* A whole-page buffer for the fetches of page_cache_prefetch(): from the fetch buffer pool
@@ -90,17 +98,7 @@ struct pbuf *pc_pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uin
         buf_pool_get(pc->fetch_bufs, sizeof(*pb) + PAGE_STORE_DIO_ALIGN - 1 + pc->store.page_size);
     if (!pb)
         return NULL;
-    pb->data = pbuf_data(pb);
-    atomic_init(&pb->refs, 1);
-    pb->pool = pc->fetch_bufs;
-    pb->run = NULL;
-    pb->file_id = file_id;
-    pb->idx = idx;
-    pb->plen = plen;
-    pb->off = 0;
-    pb->len = plen;
-    pb->stamp = 0;
-    return pb;
+    return pbuf_init(pb, pbuf_data(pb), pc->fetch_bufs, NULL, file_id, idx, plen, 0, plen);
 }
 
 struct pbuf *pc_pbuf_ref(struct pbuf *pb)
@@ -152,17 +150,7 @@ struct pbuf *pc_pbuf_slice(struct pbuf_run *run, size_t off, int64_t file_id, ui
     if (!pb)
         return NULL;
     atomic_fetch_add(&run->refs, 1);
-    atomic_init(&pb->refs, 1);
-    pb->pool = NULL;
-    pb->run = run;
-    pb->data = run->data + off;
-    pb->file_id = file_id;
-    pb->idx = idx;
-    pb->plen = plen;
-    pb->off = 0;
-    pb->len = plen;
-    pb->stamp = 0;
-    return pb;
+    return pbuf_init(pb, run->data + off, NULL, run, file_id, idx, plen, 0, plen);
 }
 
 int pc_pbuf_whole(const struct pbuf *pb)
