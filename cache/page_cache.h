@@ -45,15 +45,18 @@ enum page_cache_verify {
 
 /* How page files are written (conf->write). */
 enum page_cache_write {
-    /* Default. The bytes of a new page file go to disk with O_DIRECT where they are aligned
+    /* Default. Through the page cache, as an ordinary write. */
+    PC_WRITE_BUFFERED = 0,
+    /* The bytes of a new page file go to disk with O_DIRECT where they are aligned
      * (page_store.h): no copy into the kernel's page cache, and no dirty pages to write back
-     * later, which together cost about as much CPU as the FUSE reply of the same bytes. Reads
-     * of the file later come from the disk, not from memory: the mount's own page cache (the
-     * kernel's cache of the pagefs files) is what keeps recent bytes in memory. A file system
-     * that refuses O_DIRECT gets buffered writes. */
-    PC_WRITE_DIRECT = 0,
-    /* Through the page cache, as an ordinary write. */
-    PC_WRITE_BUFFERED,
+     * later, which together cost about as much CPU as the FUSE reply of the same bytes (a
+     * fifth of the daemon's CPU on a cold sequential read). Reads of the file later come from
+     * the disk, not from memory: the mount's own page cache (the kernel's cache of the pagefs
+     * files) is what keeps recent bytes in memory. A file system that refuses O_DIRECT gets
+     * buffered writes. Not the default: in the cluster benchmark (three daemons on one VM
+     * disk) warm re-reads of direct-written pages were slower in half the runs, for a reason
+     * not found (README, page_write). */
+    PC_WRITE_DIRECT,
 };
 
 /* Which pages the cache keeps when it is full (conf->evict). */
@@ -90,7 +93,7 @@ struct page_cache_conf {
     int compress_level;   /* zstd level for pages at rest (a page is stored compressed when
                              that saves at least 1/8 of it); 0 = no compression */
     enum page_cache_verify verify; /* default PC_VERIFY_FULL */
-    enum page_cache_write write;   /* default PC_WRITE_DIRECT */
+    enum page_cache_write write;   /* default PC_WRITE_BUFFERED */
     page_cache_log_fn log;         /* NULL: no log lines */
     void *log_ud;
     int log_debug; /* 1: also LOG_DEBUG lines (one per eviction run); 0: never formatted */

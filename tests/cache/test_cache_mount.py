@@ -7,7 +7,9 @@ source (counts from user.pagefs.stats, never timings):
   - warm reads are checked against the page checksums every time (verify=full, the default);
     with verify=once they are served as page file ranges (zero-copy: fd_hits,
     fuse_zero_copy_reads) after a first verified read;
-  - compress=zstd stores a CSV-like file in fewer bytes and reads it back exactly.
+  - compress=zstd stores a CSV-like file in fewer bytes and reads it back exactly;
+  - page_write=direct leaves the whole pages' files out of the kernel's page cache (mincore)
+    and every byte reads back right.
 Run by ctest (label mount) with PAGEFS_BIN set."""
 
 import os
@@ -151,6 +153,32 @@ class CacheMountTest(unittest.TestCase):
                 self.assertEqual(pread_all(fd, 3 * MiB + 7, 100000), data[3 * MiB + 7:][:100000])
             finally:
                 os.close(fd)
+            self.assertEqual(m.stats()["read_calls"], s["read_calls"])
+
+    def test_direct_page_writes(self):
+        # page_write=direct: a file read through the mount (sequentially, with read-ahead, and a
+        # random part) is stored in page files written with O_DIRECT: none of their bytes are
+        # in the kernel's page cache after (but the short tail of the last page); every byte
+        # reads back right, cold and warm, with no new store read.
+        rng = random.Random(6)
+        data = rng.randbytes(9 * MiB + 12345)
+        with open(os.path.join(self.src, "big.bin"), "wb") as f:
+            f.write(data)
+        with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                            options=["page_write=direct"]) as m:
+            path = os.path.join(m.mountpoint, "big.bin")
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), data)
+            s = m.stats()
+            self.assertEqual(s["write_errors"], 0)
+            pages = [os.path.join(dp, n)
+                     for dp, _, ns in os.walk(os.path.join(m.cache_dir, "pages")) for n in ns]
+            self.assertEqual(len(pages), 10)
+            resident = {p: mountlib.resident_bytes(p) for p in pages}
+            whole = [p for p in pages if os.path.getsize(p) == MiB]
+            self.assertEqual(len(whole), 9)
+            self.assertEqual(sum(resident[p] for p in whole), 0, resident)
+            self.assertEqual(drop_and_read(path, len(data)), data)
             self.assertEqual(m.stats()["read_calls"], s["read_calls"])
 
 

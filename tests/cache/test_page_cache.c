@@ -870,8 +870,9 @@ static long resident_pages(const char *path)
 
 /* A run of pages prefetched with one GET (buffers from a pool, as in the daemon): readers that
  * wait for its pages get them from the run's one buffer (each page a slice of it, no copy),
- * the buffer goes back to the pool once the last page is let go, and the pages' files were
- * written with O_DIRECT from it (aligned: nothing of them in the kernel's page cache). */
+ * the buffer goes back to the pool once the last page is let go, and with page_write=direct
+ * the pages' files were written with O_DIRECT from it (aligned: nothing of them in the
+ * kernel's page cache). */
 static void test_prefetch_run_buffers(void)
 {
     struct cache_env e;
@@ -879,6 +880,7 @@ static void test_prefetch_run_buffers(void)
     CHECK_EQ(buf_pool_create(16 * PS, &pool), 0);
     cache_env_init(&e, "pc", PS, 0, 0, 0);
     e.conf.fetch_bufs = pool;
+    e.conf.write = PC_WRITE_DIRECT;
     cache_env_restart(&e);
     size_t size = 6 * PS - 1000; /* the last page short */
     unsigned char *data = cache_env_make_source(&e, "run.bin", size, 31);

@@ -486,6 +486,13 @@ def slow_body_exchange(sock, head, body, then, pause=0.3, timeout=10):
     return got
 
 
+def resident_bytes(path):
+    """Bytes of the file at path in the kernel's page cache (util-linux fincore: mincore())."""
+    r = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+    return int(r.stdout.strip())
+
+
 def drop_file_caches(paths):
     """Drops the kernel's cached pages of these files only (posix_fadvise DONTNEED), so the next
     read goes to the daemon. Unlike drop_kernel_caches() it leaves the other tests that run
