@@ -640,7 +640,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
     }
     pagefs_health_mounted(health, mp_real ? mp_real : mp);
     unsigned mnt_maj = 0, mnt_min = 0;
-    int have_mnt_dev = mountpoint_pagefs_device(mp_real ? mp_real : mp, &mnt_maj, &mnt_min) == 0;
+    int have_mnt_dev = pagefs_health_device(health, &mnt_maj, &mnt_min);
     pagefs_fs_set_session(fs, se); /* evict tells the kernel to drop its pages through it */
     if (notify_fd >= 0) {
         detach_finish(notify_fd, log_note);
@@ -703,7 +703,7 @@ out_unmount:
     fuse_session_unmount(se);
     /* An aborted connection reads as an unmounted one, and libfuse leaves its mount: a stale
      * "Transport endpoint is not connected" mount point. Ours, still there: detach it. */
-    if (have_mnt_dev && mountpoint_device_listed(mnt_maj, mnt_min) == 1) {
+    if (have_mnt_dev) {
         rc = mountpoint_detach_device(mp_real ? mp_real : mp, mnt_maj, mnt_min);
         if (rc > 0)
             fuse_log(FUSE_LOG_INFO, "pagefs: detached the mount the aborted connection left\n");

@@ -300,6 +300,16 @@ void pagefs_health_mounted(struct pagefs_health *h, const char *resolved_mp)
     pthread_mutex_unlock(&h->lock);
 }
 
+int pagefs_health_device(struct pagefs_health *h, unsigned *maj, unsigned *min)
+{
+    pthread_mutex_lock(&h->lock);
+    int have = h->have_dev;
+    *maj = h->maj;
+    *min = h->min;
+    pthread_mutex_unlock(&h->lock);
+    return have;
+}
+
 int health_loop_end_clean(int loop_rc)
 {
     return loop_rc >= 0 || loop_rc == -ENODEV || loop_rc == -ECONNABORTED;

@@ -112,6 +112,8 @@ void pagefs_health_destroy(struct pagefs_health *h);
  * device of the pagefs mount on top of it, so that later checks find that mount wherever it
  * is listed. When none is found there, "mounted" stays unknown and is never a failure. */
 void pagefs_health_mounted(struct pagefs_health *h, const char *resolved_mp);
+/* The device noted by pagefs_health_mounted(): 1 with *maj, *min, or 0 when none was. */
+int pagefs_health_device(struct pagefs_health *h, unsigned *maj, unsigned *min);
 /* Whether a session loop that returned loop_rc (0, the signal that ended it, or -errno) ended
  * cleanly: 1 or 0. The kernel ends the connection of an unmounted or aborted file system with
  * ENODEV (libfuse then returns 0), or with ECONNABORTED: after an abort when FUSE_ABORT_ERROR

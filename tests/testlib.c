@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +98,34 @@ int test_write_file(const char *path, const void *data, size_t len)
     }
     close(fd);
     return 0;
+}
+
+long test_resident_pages(const char *path, size_t off, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -1;
+    size_t n = (size + 4095) / 4096;
+    size_t end = len ? (off + len + 4095) / 4096 : n;
+    unsigned char *vec = calloc(n, 1);
+    long count = -1;
+    if (vec && mincore(m, size, vec) == 0) {
+        count = 0;
+        for (size_t i = off / 4096; i < end && i < n; i++)
+            count += vec[i] & 1;
+    }
+    free(vec);
+    munmap(m, size);
+    return count;
 }
 
 void test_fill_random(void *buf, size_t len, uint64_t seed)

@@ -52,6 +52,10 @@ char *test_mkdtemp(const char *tag);
 void test_rm_rf(const char *path);
 /* Writes len bytes to path (creating parent directories); returns 0 or -errno. */
 int test_write_file(const char *path, const void *data, size_t len);
+/* The 4 KiB pages of [off, off + len) of the file at path that are in the kernel's page
+ * cache (mincore over a mapping of it); len 0: to the end of the file. -1 if it cannot be
+ * mapped (missing, empty). */
+long test_resident_pages(const char *path, size_t off, size_t len);
 /* Deterministic pseudo-random bytes (xorshift) for test data. */
 void test_fill_random(void *buf, size_t len, uint64_t seed);
 

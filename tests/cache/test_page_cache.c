@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -841,33 +840,6 @@ static void *run_thread(void *p)
     return NULL;
 }
 
-/* The 4 KiB pages of the file at path that are in the kernel's page cache. */
-static long resident_pages(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
-        return -1;
-    size_t n = ((size_t)st.st_size + 4095) / 4096;
-    unsigned char *vec = calloc(n, 1);
-    long count = -1;
-    if (vec && mincore(m, (size_t)st.st_size, vec) == 0) {
-        count = 0;
-        for (size_t i = 0; i < n; i++)
-            count += vec[i] & 1;
-    }
-    free(vec);
-    munmap(m, (size_t)st.st_size);
-    return count;
-}
-
 /* A run of pages prefetched with one GET (buffers from a pool, as in the daemon): readers that
  * wait for its pages get them from the run's one buffer (each page a slice of it, no copy),
  * the buffer goes back to the pool once the last page is let go, and with page_write=direct
@@ -938,7 +910,7 @@ static void test_prefetch_run_buffers(void)
         struct stat st;
         if (stat(found_files[i], &st) == 0 && st.st_size == PS) {
             whole++;
-            CHECK_EQ(resident_pages(found_files[i]), 0);
+            CHECK_EQ(test_resident_pages(found_files[i], 0, 0), 0);
         }
         free(found_files[i]);
     }

@@ -17,7 +17,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,32 +24,6 @@
 #define PS (1u << 20) /* pages of 1 MiB, blocks of 64 KiB */
 #define BS (64u << 10)
 #define PG 4096u
-
-/* The 4 KiB pages of [off, off + len) of the file at path that are in the page cache. */
-static long resident_pages(const char *path, size_t off, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    CHECK(fd >= 0);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    CHECK_EQ(fstat(fd, &st), 0);
-    size_t size = (size_t)st.st_size;
-    void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    CHECK(m != MAP_FAILED);
-    if (m == MAP_FAILED)
-        return -1;
-    size_t n = (size + PG - 1) / PG;
-    unsigned char *vec = calloc(n, 1);
-    CHECK_EQ(mincore(m, size, vec), 0);
-    long count = 0;
-    for (size_t i = off / PG; i < (off + len + PG - 1) / PG && i < n; i++)
-        count += vec[i] & 1;
-    free(vec);
-    munmap(m, size);
-    return count;
-}
 
 /* The file's bytes [off, off + len) are src's. */
 static int same_bytes(const char *path, size_t off, const unsigned char *src, size_t len)
@@ -108,7 +81,7 @@ static void test_whole_page(void)
                  0);
         CHECK_EQ(flags, 0);
         CHECK_EQ(stored, PS);
-        long res = resident_pages(tmp, 0, PS); /* before reading it back loads it */
+        long res = test_resident_pages(tmp, 0, PS); /* before reading it back loads it */
         if (direct)
             CHECK_EQ(res, 0);
         else
@@ -137,8 +110,8 @@ static void test_tail_and_span(void)
                                   sizeof(tmp), &flags, &stored),
              0);
     size_t head = plen / PG * PG;
-    CHECK_EQ(resident_pages(tmp, 0, head), 0);
-    CHECK_EQ(resident_pages(tmp, head, plen - head), 1);
+    CHECK_EQ(test_resident_pages(tmp, 0, head), 0);
+    CHECK_EQ(test_resident_pages(tmp, head, plen - head), 1);
     CHECK(same_bytes(tmp, 0, data, plen));
     unlink(tmp);
 
@@ -146,7 +119,7 @@ static void test_tail_and_span(void)
     uint32_t m = page_span_mask(2, 3);
     CHECK_EQ(page_store_write_new(&ps, data, 2 * BS, PS, m, tmp, sizeof(tmp), &flags, &stored), 0);
     CHECK_EQ(stored, 2 * BS);
-    CHECK_EQ(resident_pages(tmp, 2 * BS, 2 * BS), 0);
+    CHECK_EQ(test_resident_pages(tmp, 2 * BS, 2 * BS), 0);
     CHECK(same_bytes(tmp, 2 * BS, data, 2 * BS));
     struct stat st;
     CHECK_EQ(stat(tmp, &st), 0);
@@ -157,7 +130,7 @@ static void test_tail_and_span(void)
     CHECK(fd >= 0);
     CHECK_EQ(page_store_fill(&ps, fd, data, 0, PS, (1u << 5) | page_span_mask(7, 8)), 0);
     close(fd);
-    CHECK_EQ(resident_pages(tmp, 5 * BS, BS) + resident_pages(tmp, 7 * BS, 2 * BS), 0);
+    CHECK_EQ(test_resident_pages(tmp, 5 * BS, BS) + test_resident_pages(tmp, 7 * BS, 2 * BS), 0);
     CHECK(same_bytes(tmp, 5 * BS, data + 5 * BS, BS));
     CHECK(same_bytes(tmp, 7 * BS, data + 7 * BS, 2 * BS));
     CHECK(same_bytes(tmp, 2 * BS, data, 2 * BS));
@@ -180,7 +153,7 @@ static void test_unaligned_buffer(void)
     CHECK_EQ(page_store_write_new(&ps, data + 8, 0, PS, page_store_full_mask(&ps, PS), tmp,
                                   sizeof(tmp), &flags, &stored),
              0);
-    CHECK_EQ(resident_pages(tmp, 0, PS), PS / PG);
+    CHECK_EQ(test_resident_pages(tmp, 0, PS), PS / PG);
     CHECK(same_bytes(tmp, 0, data + 8, PS));
     unlink(tmp);
     free(data);
@@ -224,7 +197,7 @@ static void test_refused(void)
                                   sizeof(tmp), &flags, &stored),
              0);
     if (refused)
-        CHECK_EQ(resident_pages(tmp, 0, plen), (plen + PG - 1) / PG);
+        CHECK_EQ(test_resident_pages(tmp, 0, plen), (plen + PG - 1) / PG);
     else
         fprintf(stderr, "test_refused: ramfs takes O_DIRECT on this kernel\n");
     CHECK(same_bytes(tmp, 0, data, plen));

@@ -319,6 +319,8 @@ static void test_state(void)
     usleep((HEALTH_CHECK_INTERVAL_MS + 100) * 1000);
     pagefs_health_gather(h, &src, &f);
     CHECK_EQ(f.mounted, -1);
+    unsigned maj = 1, min = 1;
+    CHECK_EQ(pagefs_health_device(h, &maj, &min), 0);
     pagefs_health_destroy(h);
     pagefs_health_destroy(NULL);
     test_rm_rf(cache);
