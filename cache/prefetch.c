@@ -39,6 +39,19 @@
  *     on the run (stream_set_window) after every sequential read. The link (ra_link) is the
  *     prefetcher's, fed by after_fetch with the time of each GET of whole pages
  *     (page_cache_prefetch_timed) under link_lock, and copied out by prefetch_read.
+ *   - Next file (carry): a reader that reads file after file (shards, an epoch of large
+ *     samples) would ramp each file's window up from MIN_WINDOW_PAGES again, a doubling per
+ *     GET's time: on a far link about two seconds at a fraction of the link per file. A
+ *     handle knows its owner (the opening process, prefetch_stream_set_owner); when a
+ *     sequential run reaches its file's end, its largest window (near the end, where nothing
+ *     is left to ask for, the reader stops waiting and the window shrinks) and its rate are
+ *     noted for the owner
+ *     (carry[], under link_lock, the least recently noted slot reused). The owner's next
+ *     handle opened within CARRY_US starts its first sequential window there
+ *     (ra_window_seed); the epochs then shrink it if the reader does not wait. Only a run
+ *     that read to the end counts, so a reader that stops early in each file (or reads
+ *     heads) carries nothing; one that reads a whole file then stops early in the next
+ *     loses its read-ahead CLOSE_GRACE_MS after the close, like any other.
  *   - "used": pages the prefetcher fetched are remembered in a small open-addressing table
  *     keyed by (file id, page); a later read of such a page through any handle counts it as
  *     used and forgets it. The table is bounded: when a probe run is full the oldest guess is
@@ -101,6 +114,8 @@
 #define MIN_WINDOW_PAGES 4u /* a sequential window opens at this */
 #define CLOSE_GRACE_MS 20u  /* a file without a handle this long loses its read-ahead */
 #define CHUNK_MEM_SHARE 8u  /* a read-ahead GET holds at most 1/8 of mem_limit */
+#define CARRY_SLOTS 16u     /* owners whose last window a next file can start at */
+#define CARRY_US 2000000u   /* ... when it opens within this long of the last one's end */
 
 /* The read-ahead state of one object version (file id), shared by its handles and kept for
  * a while after the last one closes (an open-read-close reader continues its runs). */
@@ -137,6 +152,8 @@ struct prefetch_stream {
     struct pf_file *pfile; /* one reference */
     struct pc_file *f;     /* one reference */
     uint64_t reader;       /* this handle's id in pfile's stream set */
+    uint64_t owner;        /* who opened it (a process; 0: unknown): prefetch_stream_set_owner */
+    atomic_int carry;      /* its first sequential window may start at the owner's last one */
     uint64_t nreads;       /* reads so far (under pfile->lock) */
     unsigned run, gen;     /* the run its last read went to, and its generation (same lock) */
     int seq;               /* that read was sequential */
@@ -195,8 +212,13 @@ struct prefetcher {
     struct mem_budget *budget; /* the conf's (shared), or own_budget */
     struct mem_budget *own_budget;
 
-    pthread_mutex_t link_lock; /* guards link (a leaf) */
+    pthread_mutex_t link_lock; /* guards link and carry (a leaf) */
     struct ra_link link;
+    /* The window (and rate) each of the last owners' sequential runs had when it reached its
+     * file's end, and when (backend_now_us). */
+    struct pf_carry {
+        uint64_t owner, win, rate, t_us;
+    } carry[CARRY_SLOTS];
     atomic_uint_fast64_t window_peak; /* the largest window a run reached, bytes */
 
     uv_loop_t loop; /* owned by the loop thread once it runs */
@@ -961,6 +983,38 @@ int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct pref
     return 0;
 }
 
+/* Under link_lock: *out = the carry noted for owner within CARRY_US of now_us (0 if none). */
+static void carry_find(struct prefetcher *pf, uint64_t owner, uint64_t now_us, struct pf_carry *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!owner)
+        return;
+    for (unsigned i = 0; i < CARRY_SLOTS; i++) {
+        const struct pf_carry *c = &pf->carry[i];
+        if (c->owner == owner && now_us >= c->t_us && now_us - c->t_us <= CARRY_US) {
+            *out = *c;
+            return;
+        }
+    }
+}
+
+/* Under link_lock: owner's sequential run reached its file's end with window win at rate. */
+static void carry_note(struct prefetcher *pf, uint64_t owner, uint64_t win, uint64_t rate,
+                       uint64_t now_us)
+{
+    struct pf_carry *slot = &pf->carry[0];
+    for (unsigned i = 0; i < CARRY_SLOTS; i++) {
+        struct pf_carry *c = &pf->carry[i];
+        if (c->owner == owner) {
+            slot = c;
+            break;
+        }
+        if (c->t_us < slot->t_us)
+            slot = c;
+    }
+    *slot = (struct pf_carry){.owner = owner, .win = win, .rate = rate, .t_us = now_us};
+}
+
 /* Under pfile->lock, after a sequential read of run `run` (generation gen) reaching `end` at
  * now_us: the run's window sizing (started afresh for a new generation) takes the reader's
  * progress, and the run's window and step are set from it; pages a larger window asks for at
@@ -968,15 +1022,20 @@ int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct pref
  * and the window in bytes. */
 static uint64_t size_window(struct prefetcher *pf, struct pf_file *pfile, const struct ra_link *l,
                             unsigned run, unsigned gen, uint64_t end, uint64_t now_us,
-                            struct stream_decision *more, enum ra_step *step, uint64_t *win)
+                            const struct pf_carry *seed, struct stream_decision *more,
+                            enum ra_step *step, uint64_t *win, uint64_t *peak, uint64_t *rate)
 {
     struct ra_window *w = &pfile->ra[run];
     if (pfile->ra_gen[run] != gen + 1) {
         ra_window_init(w, &pf->ra_conf);
+        if (seed)
+            ra_window_seed(w, seed->win, seed->rate);
         pfile->ra_gen[run] = gen + 1;
     }
     *step = ra_window_progress(w, l, now_us, end);
     *win = ra_window_bytes(w);
+    *peak = ra_window_peak(w);
+    *rate = ra_window_rate(w);
     /* GETs of a power of two pages: their buffers come from the fetch buffer pool, which
      * keeps buffers by size (a size it has none of is a new mapping, zero-filled page by
      * page as the GET writes it). */
@@ -996,10 +1055,14 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     int shared;
     struct pf_file *pfile = st->pfile;
     struct ra_link link;
+    struct pf_carry seed = {0};
+    uint64_t now = backend_now_us(), chunk = 1, win = 0, peak = 0, rate = 0;
+    int carry = atomic_load(&st->carry);
     pthread_mutex_lock(&pf->link_lock);
     link = pf->link;
+    if (carry)
+        carry_find(pf, st->owner, now, &seed);
     pthread_mutex_unlock(&pf->link_lock);
-    uint64_t now = backend_now_us(), chunk = 1, win = 0;
     enum ra_step step = RA_NONE;
     pthread_mutex_lock(&pfile->lock);
     stream_set_feed(&pfile->set, st->reader, st->nreads++ == 0, off, len, &d, &b.run, &b.gen,
@@ -1015,17 +1078,29 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     st->gen = b.gen;
     int seq = !d.random && !d.strided; /* (st->seq may change under a concurrent read) */
     st->seq = seq;
+    uint64_t end = off + len < pfile->size ? off + len : pfile->size;
+    int carried = 0;
     if (seq) {
-        uint64_t end = off + len < pfile->size ? off + len : pfile->size;
-        chunk = size_window(pf, pfile, &link, b.run, b.gen, end, now, &more, &step, &win);
+        /* The handle's first sequential window starts at the owner's last one. */
+        carried = carry && seed.win && atomic_exchange(&st->carry, 0);
+        chunk = size_window(pf, pfile, &link, b.run, b.gen, end, now, carried ? &seed : NULL, &more,
+                            &step, &win, &peak, &rate);
     }
     pthread_mutex_unlock(&pfile->lock);
+    if (seq && carry && !carried)
+        atomic_store(&st->carry, 0); /* a window of its own opened: nothing to carry now */
+    if (seq && st->owner && end == pfile->size && end > 0) {
+        pthread_mutex_lock(&pf->link_lock);
+        carry_note(pf, st->owner, peak, rate, now);
+        pthread_mutex_unlock(&pf->link_lock);
+    }
 
-    uint64_t peak = atomic_load(&pf->window_peak);
-    while (win > peak && !atomic_compare_exchange_weak(&pf->window_peak, &peak, win))
+    uint64_t top = atomic_load(&pf->window_peak);
+    while (win > top && !atomic_compare_exchange_weak(&pf->window_peak, &top, win))
         ;
-    if (d.jumped || d.opened || shared || step != RA_NONE) {
+    if (d.jumped || d.opened || shared || step != RA_NONE || carried) {
         pthread_mutex_lock(&pf->lock);
+        pf->stats.carried += carried;
         if (d.jumped)
             pf->stats.jumps++;
         if (d.opened && d.strided)
@@ -1151,6 +1226,14 @@ out_free:
     obj_free(o);
     free(r);
     return rc;
+}
+
+void prefetch_stream_set_owner(struct prefetch_stream *st, uint64_t owner)
+{
+    if (!st)
+        return;
+    st->owner = owner;
+    atomic_store(&st->carry, owner != 0);
 }
 
 void prefetch_stream_destroy(struct prefetch_stream *st)

@@ -94,6 +94,7 @@ struct prefetch_stats {
     uint64_t strided;       /* strided read-ahead windows opened (records at a fixed stride) */
     uint64_t shared;        /* reads that continued a run another handle fed last */
     uint64_t window_peak;   /* bytes: the largest sequential window a run reached */
+    uint64_t carried;       /* windows that started at their owner's last file's window */
     uint64_t window_grows;  /* sequential windows doubled: their readers waited */
     uint64_t window_shrinks; /* ... shrunk toward what the link needs */
     uint64_t window_ceilings; /* epochs a reader waited with its window at what the link can
@@ -152,6 +153,10 @@ int prefetch_object_want(struct prefetcher *pf, const char *key, const char *ver
                          uint64_t size, int64_t mtime_ns, int (*want)(void *ud, const char *key),
                          void *want_ud);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
+/* Before the handle's first read: who opened it (a process id; 0: unknown). When that owner
+ * read its last file sequentially to the end within the last 2 s, this handle's first
+ * sequential window starts at the window that run had (prefetch.c: "Next file"). */
+void prefetch_stream_set_owner(struct prefetch_stream *st, uint64_t owner);
 void prefetch_stream_destroy(struct prefetch_stream *st);
 
 void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out);

@@ -154,6 +154,15 @@ void ra_window_init(struct ra_window *w, const struct ra_window_conf *conf)
         w->max = w->min;
     w->max_chunk = conf->max_chunk ? conf->max_chunk : RA_DEFAULT_MAX_CHUNK;
     w->win = w->min;
+    w->peak = w->win;
+}
+
+void ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate)
+{
+    w->win = clamp_win(w, win);
+    w->peak = w->win;
+    w->rate = (double)rate;
+    w->settle = RA_SEED_SETTLE;
 }
 
 uint64_t ra_window_chunk(const struct ra_window *w, const struct ra_link *l)
@@ -224,15 +233,19 @@ static enum ra_step end_epoch(struct ra_window *w, const struct ra_link *l, uint
 {
     double rate = (double)(w->pos - w->ep_pos0) * 1e6 / (double)dt_us;
     int waited = w->ep_wait_us * RA_WAIT_SHARE >= dt_us;
+    unsigned settling = w->settle;
+    if (w->settle)
+        w->settle--;
     w->epochs++;
     w->rate = rate;
-    if (!waited)
-        return shrink_toward(w, needed(w, l, rate)) ? RA_SHRANK : RA_HELD;
+    if (!waited) /* (a seeded window's first epochs: the reader drains the first GETs) */
+        return !settling && shrink_toward(w, needed(w, l, rate)) ? RA_SHRANK : RA_HELD;
     uint64_t ceil = ceiling(w, l, rate);
     if (ceil && w->win >= ceil) {
         /* The link, not the window, bounds the reader: more GETs would only split it. */
         w->ceilings++;
-        shrink_toward(w, ceil);
+        if (!settling)
+            shrink_toward(w, ceil);
         return RA_CEILING;
     }
     if (w->win >= w->max)
@@ -265,6 +278,8 @@ enum ra_step ra_window_progress(struct ra_window *w, const struct ra_link *l, ui
     if (now_us < w->ep_t0 + len || w->pos == w->ep_pos0)
         return RA_NONE;
     enum ra_step step = end_epoch(w, l, now_us - w->ep_t0);
+    if (w->win > w->peak)
+        w->peak = w->win;
     w->ep_t0 = now_us;
     w->ep_pos0 = w->pos;
     w->ep_wait_us = 0;
@@ -279,6 +294,11 @@ void ra_window_wait(struct ra_window *w, uint64_t wait_us)
 uint64_t ra_window_bytes(const struct ra_window *w)
 {
     return w->win;
+}
+
+uint64_t ra_window_peak(const struct ra_window *w)
+{
+    return w->peak;
 }
 
 uint64_t ra_window_rate(const struct ra_window *w)

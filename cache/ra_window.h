@@ -57,6 +57,7 @@
 #define RA_CHUNK_TTFB 2u           /* a GET's transfer time = RA_CHUNK_TTFB x its ttfb */
 #define RA_CHUNK_MIN_US 5000u      /* a GET carries at least the reader's rate x this */
 #define RA_DEFAULT_MAX_CHUNK (16ull << 20)
+#define RA_SEED_SETTLE 2u /* epochs of a seeded window the ceiling leaves alone */
 
 struct ra_link {
     /* private */
@@ -100,6 +101,8 @@ struct ra_window {
     /* private */
     uint64_t page, min, max, max_chunk;
     uint64_t win; /* bytes */
+    uint64_t peak;   /* the largest win so far */
+    unsigned settle; /* epochs left in which the ceiling does not shrink a seeded window */
     uint64_t pos; /* the reader's highest end so far */
     int started;  /* an epoch is open (the first progress starts one) */
     uint64_t ep_t0, ep_pos0, ep_wait_us;
@@ -108,6 +111,14 @@ struct ra_window {
 };
 
 void ra_window_init(struct ra_window *w, const struct ra_window_conf *conf);
+/* Right after init: the window starts at `win` (to whole pages, within [min_window,
+ * max_window]) instead of min_window, with `rate` (bytes/s) as the reader's last rate - a
+ * sequential reader that went on to its next file starts where its window ended on the last
+ * one instead of ramping up again (prefetch.c). Its epochs then decide as usual (it shrinks
+ * if the reader does not wait), except that its first RA_SEED_SETTLE epochs do not shrink
+ * it: while the first GETs of a whole window are under way the reader waits at a rate that
+ * says nothing of the link, and when they land together it reads them without waiting. */
+void ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate);
 /* The reader's reads reached byte `pos` (an end offset; only progress forward counts) at
  * now_us (any monotonic clock, microseconds). Ends the epoch when it is due and decides. */
 enum ra_step ra_window_progress(struct ra_window *w, const struct ra_link *l, uint64_t now_us,
@@ -119,6 +130,8 @@ void ra_window_wait(struct ra_window *w, uint64_t wait_us);
 uint64_t ra_window_bytes(const struct ra_window *w);
 /* The size of one read-ahead GET, bytes (a multiple of the page size, <= the window). */
 uint64_t ra_window_chunk(const struct ra_window *w, const struct ra_link *l);
+/* The largest window so far, bytes. */
+uint64_t ra_window_peak(const struct ra_window *w);
 /* The reader's rate over its last epoch, bytes/s (0: no epoch ended yet). */
 uint64_t ra_window_rate(const struct ra_window *w);
 

@@ -264,6 +264,11 @@ const char *reader_file_key(const struct reader_file *rf)
     return pc_file_key(rf->f);
 }
 
+void reader_file_set_owner(struct reader_file *rf, uint64_t owner)
+{
+    prefetch_stream_set_owner(rf->ps, owner);
+}
+
 struct pc_file *reader_file_pc(const struct reader_file *rf)
 {
     return rf->f;

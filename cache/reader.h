@@ -85,6 +85,10 @@ int reader_read(struct reader_file *rf, uint64_t off, size_t len, struct pc_exte
 /* The same into buf: exactly min(len, size - off) bytes (0 at or past the end), or -errno. */
 ssize_t reader_read_buf(struct reader_file *rf, uint64_t off, size_t len, void *buf);
 
+/* Who opened rf (a process id; 0: unknown), before its first read: a process that reads
+ * file after file to the end starts each next file's read-ahead where the last one's ended
+ * (prefetch_stream_set_owner). */
+void reader_file_set_owner(struct reader_file *rf, uint64_t owner);
 void reader_close(struct reader_file *rf);
 uint64_t reader_file_size(const struct reader_file *rf);
 const char *reader_file_key(const struct reader_file *rf);

@@ -804,6 +804,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
                      READER_READAHEAD | READER_APP, &h->rf, &unchanged);
     if (rc < 0)
         goto out_free_handle;
+    reader_file_set_owner(h->rf, (uint64_t)fuse_req_ctx(req)->pid);
     inode_info_clear(&info);
     fi->fh = (uintptr_t)h;
     fi->keep_cache = unchanged ? 1 : 0;

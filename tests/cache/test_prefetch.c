@@ -730,6 +730,75 @@ static void test_window_grows_with_the_link(void)
     cache_env_fini(&e);
 }
 
+/* Pages the prefetcher has queued after the handle's first three sequential reads of f (the
+ * window opens at the second), without waiting for any. */
+static uint64_t queued_at_open(struct cache_env *e, struct pc_file *f, uint64_t owner)
+{
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_stream_create(e->pf, f, &st), 0);
+    prefetch_stream_set_owner(st, owner);
+    uint64_t q0 = pf_stats(e).queued;
+    for (uint64_t off = 0; off < 3 * PS; off += PS)
+        prefetch_read(e->pf, st, off, PS);
+    uint64_t q = pf_stats(e).queued - q0;
+    prefetch_stream_destroy(st);
+    prefetcher_wait_idle(e->pf);
+    return q;
+}
+
+/* A reader that read one file to its end over a link (its window grew as it waited) starts
+ * the window of the next file it opens at the largest window it had: the pages of that
+ * window are asked for as soon as the window opens. Another owner's file, an unknown owner
+ * (0) and a reader that did not reach the end open at the usual 4 pages. */
+static void test_next_file_starts_at_last_window(void)
+{
+    struct cache_env e;
+    struct prefetch_conf pc = {.small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 512 * PS;
+    unsigned char *data = cache_env_make_source(&e, "a.bin", size, 21);
+    const char *next[] = {"b.bin", "c.bin", "d.bin", "e.bin"};
+    for (int i = 0; i < 4; i++)
+        free(cache_env_make_source(&e, next[i], size, 22 + i));
+    fault_backend_set_link(e.fault, 3000, 100000000);
+    struct pc_file *f = cache_env_open_key(&e, "a.bin", NULL);
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
+    prefetch_stream_set_owner(st, 7);
+    /* Half of it: nothing is carried yet. */
+    for (uint64_t off = 0; off < size / 2; off += PS)
+        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    struct pc_file *g = cache_env_open_key(&e, "e.bin", NULL);
+    CHECK(queued_at_open(&e, g, 7) <= 8);
+    pc_file_unref(g);
+    for (uint64_t off = size / 2; off < size; off += PS)
+        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    prefetch_stream_destroy(st);
+    check_accounting(&e);
+    struct prefetch_stats p = pf_stats(&e);
+    uint64_t peak = p.window_peak / PS;
+    fprintf(stderr, "  window peak %llu pages\n", (unsigned long long)peak);
+    CHECK(peak >= 8);
+    CHECK_EQ(p.carried, 0);
+
+    struct pc_file *b = cache_env_open_key(&e, "b.bin", NULL);
+    uint64_t q = queued_at_open(&e, b, 7);
+    CHECK_EQ(pf_stats(&e).carried, 1);
+    CHECK(q >= peak); /* the last file's largest window (and the pages read) */
+    struct pc_file *c = cache_env_open_key(&e, "c.bin", NULL);
+    CHECK(queued_at_open(&e, c, 8) <= 8);
+    struct pc_file *d = cache_env_open_key(&e, "d.bin", NULL);
+    CHECK(queued_at_open(&e, d, 0) <= 8);
+    CHECK_EQ(pf_stats(&e).carried, 1);
+    check_accounting(&e);
+    pc_file_unref(b);
+    pc_file_unref(c);
+    pc_file_unref(d);
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e);
+}
+
 /* A reader that closes the file half-way and does not come back within the grace period:
  * its read-ahead queued and under way is cancelled (GETs aborted), so what was fetched for
  * nothing stays within the window it had; a reader that opens the file again later continues
@@ -893,6 +962,7 @@ int main(void)
     RUN(test_open_read_close_reader);
     RUN(test_window_grows_with_the_link);
     RUN(test_window_capped);
+    RUN(test_next_file_starts_at_last_window);
     RUN(test_close_cancels_readahead);
     RUN(test_shared_budget);
     RUN(test_invalid);

@@ -280,6 +280,54 @@ static void test_decisions(void)
     CHECK_EQ(idle.epochs, 0);
 }
 
+/* A window seeded from a reader's last file: clamped to pages and bounds; its first
+ * RA_SEED_SETTLE epochs (the first GETs under way, then landing together) do not shrink it,
+ * later ones decide as usual. */
+static void test_seed(void)
+{
+    struct ra_link l;
+    ra_link_init(&l);
+    feed_direct(&l, 20 * MS, 80 * MS, 32); /* 20 ms, 50 MiB/s: 2 MiB GETs of 60 ms */
+    struct ra_window_conf c = conf_of(4 * MiB, 64 * MiB);
+    struct ra_window w;
+    ra_window_init(&w, &c);
+    ra_window_seed(&w, 100 * MiB, 0);
+    CHECK_EQ(ra_window_bytes(&w), 64 * MiB);
+    ra_window_seed(&w, MiB, 0);
+    CHECK_EQ(ra_window_bytes(&w), 4 * MiB);
+    ra_window_init(&w, &c);
+    ra_window_seed(&w, 40 * MiB + 5, 200 * MiB);
+    CHECK_EQ(ra_window_bytes(&w), 40 * MiB);
+    CHECK_EQ(ra_window_peak(&w), 40 * MiB);
+    CHECK_EQ(ra_window_rate(&w), 200 * MiB);
+    uint64_t t = 1000 * MS, pos = 0;
+    ra_window_progress(&w, &l, t, pos);
+    /* Waiting for the first GETs: a slow rate whose ceiling (2 x 50 MiB/s x 60 ms + 4 MiB =
+     * 10 MiB) is far below the window: at the ceiling, not shrunk. */
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 5 * MiB, 90 * MS), RA_CEILING);
+    CHECK_EQ(ra_window_bytes(&w), 40 * MiB);
+    /* They landed: read without waiting. Held. */
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 30 * MiB, 0), RA_HELD);
+    CHECK_EQ(ra_window_bytes(&w), 40 * MiB);
+    /* Then as usual: a reader that does not wait at 50 MiB/s (needing 1.5 x 50 MiB/s x 60 ms
+     * + 2 MiB = 6.5 MiB) shrinks it by a quarter; one that waits at the ceiling too. */
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 5 * MiB, 0), RA_SHRANK);
+    CHECK_EQ(ra_window_bytes(&w), 30 * MiB);
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 5 * MiB, 90 * MS), RA_CEILING);
+    CHECK_EQ(ra_window_bytes(&w), 22 * MiB);
+    CHECK_EQ(ra_window_peak(&w), 40 * MiB);
+    /* The peak follows growth. */
+    ra_window_init(&w, &c);
+    CHECK_EQ(ra_window_peak(&w), 4 * MiB);
+    t = 0;
+    pos = 0;
+    ra_window_progress(&w, &l, t, pos);
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 8 * MiB, 90 * MS), RA_GREW);
+    CHECK_EQ(ra_window_peak(&w), 8 * MiB);
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, MiB, 0), RA_SHRANK);
+    CHECK_EQ(ra_window_peak(&w), 8 * MiB);
+}
+
 static void test_unknown_link(void)
 {
     /* No GET timed yet: epochs of 20 ms; waits still grow the window; no shrinking (what
@@ -558,6 +606,54 @@ static void test_sim_stop_half_way(void)
     sim_free(&s);
 }
 
+/* A reader that reads file after file over a far link: each file from the start takes
+ * about as long, ramping its window up again; started at the last file's largest window
+ * (ra_window_seed, as prefetch.c does for the same owner), the files after the first are
+ * read faster, near the link's rate, and no byte past their end is asked for. */
+static double next_files(int seeded)
+{
+    struct ra_link l;
+    ra_link_init(&l);
+    struct ra_window_conf c = conf_of(0, 256 * MiB);
+    uint64_t t = 0, win = 0, rate = 0, later_bytes = 0, later_us = 0;
+    for (int i = 0; i < 4; i++) {
+        struct ra_window w;
+        ra_window_init(&w, &c);
+        if (seeded && win)
+            ra_window_seed(&w, win, rate);
+        struct sim s = {.ttfb_us = 80 * MS,
+                        .conn_rate = 25 * MiB,
+                        .total_rate = 400000000,
+                        .file = 512 * MiB,
+                        .stop = 512 * MiB,
+                        .direct = 1,
+                        .t_us = t};
+        sim_run(&s, &w, &l, t + 600000 * MS);
+        CHECK_EQ(s.pos, 512 * MiB);
+        CHECK_EQ(s.asked, 512 * MiB);
+        if (i > 0) {
+            later_bytes += s.pos;
+            later_us += s.t_us - t;
+        }
+        fprintf(stderr, "  %s file %d: %.0f MB/s, window peak %llu MiB\n",
+                seeded ? "seeded" : "fresh", i, (double)s.pos / (double)(s.t_us - t),
+                (unsigned long long)(ra_window_peak(&w) / MiB));
+        t = s.t_us;
+        win = ra_window_peak(&w);
+        rate = ra_window_rate(&w);
+        sim_free(&s);
+    }
+    return (double)later_bytes * 1e6 / (double)later_us;
+}
+
+static void test_sim_next_file(void)
+{
+    double fresh = next_files(0), seeded = next_files(1);
+    fprintf(stderr, "  files 2-4: %.0f MB/s fresh, %.0f MB/s seeded\n", fresh / 1e6, seeded / 1e6);
+    CHECK(seeded >= 1.15 * fresh);
+    CHECK(seeded >= 0.7 * 400e6);
+}
+
 int main(void)
 {
     RUN(test_link_fit);
@@ -565,10 +661,12 @@ int main(void)
     RUN(test_chunk);
     RUN(test_transfer_line);
     RUN(test_decisions);
+    RUN(test_seed);
     RUN(test_unknown_link);
     RUN(test_sim_link_limited);
     RUN(test_sim_memory_limited);
     RUN(test_sim_slow_reader);
     RUN(test_sim_stop_half_way);
+    RUN(test_sim_next_file);
     return test_finish();
 }

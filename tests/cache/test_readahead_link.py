@@ -72,11 +72,14 @@ class ReadaheadLinkTest(unittest.TestCase):
         os.makedirs(cls.src)
         rng = random.Random(18)
         cls.sums = {}
+        cls.head = {}  # the digest of the first 16 MiB
         for name, size in (("seq.bin", 384 * MiB), ("half.bin", 384 * MiB)):
             h = hashlib.sha256()
             with open(os.path.join(cls.src, name), "wb") as f:
                 for _ in range(size // (16 * MiB)):
                     b = rng.randbytes(16 * MiB)
+                    if name not in cls.head:
+                        cls.head[name] = hashlib.sha256(b).hexdigest()
                     h.update(b)
                     f.write(b)
             cls.sums[name] = h.hexdigest()
@@ -141,6 +144,28 @@ class ReadaheadLinkTest(unittest.TestCase):
         # run (each break restarted the window at 4 pages).
         self.assertEqual(s["prefetch_jumps"], before["prefetch_jumps"], s)
         self.assertEqual(s["prefetch_windows"] - before["prefetch_windows"], 1, s)
+
+    def test_next_file_starts_at_last_window(self):
+        """A process that read one file to the end starts its next file's window at the largest
+        window the last one had (counted in prefetch_windows_carried): the pages of that window
+        are asked for as soon as its reads turn sequential, not 4 pages and doublings."""
+        with self.mount("next") as m:
+            n, digest = self.read(os.path.join(m.mountpoint, "seq.bin"))
+            self.assertEqual((n, digest), (384 * MiB, self.sums["seq.bin"]))
+            s = self.wait_idle(m)
+            self.assertEqual(s["prefetch_windows_carried"], 0, s)
+            page = s["page_size"]
+            peak = s["prefetch_window_peak"]
+            self.assertGreater(peak, 16 * page, s)
+            queued = s["prefetch_queued"]
+            n, digest = self.read(os.path.join(m.mountpoint, "half.bin"), 16 * MiB)
+            self.assertEqual((n, digest), (16 * MiB, self.head["half.bin"]))
+            s = m.stats()
+            print("first file's window peak %.0f MiB; the next file's reader asked for %.0f MiB "
+                  "after 16 MiB read" % (peak / MiB, (s["prefetch_queued"] - queued) * page / MiB))
+            self.assertEqual(s["prefetch_windows_carried"], 1, s)
+            self.assertGreaterEqual((s["prefetch_queued"] - queued) * page, peak, s)
+            self.wait_idle(m)
 
     def test_stop_half_way(self):
         half = 192 * MiB
