@@ -46,8 +46,9 @@
  *     sequential run reaches its file's end, its largest window (near the end, where nothing
  *     is left to ask for, the reader stops waiting and the window shrinks) and its rate are
  *     noted for the owner
- *     (carry[], under link_lock, the least recently noted slot reused). The owner's next
- *     handle opened within CARRY_US starts its first sequential window there
+ *     (carry[], under link_lock, the least recently noted slot reused). The first sequential
+ *     read of the owner's next handle within CARRY_US takes the note (once: one file starts
+ *     there, not every file the owner opens) and the run's window starts at it
  *     (ra_window_seed); the epochs then shrink it if the reader does not wait. Only a run
  *     that read to the end counts, so a reader that stops early in each file (or reads
  *     heads) carries nothing; one that reads a whole file then stops early in the next
@@ -78,10 +79,10 @@
  * queue or the retained list.
  *
  * Lock order: pf_file->lock and pf->lock are never held together (the detector runs first,
- * the queue is touched after). link_lock is a leaf, taken under pf->lock (after_fetch) or
- * alone. The budget's lock is taken under pf->lock (try_take, give,
- * cancel_wish) and is innermost; on_budget runs under it and only calls uv_async_send. The
- * page cache's lock is taken with no prefetcher lock held: by pool threads
+ * the queue is touched after). link_lock is a leaf, taken under pf->lock (after_fetch), under
+ * a pf_file's lock (prefetch_read takes a carry) or alone. The budget's lock is taken under
+ * pf->lock (try_take, give, cancel_wish) and is innermost; on_budget runs under it and only
+ * calls uv_async_send. The page cache's lock is taken with no prefetcher lock held: by pool threads
  * (page_cache_open/page_cache_prefetch) and by prefetch_stream_create() (page_cache_resident: a
  * resident small object queues nothing).
  */
@@ -983,16 +984,19 @@ int prefetch_stream_create(struct prefetcher *pf, struct pc_file *f, struct pref
     return 0;
 }
 
-/* Under link_lock: *out = the carry noted for owner within CARRY_US of now_us (0 if none). */
-static void carry_find(struct prefetcher *pf, uint64_t owner, uint64_t now_us, struct pf_carry *out)
+/* Under link_lock: takes the carry noted for owner within CARRY_US of now_us into *out (0 if
+ * none): only the owner's next file starts there. */
+static void carry_take(struct prefetcher *pf, uint64_t owner, uint64_t now_us, struct pf_carry *out)
 {
     memset(out, 0, sizeof(*out));
     if (!owner)
         return;
     for (unsigned i = 0; i < CARRY_SLOTS; i++) {
-        const struct pf_carry *c = &pf->carry[i];
-        if (c->owner == owner && now_us >= c->t_us && now_us - c->t_us <= CARRY_US) {
-            *out = *c;
+        struct pf_carry *c = &pf->carry[i];
+        if (c->owner == owner) {
+            if (now_us >= c->t_us && now_us - c->t_us <= CARRY_US)
+                *out = *c;
+            memset(c, 0, sizeof(*c));
             return;
         }
     }
@@ -1057,11 +1061,8 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     struct ra_link link;
     struct pf_carry seed = {0};
     uint64_t now = backend_now_us(), chunk = 1, win = 0, peak = 0, rate = 0;
-    int carry = atomic_load(&st->carry);
     pthread_mutex_lock(&pf->link_lock);
     link = pf->link;
-    if (carry)
-        carry_find(pf, st->owner, now, &seed);
     pthread_mutex_unlock(&pf->link_lock);
     enum ra_step step = RA_NONE;
     pthread_mutex_lock(&pfile->lock);
@@ -1082,13 +1083,16 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     int carried = 0;
     if (seq) {
         /* The handle's first sequential window starts at the owner's last one. */
-        carried = carry && seed.win && atomic_exchange(&st->carry, 0);
+        if (atomic_load(&st->carry) && atomic_exchange(&st->carry, 0)) {
+            pthread_mutex_lock(&pf->link_lock);
+            carry_take(pf, st->owner, now, &seed);
+            pthread_mutex_unlock(&pf->link_lock);
+            carried = seed.win != 0;
+        }
         chunk = size_window(pf, pfile, &link, b.run, b.gen, end, now, carried ? &seed : NULL, &more,
                             &step, &win, &peak, &rate);
     }
     pthread_mutex_unlock(&pfile->lock);
-    if (seq && carry && !carried)
-        atomic_store(&st->carry, 0); /* a window of its own opened: nothing to carry now */
     if (seq && st->owner && end == pfile->size && end > 0) {
         pthread_mutex_lock(&pf->link_lock);
         carry_note(pf, st->owner, peak, rate, now);

@@ -152,11 +152,12 @@ int prefetch_object(struct prefetcher *pf, const char *key, const char *version,
 int prefetch_object_want(struct prefetcher *pf, const char *key, const char *version,
                          uint64_t size, int64_t mtime_ns, int (*want)(void *ud, const char *key),
                          void *want_ud);
-/* Releases the stream; its queued requests are dropped when their turn comes. */
 /* Before the handle's first read: who opened it (a process id; 0: unknown). When that owner
  * read its last file sequentially to the end within the last 2 s, this handle's first
- * sequential window starts at the window that run had (prefetch.c: "Next file"). */
+ * sequential window starts at the largest window that run had (once per such end: see
+ * prefetch.c, "Next file"). */
 void prefetch_stream_set_owner(struct prefetch_stream *st, uint64_t owner);
+/* Releases the stream; its queued requests are dropped when their turn comes. */
 void prefetch_stream_destroy(struct prefetch_stream *st);
 
 void prefetcher_get_stats(struct prefetcher *pf, struct prefetch_stats *out);

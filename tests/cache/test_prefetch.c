@@ -749,7 +749,8 @@ static uint64_t queued_at_open(struct cache_env *e, struct pc_file *f, uint64_t 
 /* A reader that read one file to its end over a link (its window grew as it waited) starts
  * the window of the next file it opens at the largest window it had: the pages of that
  * window are asked for as soon as the window opens. Another owner's file, an unknown owner
- * (0) and a reader that did not reach the end open at the usual 4 pages. */
+ * (0), a reader that did not reach the end and the file after the next one open at the
+ * usual 4 pages. */
 static void test_next_file_starts_at_last_window(void)
 {
     struct cache_env e;
@@ -757,8 +758,8 @@ static void test_next_file_starts_at_last_window(void)
     env_init(&e, &pc);
     size_t size = 512 * PS;
     unsigned char *data = cache_env_make_source(&e, "a.bin", size, 21);
-    const char *next[] = {"b.bin", "c.bin", "d.bin", "e.bin"};
-    for (int i = 0; i < 4; i++)
+    const char *next[] = {"b.bin", "c.bin", "d.bin", "e.bin", "f.bin"};
+    for (int i = 0; i < 5; i++)
         free(cache_env_make_source(&e, next[i], size, 22 + i));
     fault_backend_set_link(e.fault, 3000, 100000000);
     struct pc_file *f = cache_env_open_key(&e, "a.bin", NULL);
@@ -789,6 +790,9 @@ static void test_next_file_starts_at_last_window(void)
     CHECK(queued_at_open(&e, c, 8) <= 8);
     struct pc_file *d = cache_env_open_key(&e, "d.bin", NULL);
     CHECK(queued_at_open(&e, d, 0) <= 8);
+    struct pc_file *f2 = cache_env_open_key(&e, "f.bin", NULL);
+    CHECK(queued_at_open(&e, f2, 7) <= 8); /* b took the note */
+    pc_file_unref(f2);
     CHECK_EQ(pf_stats(&e).carried, 1);
     check_accounting(&e);
     pc_file_unref(b);
