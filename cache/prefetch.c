@@ -42,17 +42,17 @@
  *   - Next file (carry): a reader that reads file after file (shards, an epoch of large
  *     samples) would ramp each file's window up from MIN_WINDOW_PAGES again, a doubling per
  *     GET's time: on a far link about two seconds at a fraction of the link per file. A
- *     handle knows its owner (the opening process, prefetch_stream_set_owner); when a
- *     sequential run reaches its file's end, its largest window (near the end, where nothing
- *     is left to ask for, the reader stops waiting and the window shrinks) and its rate are
- *     noted for the owner
- *     (carry[], under link_lock, the least recently noted slot reused). The first sequential
- *     read of the owner's next handle within CARRY_US takes the note (once: one file starts
- *     there, not every file the owner opens) and the run's window starts at it
- *     (ra_window_seed); the epochs then shrink it if the reader does not wait. Only a run
- *     that read to the end counts, so a reader that stops early in each file (or reads
- *     heads) carries nothing; one that reads a whole file then stops early in the next
- *     loses its read-ahead CLOSE_GRACE_MS after the close, like any other.
+ *     handle knows its owner (the opening process, prefetch_stream_set_owner). When a
+ *     sequential run reaches its file's end, and when its handle closes, it notes for the
+ *     owner its largest window (near the end, where nothing is left to ask for, the reader
+ *     stops waiting and the window shrinks) but no more than the bytes it read, and its rate
+ *     (carry[], under link_lock, the least recently noted slot reused; a note no larger than
+ *     the opening window is not made). The first sequential read of the owner's next handle
+ *     within CARRY_US takes the note (once) and the run's window starts there
+ *     (ra_window_seed); the epochs then shrink it if the reader does not wait. A reader of
+ *     file heads carries what it read, a few pages: nothing; one that read a whole file (or
+ *     a large part) then stops early in the next loses its read-ahead CLOSE_GRACE_MS after
+ *     the close, like any other, and the run it stopped carries what it read of that file.
  *   - "used": pages the prefetcher fetched are remembered in a small open-addressing table
  *     keyed by (file id, page); a later read of such a page through any handle counts it as
  *     used and forgets it. The table is bounded: when a probe run is full the oldest guess is
@@ -1002,10 +1002,21 @@ static void carry_take(struct prefetcher *pf, uint64_t owner, uint64_t now_us, s
     }
 }
 
-/* Under link_lock: owner's sequential run reached its file's end with window win at rate. */
+/* What a run leaves its owner's next file: its largest window, but no more than it read (a
+ * reader that stopped early shows no appetite for more than it took). */
+static uint64_t run_carry(const struct ra_window *w)
+{
+    uint64_t peak = ra_window_peak(w), read = ra_window_read(w);
+    return peak < read ? peak : read;
+}
+
+/* Under link_lock: owner's sequential run reached its file's end, or closed, leaving win (a
+ * window no larger than the one every run opens at leaves nothing). */
 static void carry_note(struct prefetcher *pf, uint64_t owner, uint64_t win, uint64_t rate,
                        uint64_t now_us)
 {
+    if (win <= (uint64_t)MIN_WINDOW_PAGES * pf->page_size)
+        return;
     struct pf_carry *slot = &pf->carry[0];
     for (unsigned i = 0; i < CARRY_SLOTS; i++) {
         struct pf_carry *c = &pf->carry[i];
@@ -1020,25 +1031,29 @@ static void carry_note(struct prefetcher *pf, uint64_t owner, uint64_t win, uint
 }
 
 /* Under pfile->lock, after a sequential read of run `run` (generation gen) reaching `end` at
- * now_us: the run's window sizing (started afresh for a new generation) takes the reader's
- * progress, and the run's window and step are set from it; pages a larger window asks for at
- * once go to *more. Returns the GET size in pages; *step and *win get what the epoch decided
- * and the window in bytes. */
+ * now_us: the run's window sizing (started afresh for a new generation, at *seed when it has a
+ * window; *seed is zeroed when the run was under way and the seed not used) takes the
+ * reader's progress, and the run's window and step are set from it; pages a larger window
+ * asks for at once go to *more. Returns the GET size in pages; *step, *win, *carry and *rate
+ * get what the epoch decided, the window in bytes, what the run would carry (run_carry) and
+ * its rate. */
 static uint64_t size_window(struct prefetcher *pf, struct pf_file *pfile, const struct ra_link *l,
                             unsigned run, unsigned gen, uint64_t end, uint64_t now_us,
-                            const struct pf_carry *seed, struct stream_decision *more,
-                            enum ra_step *step, uint64_t *win, uint64_t *peak, uint64_t *rate)
+                            struct pf_carry *seed, struct stream_decision *more,
+                            enum ra_step *step, uint64_t *win, uint64_t *carry, uint64_t *rate)
 {
     struct ra_window *w = &pfile->ra[run];
     if (pfile->ra_gen[run] != gen + 1) {
         ra_window_init(w, &pf->ra_conf);
-        if (seed)
+        if (seed->win)
             ra_window_seed(w, seed->win, seed->rate);
         pfile->ra_gen[run] = gen + 1;
+    } else {
+        seed->win = 0;
     }
     *step = ra_window_progress(w, l, now_us, end);
     *win = ra_window_bytes(w);
-    *peak = ra_window_peak(w);
+    *carry = run_carry(w);
     *rate = ra_window_rate(w);
     /* GETs of a power of two pages: their buffers come from the fetch buffer pool, which
      * keeps buffers by size (a size it has none of is a new mapping, zero-filled page by
@@ -1060,7 +1075,7 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     struct pf_file *pfile = st->pfile;
     struct ra_link link;
     struct pf_carry seed = {0};
-    uint64_t now = backend_now_us(), chunk = 1, win = 0, peak = 0, rate = 0;
+    uint64_t now = backend_now_us(), chunk = 1, win = 0, carry = 0, rate = 0;
     pthread_mutex_lock(&pf->link_lock);
     link = pf->link;
     pthread_mutex_unlock(&pf->link_lock);
@@ -1087,15 +1102,15 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
             pthread_mutex_lock(&pf->link_lock);
             carry_take(pf, st->owner, now, &seed);
             pthread_mutex_unlock(&pf->link_lock);
-            carried = seed.win != 0;
         }
-        chunk = size_window(pf, pfile, &link, b.run, b.gen, end, now, carried ? &seed : NULL, &more,
-                            &step, &win, &peak, &rate);
+        chunk = size_window(pf, pfile, &link, b.run, b.gen, end, now, &seed, &more, &step, &win,
+                            &carry, &rate);
+        carried = seed.win != 0;
     }
     pthread_mutex_unlock(&pfile->lock);
     if (seq && st->owner && end == pfile->size && end > 0) {
         pthread_mutex_lock(&pf->link_lock);
-        carry_note(pf, st->owner, peak, rate, now);
+        carry_note(pf, st->owner, carry, rate, now);
         pthread_mutex_unlock(&pf->link_lock);
     }
 
@@ -1246,9 +1261,19 @@ void prefetch_stream_destroy(struct prefetch_stream *st)
         return;
     struct prefetcher *pf = st->pf;
     struct pf_file *pfile = st->pfile;
+    uint64_t carry = 0, rate = 0;
     pthread_mutex_lock(&pfile->lock);
+    if (st->owner && st->seq && st->run < STREAM_SET_MAX && pfile->ra_gen[st->run] == st->gen + 1) {
+        carry = run_carry(&pfile->ra[st->run]);
+        rate = ra_window_rate(&pfile->ra[st->run]);
+    }
     stream_set_leave(&pfile->set, st->reader);
     pthread_mutex_unlock(&pfile->lock);
+    if (carry) { /* a sequential reader that closes goes on to its next file, if any */
+        pthread_mutex_lock(&pf->link_lock);
+        carry_note(pf, st->owner, carry, rate, backend_now_us());
+        pthread_mutex_unlock(&pf->link_lock);
+    }
     pthread_mutex_lock(&pf->lock);
     struct pf_file *old = pfile_put(pf, pfile);
     int wake = pf->closed && (pf->head || pf->running) && !pf->stopping;

@@ -265,6 +265,7 @@ enum ra_step ra_window_progress(struct ra_window *w, const struct ra_link *l, ui
         w->pos = pos;
     if (!w->started) {
         w->started = 1;
+        w->pos0 = w->pos;
         w->ep_t0 = now_us;
         w->ep_pos0 = w->pos;
         w->ep_wait_us = 0;
@@ -299,6 +300,11 @@ uint64_t ra_window_bytes(const struct ra_window *w)
 uint64_t ra_window_peak(const struct ra_window *w)
 {
     return w->peak;
+}
+
+uint64_t ra_window_read(const struct ra_window *w)
+{
+    return w->started ? w->pos - w->pos0 : 0;
 }
 
 uint64_t ra_window_rate(const struct ra_window *w)

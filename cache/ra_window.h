@@ -104,6 +104,7 @@ struct ra_window {
     uint64_t peak;   /* the largest win so far */
     unsigned settle; /* epochs left in which the ceiling does not shrink a seeded window */
     uint64_t pos; /* the reader's highest end so far */
+    uint64_t pos0; /* pos at the first progress */
     int started;  /* an epoch is open (the first progress starts one) */
     uint64_t ep_t0, ep_pos0, ep_wait_us;
     double rate; /* bytes/s the reader read at over the last epoch (0: none yet) */
@@ -132,6 +133,8 @@ uint64_t ra_window_bytes(const struct ra_window *w);
 uint64_t ra_window_chunk(const struct ra_window *w, const struct ra_link *l);
 /* The largest window so far, bytes. */
 uint64_t ra_window_peak(const struct ra_window *w);
+/* Bytes the reader progressed since its first progress (0 before). */
+uint64_t ra_window_read(const struct ra_window *w);
 /* The reader's rate over its last epoch, bytes/s (0: no epoch ended yet). */
 uint64_t ra_window_rate(const struct ra_window *w);
 
