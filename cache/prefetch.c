@@ -47,9 +47,11 @@
  *     owner its largest window (near the end, where nothing is left to ask for, the reader
  *     stops waiting and the window shrinks) but no more than the bytes it read, and its rate
  *     (carry[], under link_lock, the least recently noted slot reused; a note no larger than
- *     the opening window is not made). The first sequential read of the owner's next handle
- *     within CARRY_US takes the note (once) and the run's window starts there
- *     (ra_window_seed); the epochs then shrink it if the reader does not wait. A reader of
+ *     the opening window is not made). A sequential read of the owner's next handle within
+ *     CARRY_US, until its run's first epoch ends, takes the note (once) and the run's window
+ *     is set there (ra_window_seed; the note of a close may come after the next file's first
+ *     reads: FUSE sends the release once the close returned); the epochs then shrink it if
+ *     the reader does not wait. A reader of
  *     file heads carries what it read, a few pages: nothing; one that read a whole file (or
  *     a large part) then stops early in the next loses its read-ahead CLOSE_GRACE_MS after
  *     the close, like any other, and the run it stopped carries what it read of that file.
@@ -1031,8 +1033,8 @@ static void carry_note(struct prefetcher *pf, uint64_t owner, uint64_t win, uint
 }
 
 /* Under pfile->lock, after a sequential read of run `run` (generation gen) reaching `end` at
- * now_us: the run's window sizing (started afresh for a new generation, at *seed when it has a
- * window; *seed is zeroed when the run was under way and the seed not used) takes the
+ * now_us: the run's window sizing (started afresh for a new generation; seeded with *seed
+ * when it has a window and no epoch of the run ended yet, else *seed is zeroed) takes the
  * reader's progress, and the run's window and step are set from it; pages a larger window
  * asks for at once go to *more. Returns the GET size in pages; *step, *win, *carry and *rate
  * get what the epoch decided, the window in bytes, what the run would carry (run_carry) and
@@ -1045,12 +1047,10 @@ static uint64_t size_window(struct prefetcher *pf, struct pf_file *pfile, const 
     struct ra_window *w = &pfile->ra[run];
     if (pfile->ra_gen[run] != gen + 1) {
         ra_window_init(w, &pf->ra_conf);
-        if (seed->win)
-            ra_window_seed(w, seed->win, seed->rate);
         pfile->ra_gen[run] = gen + 1;
-    } else {
-        seed->win = 0;
     }
+    if (seed->win && !ra_window_seed(w, seed->win, seed->rate))
+        seed->win = 0;
     *step = ra_window_progress(w, l, now_us, end);
     *win = ra_window_bytes(w);
     *carry = run_carry(w);
@@ -1097,8 +1097,11 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
     uint64_t end = off + len < pfile->size ? off + len : pfile->size;
     int carried = 0;
     if (seq) {
-        /* The handle's first sequential window starts at the owner's last one. */
-        if (atomic_load(&st->carry) && atomic_exchange(&st->carry, 0)) {
+        /* The handle's first sequential window starts at the owner's last one. The note of
+         * the file before may come a moment after the first reads (FUSE sends a release
+         * after the close returned; another thread may serve it): it is looked for until
+         * the run's first epoch ends. */
+        if (atomic_load(&st->carry)) {
             pthread_mutex_lock(&pf->link_lock);
             carry_take(pf, st->owner, now, &seed);
             pthread_mutex_unlock(&pf->link_lock);
@@ -1106,6 +1109,8 @@ int prefetch_read(struct prefetcher *pf, struct prefetch_stream *st, uint64_t of
         chunk = size_window(pf, pfile, &link, b.run, b.gen, end, now, &seed, &more, &step, &win,
                             &carry, &rate);
         carried = seed.win != 0;
+        if (carried || step != RA_NONE)
+            atomic_store(&st->carry, 0);
     }
     pthread_mutex_unlock(&pfile->lock);
     if (seq && st->owner && end == pfile->size && end > 0) {

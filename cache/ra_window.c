@@ -157,12 +157,15 @@ void ra_window_init(struct ra_window *w, const struct ra_window_conf *conf)
     w->peak = w->win;
 }
 
-void ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate)
+int ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate)
 {
+    if (w->epochs)
+        return 0;
     w->win = clamp_win(w, win);
     w->peak = w->win;
     w->rate = (double)rate;
     w->settle = RA_SEED_SETTLE;
+    return 1;
 }
 
 uint64_t ra_window_chunk(const struct ra_window *w, const struct ra_link *l)

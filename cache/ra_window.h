@@ -112,14 +112,15 @@ struct ra_window {
 };
 
 void ra_window_init(struct ra_window *w, const struct ra_window_conf *conf);
-/* Right after init: the window starts at `win` (to whole pages, within [min_window,
- * max_window]) instead of min_window, with `rate` (bytes/s) as the reader's last rate - a
- * sequential reader that went on to its next file starts where its window ended on the last
- * one instead of ramping up again (prefetch.c). Its epochs then decide as usual (it shrinks
- * if the reader does not wait), except that its first RA_SEED_SETTLE epochs do not shrink
- * it: while the first GETs of a whole window are under way the reader waits at a rate that
- * says nothing of the link, and when they land together it reads them without waiting. */
-void ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate);
+/* Before its first epoch ended (else nothing changes: 0; done: 1): the window is `win` (to
+ * whole pages, within [min_window, max_window]) instead of min_window, with `rate` (bytes/s)
+ * as the reader's last rate - a sequential reader that went on to its next file starts
+ * where its window ended on the last one instead of ramping up again (prefetch.c). Its
+ * epochs then decide as usual (it shrinks if the reader does not wait), except that its
+ * first RA_SEED_SETTLE epochs do not shrink it: while the first GETs of a whole window are
+ * under way the reader waits at a rate that says nothing of the link, and when they land
+ * together it reads them without waiting. */
+int ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate);
 /* The reader's reads reached byte `pos` (an end offset; only progress forward counts) at
  * now_us (any monotonic clock, microseconds). Ends the epoch when it is due and decides. */
 enum ra_step ra_window_progress(struct ra_window *w, const struct ra_link *l, uint64_t now_us,

@@ -847,6 +847,46 @@ static void test_closed_run_carries_what_it_read(void)
     cache_env_fini(&e);
 }
 
+/* FUSE sends a file's release after its close returned, and another thread may serve it
+ * after the next file's first read: the note the closed run leaves is still taken by the
+ * next file's reads while its run's first epoch lasts. */
+static void test_carry_noted_after_next_open(void)
+{
+    struct cache_env e;
+    struct prefetch_conf pc = {.small_object = PS};
+    env_init(&e, &pc);
+    size_t size = 512 * PS;
+    unsigned char *data = cache_env_make_source(&e, "l1.bin", size, 41);
+    free(cache_env_make_source(&e, "l2.bin", size, 42));
+    fault_backend_set_link(e.fault, 3000, 100000000);
+    struct pc_file *f = cache_env_open_key(&e, "l1.bin", NULL);
+    struct prefetch_stream *st = NULL;
+    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
+    prefetch_stream_set_owner(st, 11);
+    for (uint64_t off = 0; off < size / 2; off += PS)
+        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    prefetcher_wait_idle(e.pf);
+    uint64_t peak = pf_stats(&e).window_peak / PS;
+    CHECK(peak >= 8);
+    struct pc_file *g = cache_env_open_key(&e, "l2.bin", NULL);
+    struct prefetch_stream *next = NULL;
+    CHECK_EQ(prefetch_stream_create(e.pf, g, &next), 0);
+    prefetch_stream_set_owner(next, 11);
+    uint64_t q0 = pf_stats(&e).queued;
+    prefetch_read(e.pf, next, 0, PS); /* before the release of l1 */
+    prefetch_stream_destroy(st);
+    for (uint64_t off = PS; off < 3 * PS; off += PS)
+        prefetch_read(e.pf, next, off, PS);
+    CHECK_EQ(pf_stats(&e).carried, 1);
+    CHECK(pf_stats(&e).queued - q0 >= peak);
+    prefetch_stream_destroy(next);
+    check_accounting(&e);
+    pc_file_unref(g);
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e);
+}
+
 /* A reader that closes the file half-way and does not come back within the grace period:
  * its read-ahead queued and under way is cancelled (GETs aborted), so what was fetched for
  * nothing stays within the window it had; a reader that opens the file again later continues
@@ -1012,6 +1052,7 @@ int main(void)
     RUN(test_window_capped);
     RUN(test_next_file_starts_at_last_window);
     RUN(test_closed_run_carries_what_it_read);
+    RUN(test_carry_noted_after_next_open);
     RUN(test_close_cancels_readahead);
     RUN(test_shared_budget);
     RUN(test_invalid);

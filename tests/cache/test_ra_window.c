@@ -296,7 +296,7 @@ static void test_seed(void)
     ra_window_seed(&w, MiB, 0);
     CHECK_EQ(ra_window_bytes(&w), 4 * MiB);
     ra_window_init(&w, &c);
-    ra_window_seed(&w, 40 * MiB + 5, 200 * MiB);
+    CHECK_EQ(ra_window_seed(&w, 40 * MiB + 5, 200 * MiB), 1);
     CHECK_EQ(ra_window_bytes(&w), 40 * MiB);
     CHECK_EQ(ra_window_peak(&w), 40 * MiB);
     CHECK_EQ(ra_window_rate(&w), 200 * MiB);
@@ -316,6 +316,9 @@ static void test_seed(void)
     CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 5 * MiB, 90 * MS), RA_CEILING);
     CHECK_EQ(ra_window_bytes(&w), 22 * MiB);
     CHECK_EQ(ra_window_peak(&w), 40 * MiB);
+    /* Too late once an epoch ended. */
+    CHECK_EQ(ra_window_seed(&w, 60 * MiB, 0), 0);
+    CHECK_EQ(ra_window_bytes(&w), 22 * MiB);
     /* The peak follows growth. */
     ra_window_init(&w, &c);
     CHECK_EQ(ra_window_peak(&w), 4 * MiB);
