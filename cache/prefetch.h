@@ -153,9 +153,9 @@ int prefetch_object_want(struct prefetcher *pf, const char *key, const char *ver
                          uint64_t size, int64_t mtime_ns, int (*want)(void *ud, const char *key),
                          void *want_ud);
 /* Before the handle's first read: who opened it (a process id; 0: unknown). When that owner
- * read its last file sequentially (to its end, or until it closed it) within the last 2 s,
- * this handle's first sequential window starts at the largest window that run had, at most
- * what it read (once per such run: see prefetch.c, "Next file"). */
+ * read its last file sequentially to the end within the last 2 s, this handle's first
+ * sequential window starts at the largest window that run had (once per such run: see
+ * prefetch.c, "Next file"). */
 void prefetch_stream_set_owner(struct prefetch_stream *st, uint64_t owner);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
 void prefetch_stream_destroy(struct prefetch_stream *st);

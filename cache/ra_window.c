@@ -155,6 +155,7 @@ void ra_window_init(struct ra_window *w, const struct ra_window_conf *conf)
     w->max_chunk = conf->max_chunk ? conf->max_chunk : RA_DEFAULT_MAX_CHUNK;
     w->win = w->min;
     w->peak = w->win;
+    w->own = w->win;
 }
 
 int ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate)
@@ -163,6 +164,7 @@ int ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate)
         return 0;
     w->win = clamp_win(w, win);
     w->peak = w->win;
+    w->own = 0;
     w->rate = (double)rate;
     w->settle = RA_SEED_SETTLE;
     return 1;
@@ -281,9 +283,12 @@ enum ra_step ra_window_progress(struct ra_window *w, const struct ra_link *l, ui
         len = RA_EPOCH_MIN_US;
     if (now_us < w->ep_t0 + len || w->pos == w->ep_pos0)
         return RA_NONE;
+    unsigned settling = w->settle;
     enum ra_step step = end_epoch(w, l, now_us - w->ep_t0);
     if (w->win > w->peak)
         w->peak = w->win;
+    if (!settling && w->win > w->own)
+        w->own = w->win;
     w->ep_t0 = now_us;
     w->ep_pos0 = w->pos;
     w->ep_wait_us = 0;
@@ -308,6 +313,12 @@ uint64_t ra_window_peak(const struct ra_window *w)
 uint64_t ra_window_read(const struct ra_window *w)
 {
     return w->started ? w->pos - w->pos0 : 0;
+}
+
+uint64_t ra_window_carry(const struct ra_window *w)
+{
+    uint64_t c = w->own > w->win ? w->own : w->win, read = ra_window_read(w);
+    return c < read ? c : read;
 }
 
 uint64_t ra_window_rate(const struct ra_window *w)

@@ -102,6 +102,7 @@ struct ra_window {
     uint64_t page, min, max, max_chunk;
     uint64_t win; /* bytes */
     uint64_t peak;   /* the largest win so far */
+    uint64_t own;    /* the largest win its own epochs left (a seed's settling ones not) */
     unsigned settle; /* epochs left in which the ceiling does not shrink a seeded window */
     uint64_t pos; /* the reader's highest end so far */
     uint64_t pos0; /* pos at the first progress */
@@ -136,6 +137,11 @@ uint64_t ra_window_chunk(const struct ra_window *w, const struct ra_link *l);
 uint64_t ra_window_peak(const struct ra_window *w);
 /* Bytes the reader progressed since its first progress (0 before). */
 uint64_t ra_window_read(const struct ra_window *w);
+/* What the reader's next file should start at (ra_window_seed): the larger of the window now
+ * and the largest one its own epochs left - not a seed it has not confirmed, so a slow
+ * reader's seeds shrink from file to file - and no more than it read (a reader that stopped
+ * early shows no appetite for more than it took). */
+uint64_t ra_window_carry(const struct ra_window *w);
 /* The reader's rate over its last epoch, bytes/s (0: no epoch ended yet). */
 uint64_t ra_window_rate(const struct ra_window *w);
 

@@ -300,15 +300,18 @@ static void test_seed(void)
     CHECK_EQ(ra_window_bytes(&w), 40 * MiB);
     CHECK_EQ(ra_window_peak(&w), 40 * MiB);
     CHECK_EQ(ra_window_rate(&w), 200 * MiB);
+    CHECK_EQ(ra_window_carry(&w), 0); /* nothing read */
     uint64_t t = 1000 * MS, pos = 0;
     ra_window_progress(&w, &l, t, pos);
     /* Waiting for the first GETs: a slow rate whose ceiling (2 x 50 MiB/s x 60 ms + 4 MiB =
      * 10 MiB) is far below the window: at the ceiling, not shrunk. */
     CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 5 * MiB, 90 * MS), RA_CEILING);
     CHECK_EQ(ra_window_bytes(&w), 40 * MiB);
+    CHECK_EQ(ra_window_carry(&w), 5 * MiB); /* what it read */
     /* They landed: read without waiting. Held. */
     CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 30 * MiB, 0), RA_HELD);
     CHECK_EQ(ra_window_bytes(&w), 40 * MiB);
+    CHECK_EQ(ra_window_carry(&w), 35 * MiB);
     /* Then as usual: a reader that does not wait at 50 MiB/s (needing 1.5 x 50 MiB/s x 60 ms
      * + 2 MiB = 6.5 MiB) shrinks it by a quarter; one that waits at the ceiling too. */
     CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 5 * MiB, 0), RA_SHRANK);
@@ -316,6 +319,8 @@ static void test_seed(void)
     CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 5 * MiB, 90 * MS), RA_CEILING);
     CHECK_EQ(ra_window_bytes(&w), 22 * MiB);
     CHECK_EQ(ra_window_peak(&w), 40 * MiB);
+    /* Its own epochs left 30 MiB at most: the seed of 40 was not confirmed. */
+    CHECK_EQ(ra_window_carry(&w), 30 * MiB);
     /* Too late once an epoch ended. */
     CHECK_EQ(ra_window_seed(&w, 60 * MiB, 0), 0);
     CHECK_EQ(ra_window_bytes(&w), 22 * MiB);
@@ -642,7 +647,7 @@ static double next_files(int seeded)
                 seeded ? "seeded" : "fresh", i, (double)s.pos / (double)(s.t_us - t),
                 (unsigned long long)(ra_window_peak(&w) / MiB));
         t = s.t_us;
-        win = ra_window_peak(&w);
+        win = ra_window_carry(&w);
         rate = ra_window_rate(&w);
         sim_free(&s);
     }
