@@ -154,8 +154,8 @@ int prefetch_object_want(struct prefetcher *pf, const char *key, const char *ver
                          void *want_ud);
 /* Before the handle's first read: who opened it (a process id; 0: unknown). When that owner
  * read its last file sequentially to the end within the last 2 s, this handle's first
- * sequential window starts at the largest window that run had (once per such run: see
- * prefetch.c, "Next file"). */
+ * sequential window starts where that run's window was (ra_window_carry; once per such run:
+ * see prefetch.c, "Next file"). */
 void prefetch_stream_set_owner(struct prefetch_stream *st, uint64_t owner);
 /* Releases the stream; its queued requests are dropped when their turn comes. */
 void prefetch_stream_destroy(struct prefetch_stream *st);

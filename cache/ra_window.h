@@ -57,7 +57,7 @@
 #define RA_CHUNK_TTFB 2u           /* a GET's transfer time = RA_CHUNK_TTFB x its ttfb */
 #define RA_CHUNK_MIN_US 5000u      /* a GET carries at least the reader's rate x this */
 #define RA_DEFAULT_MAX_CHUNK (16ull << 20)
-#define RA_SEED_SETTLE 2u /* epochs of a seeded window the ceiling leaves alone */
+#define RA_SEED_SETTLE 2u /* a seeded window's first epochs, which do not shrink it */
 
 struct ra_link {
     /* private */
@@ -103,7 +103,7 @@ struct ra_window {
     uint64_t win; /* bytes */
     uint64_t peak;   /* the largest win so far */
     uint64_t own;    /* the largest win its own epochs left (a seed's settling ones not) */
-    unsigned settle; /* epochs left in which the ceiling does not shrink a seeded window */
+    unsigned settle; /* epochs left in which a seeded window is not shrunk */
     uint64_t pos; /* the reader's highest end so far */
     uint64_t pos0; /* pos at the first progress */
     int started;  /* an epoch is open (the first progress starts one) */
