@@ -730,13 +730,28 @@ static void test_window_grows_with_the_link(void)
     cache_env_fini(&e);
 }
 
-/* Pages the prefetcher has queued after the handle's first three sequential reads of f (the
- * window opens at the second), without waiting for any. */
-static uint64_t queued_at_open(struct cache_env *e, struct pc_file *f, uint64_t owner)
+/* A handle of f opened by `owner`. */
+static struct prefetch_stream *owned_stream(struct cache_env *e, struct pc_file *f, uint64_t owner)
 {
     struct prefetch_stream *st = NULL;
     CHECK_EQ(prefetch_stream_create(e->pf, f, &st), 0);
     prefetch_stream_set_owner(st, owner);
+    return st;
+}
+
+/* Reads [from, to) of f through st a page at a time, as the reader does, every byte checked. */
+static void read_span(struct cache_env *e, struct prefetch_stream *st, struct pc_file *f,
+                      const unsigned char *data, size_t size, uint64_t from, uint64_t to)
+{
+    for (uint64_t off = from; off < to; off += PS)
+        CHECK(read_check_waits(e, st, f, data, size, off, PS));
+}
+
+/* Pages the prefetcher has queued after the handle's first three sequential reads of f (the
+ * window opens at the second), without waiting for any. */
+static uint64_t queued_at_open(struct cache_env *e, struct pc_file *f, uint64_t owner)
+{
+    struct prefetch_stream *st = owned_stream(e, f, owner);
     uint64_t q0 = pf_stats(e).queued;
     for (uint64_t off = 0; off < 3 * PS; off += PS)
         prefetch_read(e->pf, st, off, PS);
@@ -763,17 +778,12 @@ static void test_next_file_starts_at_last_window(void)
         free(cache_env_make_source(&e, next[i], size, 22 + i));
     fault_backend_set_link(e.fault, 3000, 100000000);
     struct pc_file *f = cache_env_open_key(&e, "a.bin", NULL);
-    struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
-    prefetch_stream_set_owner(st, 7);
-    /* Half of it: nothing is carried yet. */
-    for (uint64_t off = 0; off < size / 2; off += PS)
-        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    struct prefetch_stream *st = owned_stream(&e, f, 7);
+    read_span(&e, st, f, data, size, 0, size / 2); /* half of it: nothing is carried yet */
     struct pc_file *g = cache_env_open_key(&e, "e.bin", NULL);
     CHECK(queued_at_open(&e, g, 7) <= 8);
     pc_file_unref(g);
-    for (uint64_t off = size / 2; off < size; off += PS)
-        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    read_span(&e, st, f, data, size, size / 2, size);
     prefetch_stream_destroy(st);
     check_accounting(&e);
     struct prefetch_stats p = pf_stats(&e);
@@ -816,11 +826,8 @@ static void test_closed_run_carries_nothing(void)
     free(cache_env_make_source(&e, "h2.bin", size, 32));
     fault_backend_set_link(e.fault, 3000, 100000000);
     struct pc_file *f = cache_env_open_key(&e, "h1.bin", NULL);
-    struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
-    prefetch_stream_set_owner(st, 9);
-    for (uint64_t off = 0; off < size / 2; off += PS)
-        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    struct prefetch_stream *st = owned_stream(&e, f, 9);
+    read_span(&e, st, f, data, size, 0, size / 2);
     prefetch_stream_destroy(st); /* half-way */
     prefetcher_wait_idle(e.pf);
     CHECK(pf_stats(&e).window_peak / PS >= 8);
@@ -847,18 +854,13 @@ static void test_carry_noted_after_next_open(void)
     free(cache_env_make_source(&e, "l2.bin", size, 42));
     fault_backend_set_link(e.fault, 3000, 100000000);
     struct pc_file *f = cache_env_open_key(&e, "l1.bin", NULL);
-    struct prefetch_stream *st = NULL;
-    CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
-    prefetch_stream_set_owner(st, 11);
-    for (uint64_t off = 0; off < size - PS; off += PS)
-        CHECK(read_check_waits(&e, st, f, data, size, off, PS));
+    struct prefetch_stream *st = owned_stream(&e, f, 11);
+    read_span(&e, st, f, data, size, 0, size - PS);
     prefetcher_wait_idle(e.pf);
     uint64_t peak = pf_stats(&e).window_peak / PS;
     CHECK(peak >= 8);
     struct pc_file *g = cache_env_open_key(&e, "l2.bin", NULL);
-    struct prefetch_stream *next = NULL;
-    CHECK_EQ(prefetch_stream_create(e.pf, g, &next), 0);
-    prefetch_stream_set_owner(next, 11);
+    struct prefetch_stream *next = owned_stream(&e, g, 11);
     uint64_t q0 = pf_stats(&e).queued;
     prefetch_read(e.pf, next, 0, PS); /* before l1's last page */
     CHECK_EQ(pf_stats(&e).carried, 0);
