@@ -745,13 +745,14 @@ static int read_resident(struct page_cache *pc, struct page_read *rd, uint32_t *
      * there is opened once more under the lock (rename + insert and delete + unlink are one
      * critical section each) before it is taken for lost. Once the row is seen unchanged with
      * the file open, eviction may unlink it: our descriptor stays good. Page files are read
-     * with no read-ahead of the kernel's: a read asks for exactly what it needs. */
+     * with O_DIRECT (page_read=direct: page_store_open_read), else with no read-ahead of the
+     * kernel's: either way a read asks the disk for exactly what it needs. */
     int fd = fd_cache_get(pc->fds, rd->f->file_id, rd->idx);
     int opened = fd < 0;
     if (opened) {
         page_store_path(&pc->store, rd->f->fhash, rd->idx, 0, path, sizeof(path));
         pthread_mutex_unlock(&pc->lock);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = page_store_open_read(&pc->store, path);
         pthread_mutex_lock(&pc->lock);
         struct page_row now;
         if (!pc_row_get(pc, rd->f, rd->idx, &now) || now.blocks != r.blocks || now.len != r.len ||
@@ -763,7 +764,7 @@ static int read_resident(struct page_cache *pc, struct page_read *rd, uint32_t *
             return -EAGAIN;
         }
         if (fd < 0) /* evicted and stored again between the lookup and the open: once more */
-            fd = open(path, O_RDONLY | O_CLOEXEC);
+            fd = page_store_open_read(&pc->store, path);
         if (fd >= 0)
             posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
     }
@@ -1169,6 +1170,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->store.block_size = cache_block_size(ps);
     pc->store.zlevel = conf->compress_level;
     pc->store.direct = conf->write == PC_WRITE_DIRECT;
+    pc->store.direct_read = conf->read == PC_READ_DIRECT;
     pc->verify = conf->verify;
     pc->evict = conf->evict;
     pc->peer_copy = conf->peer_copy;

@@ -59,6 +59,19 @@ enum page_cache_write {
     PC_WRITE_DIRECT,
 };
 
+/* How page files are read back (conf->read). */
+enum page_cache_read {
+    /* Default. With O_DIRECT: from the disk into the page buffer that is hashed and replied
+     * from, with no second copy in the kernel's page cache (the mount's own page cache, the
+     * kernel's cache of the pagefs files, keeps what applications read). Filling that second
+     * copy cost as much daemon CPU as the rest of a warm read (measured on a 1 GiB file:
+     * 0.60 s of daemon CPU buffered, 0.30 s direct) and held the bytes in memory twice. A file
+     * system that refuses O_DIRECT is read through the page cache. */
+    PC_READ_DIRECT = 0,
+    /* Through the page cache, with no read-ahead (POSIX_FADV_RANDOM). */
+    PC_READ_BUFFERED,
+};
+
 /* Which pages the cache keeps when it is full (conf->evict). */
 enum page_cache_evict {
     /* Default. Least recently used pages go first, but once the pages the cache keeps fill it
@@ -94,6 +107,7 @@ struct page_cache_conf {
                              that saves at least 1/8 of it); 0 = no compression */
     enum page_cache_verify verify; /* default PC_VERIFY_FULL */
     enum page_cache_write write;   /* default PC_WRITE_BUFFERED */
+    enum page_cache_read read;     /* default PC_READ_DIRECT */
     page_cache_log_fn log;         /* NULL: no log lines */
     void *log_ud;
     int log_debug; /* 1: also LOG_DEBUG lines (one per eviction run); 0: never formatted */

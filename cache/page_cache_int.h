@@ -48,7 +48,8 @@ struct page_index;
  * the rest is immutable after creation (stamp: hot-set recency, under pc->lock). data is in
  * the same allocation, after the header, or in a run's (struct pbuf_run), aligned to
  * PAGE_STORE_DIO_ALIGN: the page file of a new page is written from it with O_DIRECT
- * (page_store.h). */
+ * (page_store.h), and one read back is read into it with O_DIRECT (pc_pbuf_new leaves room
+ * for len rounded up to that alignment). */
 struct pbuf_run;
 struct pbuf {
     atomic_uint refs;

@@ -148,6 +148,53 @@ static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
     return 0;
 }
 
+/* len rounded up to PAGE_STORE_DIO_ALIGN. */
+static size_t dio_round(size_t len)
+{
+    return (len + PAGE_STORE_DIO_ALIGN - 1) & ~(size_t)(PAGE_STORE_DIO_ALIGN - 1);
+}
+
+/* Bytes [off, off + len) of fd into buf: pread_full(), or for a descriptor with O_DIRECT
+ * (page_store_open_read) aligned reads of len rounded up to PAGE_STORE_DIO_ALIGN (buf has the
+ * room; the file may end within the rounding). A read that cannot go that way (buf or off not
+ * aligned, or the file system refuses it: EINVAL) clears the descriptor's O_DIRECT and reads
+ * the rest through the page cache; so do that descriptor's later reads. */
+static int pread_span(int fd, unsigned char *buf, size_t len, off_t off)
+{
+    size_t done = 0;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT)) {
+        size_t want = dio_round(len);
+        while (done < len &&
+               ((uintptr_t)(buf + done) | (uint64_t)(off + (off_t)done)) % PAGE_STORE_DIO_ALIGN ==
+                   0) {
+            ssize_t n = pread(fd, buf + done, want - done, off + (off_t)done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && errno == EINVAL)
+                break;
+            if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+            done += (size_t)n;
+        }
+        if (done >= len)
+            return 0;
+        if (fcntl(fd, F_SETFL, fl & ~O_DIRECT) < 0)
+            return -errno;
+    }
+    return pread_full(fd, buf + done, len - done, off + (off_t)done);
+}
+
+int page_store_open_read(const struct page_store *ps, const char *path)
+{
+    int fd = -1;
+    if (ps->direct_read)
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd < 0 && (!ps->direct_read || errno == EINVAL))
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
 /* pwrite_full(), with O_DIRECT for the aligned part of the bytes when `direct` (see struct
  * page_store). A file system that refuses O_DIRECT (fcntl, or the write: EINVAL) gets all of
  * them through the page cache. */
@@ -182,11 +229,11 @@ int page_store_read(const struct page_store *ps, int fd, size_t plen, const stru
     if (r->flags & CACHE_PAGE_ZSTD) {
         if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->len || r->len == 0)
             return -EMSGSIZE;
-        unsigned char *z = malloc((size_t)r->len);
+        unsigned char *z = aligned_alloc(PAGE_STORE_DIO_ALIGN, dio_round((size_t)r->len));
         if (!z)
             return -ENOMEM;
         size_t got = 0;
-        if (pread_full(fd, z, (size_t)r->len, 0) == 0)
+        if (pread_span(fd, z, (size_t)r->len, 0) == 0)
             got = ZSTD_decompress(dst, plen, z, (size_t)r->len);
         free(z);
         if (ZSTD_isError(got) || got != plen)
@@ -197,7 +244,7 @@ int page_store_read(const struct page_store *ps, int fd, size_t plen, const stru
         if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != plen)
             return -EMSGSIZE;
         page_store_span(ps, plen, lo, hi, &off, &end);
-        if (pread_full(fd, dst, end - off, (off_t)off) < 0)
+        if (pread_span(fd, dst, end - off, (off_t)off) < 0)
             return -EBADMSG;
     }
     for (unsigned i = lo; check && i <= hi; i++) {

@@ -39,6 +39,12 @@ struct page_store {
      * page cache and leaves nothing there to write back; a file system that refuses O_DIRECT
      * gets every write through the page cache. 0: always through the page cache. */
     int direct;
+    /* 1: page files are opened for reading with O_DIRECT (page_store_open_read): a cached
+     * page read back goes from the disk into the page buffer, with no copy kept in the
+     * kernel's page cache (the mount's own page cache keeps what the application read; a
+     * second copy there would cost memory and the CPU of filling it); a file system that
+     * refuses O_DIRECT is read through the page cache. 0: always through the page cache. */
+    int direct_read;
 };
 
 /* A page's index row, decoded: what it occupies on disk, which blocks it has, one checksum
@@ -127,6 +133,12 @@ void page_store_hash(const struct page_store *ps, size_t plen, const unsigned ch
  * -EBADMSG when it is unreadable, does not decompress or fails a checksum, or -ENOMEM. */
 int page_store_read(const struct page_store *ps, int fd, size_t plen, const struct page_row *r,
                     unsigned lo, unsigned hi, int check, unsigned char *dst);
+/* Opens page file `path` for page_store_read: read-only, close-on-exec, with O_DIRECT when the
+ * store reads directly (direct_read) and the file system takes it. Returns the descriptor or
+ * -errno. A descriptor with O_DIRECT needs dst of page_store_read aligned to
+ * PAGE_STORE_DIO_ALIGN with room for the bytes it reads rounded up to it (struct pbuf's are);
+ * a read the file system refuses that way (EINVAL) is made through the page cache. */
+int page_store_open_read(const struct page_store *ps, const char *path);
 
 /* Writes blocks m (a span; data holds bytes [data_off, ...) of the page, covering m) of a page
  * of plen bytes with no file yet to a new temporary file: sparse when m is not the whole page,

@@ -77,7 +77,10 @@ static struct pbuf *pbuf_init(struct pbuf *pb, unsigned char *data, struct buf_p
 
 struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off, size_t len)
 {
-    struct pbuf *pb = malloc(sizeof(*pb) + PAGE_STORE_DIO_ALIGN - 1 + (len ? len : 1));
+    /* Room for len rounded up to the alignment: a page file read with O_DIRECT reads that. */
+    size_t room =
+        ((len ? len : 1) + PAGE_STORE_DIO_ALIGN - 1) & ~(size_t)(PAGE_STORE_DIO_ALIGN - 1);
+    struct pbuf *pb = malloc(sizeof(*pb) + PAGE_STORE_DIO_ALIGN - 1 + room);
     if (!pb)
         return NULL;
     return pbuf_init(pb, pbuf_data(pb), NULL, NULL, file_id, idx, plen, off, len);

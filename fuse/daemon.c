@@ -497,6 +497,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .compress_level = o->compress_level,
         .verify = (enum page_cache_verify)o->verify,
         .write = (enum page_cache_write)o->page_write,
+        .read = (enum page_cache_read)o->page_read,
         .evict = (enum page_cache_evict)o->evict,
         .log = pagefs_log_module,
         .log_debug = o->log_level >= PAGEFS_LOG_DEBUG,

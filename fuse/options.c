@@ -407,6 +407,9 @@ static const struct opt_word evict_words[] = {
 static const struct opt_word page_write_words[] = {
     {"direct", PC_WRITE_DIRECT}, {"buffered", PC_WRITE_BUFFERED}, {NULL, 0},
 };
+static const struct opt_word page_read_words[] = {
+    {"direct", PC_READ_DIRECT}, {"buffered", PC_READ_BUFFERED}, {NULL, 0},
+};
 static const struct opt_word on_off_words[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
 
 static int parse_endpoint(struct pagefs_options *o, const struct opt *d, const char *val,
@@ -570,6 +573,12 @@ static const struct opt options[] = {
              "= with O_DIRECT where the bytes are aligned: no copy into the kernel's page cache "
              "and nothing left to write back, a fifth less daemon CPU on cold sequential reads "
              "(buffered where the file system refuses it)"},
+    {.name = "page_read", .kind = OPT_WORD, FIELD(page_read), .words = page_read_words,
+     .flags = OPT_F_DEF, .def = PC_READ_DIRECT, .arg = "direct|buffered",
+     .help = "how page files are read back: direct = with O_DIRECT, no second copy of cached "
+             "bytes in the kernel's page cache beside the mount's own (default; about half "
+             "the daemon's CPU on a warm sequential read); buffered = through the page cache "
+             "(also where the file system refuses O_DIRECT)"},
     {.name = "verify", .kind = OPT_WORD, FIELD(verify), .words = verify_words,
      .flags = OPT_F_DEF, .def = PC_VERIFY_FULL, .arg = "full|once|none",
      .help = "check cached bytes read back from disk against their checksums: full = every "

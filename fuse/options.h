@@ -106,6 +106,7 @@ struct pagefs_options {
     int verify;             /* enum page_cache_verify: full (default), once, none */
     int evict;              /* enum page_cache_evict: stable (default), lru */
     int page_write;         /* enum page_cache_write: buffered (default), direct */
+    int page_read;          /* enum page_cache_read: direct (default), buffered */
     char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */
     char *s3api;            /* S3 API listen address "HOST:PORT" (fuse/s3api.h); NULL = off */
     char *s3api_bucket;     /* its bucket name; NULL: the s3:// source's */

@@ -9,7 +9,9 @@ source (counts from user.pagefs.stats, never timings):
     fuse_zero_copy_reads) after a first verified read;
   - compress=zstd stores a CSV-like file in fewer bytes and reads it back exactly;
   - page_write=direct leaves no dirty pages of the page files in the kernel's page cache
-    (fincore after dropping the clean ones) and every byte reads back right.
+    (fincore after dropping the clean ones) and every byte reads back right;
+  - page_read=direct (the default) reads page files back without putting their bytes in the
+    kernel's page cache (page_read=buffered does), every byte right.
 Run by ctest (label mount) with PAGEFS_BIN set."""
 
 import os
@@ -183,6 +185,40 @@ class CacheMountTest(unittest.TestCase):
             self.assertEqual(sum(resident[p] for p in whole), 0, resident)
             self.assertEqual(drop_and_read(path, len(data)), data)
             self.assertEqual(m.stats()["read_calls"], s["read_calls"])
+
+    def test_direct_page_reads(self):
+        # A new daemon on a warm cache (nothing of it in its memory) reads the page files back
+        # to serve a read. page_read=direct (the default): none of their bytes land in the
+        # kernel's page cache; page_read=buffered: they do. The pages were written direct and
+        # are not in the page cache before (fincore). Every byte is right, none from the store.
+        rng = random.Random(7)
+        data = rng.randbytes(6 * MiB + 4321)
+        with open(os.path.join(self.src, "reread.bin"), "wb") as f:
+            f.write(data)
+        for mode in ("direct", "buffered"):
+            cache = os.path.join(self.work.path, "cache-read-" + mode)
+            with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                                cache_dir=cache, options=["page_write=direct"]) as m:
+                with open(os.path.join(m.mountpoint, "reread.bin"), "rb") as f:
+                    self.assertEqual(f.read(), data)
+            pages = [os.path.join(dp, n)
+                     for dp, _, ns in os.walk(os.path.join(cache, "pages")) for n in ns
+                     if os.path.getsize(os.path.join(dp, n)) == MiB]
+            self.assertEqual(len(pages), 6)
+            self.assertEqual(sum(mountlib.resident_bytes(p) for p in pages), 0, mode)
+            with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                                cache_dir=cache,
+                                options=["page_write=direct", "page_read=" + mode]) as m:
+                path = os.path.join(m.mountpoint, "reread.bin")
+                self.assertEqual(drop_and_read(path, len(data)), data)
+                s = m.stats()
+                self.assertEqual(s["read_calls"], 0, mode)
+                self.assertGreaterEqual(s["bytes_verified"], len(data), mode)
+                resident = sum(mountlib.resident_bytes(p) for p in pages)
+                if mode == "direct":
+                    self.assertEqual(resident, 0)
+                else:
+                    self.assertGreater(resident, 0)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
  * `direct`, the aligned bytes of a new page and of blocks filled into one go to disk with
  * O_DIRECT and leave nothing in the kernel's page cache; what is not aligned (the buffer, the
  * offset, a short tail) goes through the page cache; a file system that refuses O_DIRECT gets
- * buffered writes. Every file is read back and compared byte for byte.
+ * buffered writes. Every file is read back and compared byte for byte. Reads back
+ * (page_store_open_read + page_store_read) with `direct_read` leave nothing in the page cache
+ * either, read the very bytes written (a short tail, a span of blocks, a compressed page),
+ * still catch a damaged file, and fall back to the page cache where O_DIRECT cannot be used.
  *
  * Residency is the kernel's own answer: mincore() over a mapping of the file says which of its
  * 4 KiB pages are in the page cache. A direct write never puts them there; a buffered one
@@ -63,6 +66,44 @@ static char *make_dir(const char *tag)
     snprintf(tmp, sizeof(tmp), "%s/tmp", dir);
     CHECK_EQ(mkdir(tmp, 0700), 0);
     return dir;
+}
+
+/* A row for the blocks m of a page of plen bytes whose bytes are data (the whole page). */
+static struct page_row row_of(const struct page_store *ps, const unsigned char *data, size_t plen,
+                              uint32_t m, uint32_t flags, uint64_t stored)
+{
+    struct page_row r = {.len = stored, .blocks = m, .flags = flags};
+    page_store_hash(ps, plen, data, 0, page_mask_lo(m), page_mask_hi(m), r.sums);
+    return r;
+}
+
+/* Reads blocks lo..hi of the page file at path through a descriptor of page_store_open_read
+ * into a buffer laid out as struct pbuf's are (aligned, room for the span rounded up to
+ * PG; at dst_skew bytes past alignment), compares them with data; returns page_store_read's
+ * result and the descriptor's O_DIRECT after the read in *direct_after. */
+static int read_back(const struct page_store *ps, const char *path, size_t plen,
+                     const struct page_row *r, unsigned lo, unsigned hi, const unsigned char *data,
+                     size_t dst_skew, int *direct_after)
+{
+    size_t off, end;
+    page_store_span(ps, plen, lo, hi, &off, &end);
+    if (r->flags & CACHE_PAGE_ZSTD) {
+        off = 0;
+        end = plen;
+    }
+    unsigned char *buf = NULL;
+    CHECK_EQ(posix_memalign((void **)&buf, PG, PS + 2 * PG), 0);
+    memset(buf, 0xa5, PS + 2 * PG);
+    int fd = page_store_open_read(ps, path);
+    CHECK(fd >= 0);
+    int rc = page_store_read(ps, fd, plen, r, lo, hi, 1, buf + dst_skew);
+    if (direct_after)
+        *direct_after = (fcntl(fd, F_GETFL) & O_DIRECT) != 0;
+    close(fd);
+    if (rc == 0)
+        CHECK(memcmp(buf + dst_skew, data + off, end - off) == 0);
+    free(buf);
+    return rc;
 }
 
 /* A whole page, direct: on disk, not in the page cache. Buffered: in the page cache. */
@@ -201,9 +242,113 @@ static void test_refused(void)
     else
         fprintf(stderr, "test_refused: ramfs takes O_DIRECT on this kernel\n");
     CHECK(same_bytes(tmp, 0, data, plen));
+    /* Read back with direct_read: opened without O_DIRECT where it is refused. */
+    ps.direct_read = 1;
+    uint32_t m = page_store_full_mask(&ps, plen);
+    struct page_row r = row_of(&ps, data, plen, m, flags, stored);
+    int direct_after = -1;
+    CHECK_EQ(
+        read_back(&ps, tmp, plen, &r, 0, page_store_blocks(&ps, plen) - 1, data, 0, &direct_after),
+        0);
+    if (refused)
+        CHECK_EQ(direct_after, 0);
     unlink(tmp);
     snprintf(tmp, sizeof(tmp), "%s/tmp", dir);
     CHECK_EQ(umount(tmp), 0);
+    free(data);
+    test_rm_rf(dir);
+    free(dir);
+}
+
+/* direct_read: a whole page, a span of blocks and the last (short, unaligned) page of an
+ * object read back right and leave none of their 4 KiB pages in the page cache; the same
+ * reads buffered do. The files are written direct, so nothing is cached before the reads. */
+static void test_read_direct(void)
+{
+    char *dir = make_dir("ps-read");
+    unsigned char *data = aligned_bytes(PS, 5);
+    size_t plens[] = {PS, 5 * BS + 3 * PG + 123, 100};
+    for (int direct = 1; direct >= 0; direct--) {
+        for (size_t i = 0; i < sizeof(plens) / sizeof(plens[0]); i++) {
+            size_t plen = plens[i];
+            struct page_store ps;
+            store_init(&ps, dir, 1);
+            ps.direct_read = direct;
+            char tmp[4096];
+            uint32_t flags, m = page_store_full_mask(&ps, plen);
+            uint64_t stored;
+            CHECK_EQ(page_store_write_new(&ps, data, 0, plen, m, tmp, sizeof(tmp), &flags, &stored),
+                     0);
+            /* The short tail went through the page cache: written back and dropped. */
+            int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+            CHECK(fd >= 0);
+            CHECK_EQ(fdatasync(fd), 0);
+            CHECK_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+            close(fd);
+            CHECK_EQ(test_resident_pages(tmp, 0, plen), 0);
+            struct page_row r = row_of(&ps, data, plen, m, flags, stored);
+            unsigned nb = page_store_blocks(&ps, plen);
+            int direct_after = -1;
+            CHECK_EQ(read_back(&ps, tmp, plen, &r, 0, nb - 1, data, 0, &direct_after), 0);
+            CHECK_EQ(direct_after, direct);
+            if (nb > 3)
+                CHECK_EQ(read_back(&ps, tmp, plen, &r, 2, 3, data, 0, NULL), 0);
+            if (direct)
+                CHECK_EQ(test_resident_pages(tmp, 0, plen), 0);
+            else
+                CHECK(test_resident_pages(tmp, 0, plen) > 0);
+            unlink(tmp);
+        }
+    }
+    free(data);
+    test_rm_rf(dir);
+    free(dir);
+}
+
+/* direct_read on files that cannot be read that way, or are wrong: a destination that is not
+ * aligned falls back to the page cache (the descriptor loses O_DIRECT) and reads right; a
+ * compressed page reads right; a changed byte and a short file are caught. */
+static void test_read_direct_edges(void)
+{
+    char *dir = make_dir("ps-read-edges");
+    unsigned char *data = aligned_bytes(PS, 6);
+    struct page_store ps;
+    store_init(&ps, dir, 1);
+    ps.direct_read = 1;
+    char tmp[4096];
+    uint32_t flags, m = page_store_full_mask(&ps, PS);
+    uint64_t stored;
+    CHECK_EQ(page_store_write_new(&ps, data, 0, PS, m, tmp, sizeof(tmp), &flags, &stored), 0);
+    struct page_row r = row_of(&ps, data, PS, m, flags, stored);
+    int direct_after = -1;
+    CHECK_EQ(read_back(&ps, tmp, PS, &r, 0, 15, data, 8, &direct_after), 0);
+    CHECK_EQ(direct_after, 0);
+
+    /* One byte of block 9 changed (through the page cache: a direct read sees it). */
+    int fd = open(tmp, O_WRONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    unsigned char x = (unsigned char)(data[9 * BS + 77] ^ 1);
+    CHECK_EQ(pwrite(fd, &x, 1, 9 * BS + 77), 1);
+    CHECK_EQ(read_back(&ps, tmp, PS, &r, 8, 9, data, 0, NULL), -EBADMSG);
+    CHECK_EQ(read_back(&ps, tmp, PS, &r, 0, 8, data, 0, NULL), 0); /* the others are fine */
+    CHECK_EQ(ftruncate(fd, PS - PG), 0);
+    close(fd);
+    CHECK_EQ(read_back(&ps, tmp, PS, &r, 0, 0, data, 0, NULL), -EMSGSIZE);
+    unlink(tmp);
+
+    /* A compressed page: read whole, into an aligned buffer, decompressed right. */
+    unsigned char *text = aligned_bytes(PS, 7);
+    for (size_t i = 0; i < PS; i++)
+        text[i] = (unsigned char)"pagefs reads back what it wrote. "[i % 33];
+    ps.zlevel = 3;
+    CHECK_EQ(page_store_write_new(&ps, text, 0, PS, m, tmp, sizeof(tmp), &flags, &stored), 0);
+    CHECK_EQ(flags, CACHE_PAGE_ZSTD);
+    CHECK(stored < PS / 8);
+    r = row_of(&ps, text, PS, m, flags, stored);
+    CHECK_EQ(read_back(&ps, tmp, PS, &r, 3, 3, text, 0, &direct_after), 0);
+    CHECK_EQ(direct_after, 1);
+    unlink(tmp);
+    free(text);
     free(data);
     test_rm_rf(dir);
     free(dir);
@@ -215,5 +360,7 @@ int main(void)
     RUN(test_tail_and_span);
     RUN(test_unaligned_buffer);
     RUN(test_refused);
+    RUN(test_read_direct);
+    RUN(test_read_direct_edges);
     return test_finish();
 }
