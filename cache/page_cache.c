@@ -46,8 +46,9 @@
  *     its row inserted; blocks added to a partial page are written into the holes of the
  *     existing file, then the row is updated guarded by the old bitmap. Either way the row
  *     never records a block before its bytes are in the file. No fsync: checksums catch torn
- *     writes. With conf->write = PC_WRITE_DIRECT (page_write=direct) the bytes go with O_DIRECT
- *     from the page buffer, whose bytes are 4 KiB aligned (struct pbuf; page_store.h). A page
+ *     writes. With conf->write = PC_WRITE_DIRECT (page_write=direct, the default) the bytes go
+ *     with O_DIRECT from the page buffer, whose bytes are 4 KiB aligned (struct pbuf;
+ *     page_store.h); with conf->read = PC_READ_DIRECT they come back into one likewise. A page
  *     that cannot be written (disk full, I/O error) is still returned to the reader from
  *     memory; it is only not cached (write_errors).
  *   - Compression (conf->compress_level): a whole page that shrinks by at least 1/8 is stored

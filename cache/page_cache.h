@@ -45,18 +45,17 @@ enum page_cache_verify {
 
 /* How page files are written (conf->write). */
 enum page_cache_write {
-    /* Default. Through the page cache, as an ordinary write. */
-    PC_WRITE_BUFFERED = 0,
-    /* The bytes of a new page file go to disk with O_DIRECT where they are aligned
+    /* Default. The bytes of a new page file go to disk with O_DIRECT where they are aligned
      * (page_store.h): no copy into the kernel's page cache, and no dirty pages to write back
-     * later, which together cost about as much CPU as the FUSE reply of the same bytes (a
-     * fifth of the daemon's CPU on a cold sequential read). Reads of the file later come from
-     * the disk, not from memory: the mount's own page cache (the kernel's cache of the pagefs
-     * files) is what keeps recent bytes in memory. A file system that refuses O_DIRECT gets
-     * buffered writes. Not the default: in the cluster benchmark (three daemons on one VM
-     * disk) warm re-reads of direct-written pages were slower in half the runs, for a reason
-     * not found (README, page_write). */
-    PC_WRITE_DIRECT,
+     * later. Filling fresh page cache is dear (on the benchmark VM a buffered write of 1 GiB
+     * took 2.4 s of system CPU, an overwrite of cached pages 0.1 s): measured on the near link,
+     * a cold 1 GiB read took 2.65 s of daemon CPU buffered and 1.5 s direct, at 370 against
+     * 500 MB/s. Reads of the file later come from the disk (page_read), not from memory: the
+     * mount's own page cache (the kernel's cache of the pagefs files) is what keeps recent
+     * bytes in memory, once. A file system that refuses O_DIRECT gets buffered writes. */
+    PC_WRITE_DIRECT = 0,
+    /* Through the page cache, as an ordinary write. */
+    PC_WRITE_BUFFERED,
 };
 
 /* How page files are read back (conf->read). */
@@ -106,7 +105,7 @@ struct page_cache_conf {
     int compress_level;   /* zstd level for pages at rest (a page is stored compressed when
                              that saves at least 1/8 of it); 0 = no compression */
     enum page_cache_verify verify; /* default PC_VERIFY_FULL */
-    enum page_cache_write write;   /* default PC_WRITE_BUFFERED */
+    enum page_cache_write write;   /* default PC_WRITE_DIRECT */
     enum page_cache_read read;     /* default PC_READ_DIRECT */
     page_cache_log_fn log;         /* NULL: no log lines */
     void *log_ud;

@@ -105,7 +105,7 @@ struct pagefs_options {
     int compress_level;     /* zstd level of pages at rest; 0 = no compression */
     int verify;             /* enum page_cache_verify: full (default), once, none */
     int evict;              /* enum page_cache_evict: stable (default), lru */
-    int page_write;         /* enum page_cache_write: buffered (default), direct */
+    int page_write;         /* enum page_cache_write: direct (default), buffered */
     int page_read;          /* enum page_cache_read: direct (default), buffered */
     char *rest;             /* REST/metrics listen address "HOST:PORT"; NULL = off */
     char *s3api;            /* S3 API listen address "HOST:PORT" (fuse/s3api.h); NULL = off */
