@@ -3,7 +3,8 @@
  * a FUSE mount: a page cache and a metadata cache over real files served by
  * stats(fault(local(root))) (cache_env.h), read-ahead on a memory budget as the daemon has it.
  *
- * Covered: a plan's files are fetched ahead in its order and then read with no request; keys
+ * Covered: a plan's files are fetched ahead in its order (no further than HINTS_AHEAD_FILES
+ * entries past the reader) and then read with no request; keys
  * that do not exist, directories and duplicates are settled without harm; a plan replaced by
  * name, plans side by side, a dropped plan, the idlest plan dropped past HINTS_MAX_PLANS;
  * hints_set()'s argument errors (ownership of the keys also on failure: ASan checks); an order
@@ -197,6 +198,37 @@ static void test_plan_fetched_ahead(void)
         CHECK_EQ(v[0].missing, 2);
     }
     free(v);
+    env_fini(&e);
+}
+
+/* 1a. The planner runs at most HINTS_AHEAD_FILES entries past the reader: a plan whose second
+ * file comes after HINTS_AHEAD_FILES - 1 keys that do not exist queues only its first file
+ * until the reader opens it, then one more per entry the reader moves on; every byte right. */
+static void test_lead_bounded(void)
+{
+    struct env e;
+    env_init(&e, "hints-lead", 0);
+    enum { LATER = 40 };
+    int order[HINTS_AHEAD_FILES + LATER];
+    order[0] = 0;
+    for (unsigned i = 1; i < HINTS_AHEAD_FILES; i++)
+        order[i] = -1;
+    for (int i = 0; i < LATER; i++)
+        order[HINTS_AHEAD_FILES + i] = 1 + i;
+    CHECK_EQ(set_plan(&e, "lead", order, HINTS_AHEAD_FILES + LATER), 0);
+    CHECK(settle(&e));
+    struct hints_stats s = hstats(&e);
+    CHECK_EQ(s.queued, 1); /* file 0; file 1 is HINTS_AHEAD_FILES entries past the reader */
+    CHECK_EQ(s.missing, HINTS_AHEAD_FILES - 1);
+    CHECK(app_read(&e, 0)); /* the reader at entry 1: file 1 comes within reach */
+    CHECK(settle(&e));
+    CHECK_EQ(hstats(&e).queued, 2);
+    CHECK(app_read(&e, 1)); /* at entry HINTS_AHEAD_FILES + 1: the rest */
+    CHECK(settle(&e));
+    CHECK_EQ(hstats(&e).queued, 1 + LATER);
+    for (int i = 2; i <= LATER; i++)
+        CHECK(app_read(&e, i));
+    CHECK_EQ(hstats(&e).late, 0);
     env_fini(&e);
 }
 
@@ -410,6 +442,7 @@ static void test_small_cache_epochs(void)
 int main(void)
 {
     RUN(test_plan_fetched_ahead);
+    RUN(test_lead_bounded);
     RUN(test_late_entries);
     RUN(test_dirs_listed_ahead);
     RUN(test_plan_names);
