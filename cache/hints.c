@@ -33,9 +33,9 @@
  *     (single flight: the planner's own lookup of the directory waits for that fetch).
  *
  * Invariants (under h->lock): a plan's ahead_bytes is the sum of the sizes of its entries in
- * state QUEUED; front <= n, skip_from <= front; every plan in h->plans has refs >= 1;
- * list_n <= HINTS_LIST_QUEUE, and the ring's list_n keys from list_head are owned by it;
- * live == nplans (stored under the lock, read without it: a mount without plans pays no lock
+ * state QUEUED, ahead_files their number; front <= n, skip_from <= front; every plan in h->plans
+ * has refs >= 1; list_n <= HINTS_LIST_QUEUE, and the ring's list_n keys from list_head are owned by
+ * it; live == nplans (stored under the lock, read without it: a mount without plans pays no lock
  * per open and close; an open racing a plan's post is as if it came just before it).
  * Lock order: h->lock, then (never while holding it) the page cache, the metadata cache and
  * the prefetcher: every call into them is made after dropping h->lock.
@@ -93,7 +93,8 @@ struct plan {
     uint32_t listed_to; /* entries below it had their directory handed to the listers */
     struct hash_set dirs; /* hashes of those directories */
     uint64_t ahead_bytes;
-    uint64_t last_ms; /* created, or last opened */
+    uint32_t ahead_files; /* its entries in state QUEUED */
+    uint64_t last_ms;     /* created, or last opened */
     uint32_t *done;   /* entries that reached E_DONE, in that order (a FIFO) */
     uint32_t done_head, done_tail;
     uint64_t opened, queued, resident, missing, skipped;
@@ -215,6 +216,7 @@ static int plan_index(struct plan *p)
 static void unqueue(struct hints *h, struct plan *p, struct entry *e)
 {
     p->ahead_bytes -= e->size;
+    p->ahead_files--;
     h->st.ahead_bytes -= e->size;
 }
 
@@ -681,6 +683,8 @@ static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, uint6
             break;
         if (p->ahead_bytes > 0 && p->ahead_bytes >= share)
             break;
+        if (p->ahead_files >= HINTS_AHEAD_QUEUED)
+            break;
         uint32_t i = p->next;
         char *key = strdup(p->e[i].key);
         if (!key)
@@ -708,6 +712,7 @@ static unsigned plan_pump(struct hints *h, struct plan *p, uint64_t share, uint6
             e->state = E_QUEUED;
             e->size = size;
             p->ahead_bytes += size;
+            p->ahead_files++;
             h->st.ahead_bytes += size;
             p->queued++;
             h->st.queued++;

@@ -13,7 +13,8 @@
  * once opened) or resident already, and queues the rest as whole-object prefetches, as long as
  *   - the bytes it queued and the reader has not opened yet stay within a quarter of the
  *     cache (at most ahead_max), shared evenly by the plans;
- *   - it is no more than HINTS_AHEAD_FILES entries past the reader; and
+ *   - it is no more than HINTS_AHEAD_FILES entries past the reader, and the plan has fewer
+ *     than HINTS_AHEAD_QUEUED files queued that the reader has not opened yet; and
  *   - the cache has room for the file without evicting anything: what it can store before it
  *     evicts (less what was queued and is not stored yet), else room made by letting go of
  *     files the plans have read for the last time (closed, with no later occurrence in any
@@ -57,11 +58,13 @@ struct hints;
 #define HINTS_MAX_ENTRIES 4000000u   /* keys in one plan */
 #define HINTS_NAME_MAX 128           /* bytes of a plan's name */
 #define HINTS_AHEAD_MAX (8ull << 30) /* bytes queued ahead of the reader, all plans */
-/* Entries a plan runs ahead of its reader at most: 256 are 0.2 s of a reader at 1,200 files/s
- * and four times the fetches in flight (max_inflight 64), enough to keep the link full; a
- * whole epoch queued at once (4096 before) only took the CPU from the first readers (the cold
- * hinted epoch of the quick benchmark: 660-716 files/s against 577-616). */
-#define HINTS_AHEAD_FILES 256u
+#define HINTS_AHEAD_FILES 4096u      /* entries queued ahead of a plan's reader at most */
+/* Files a plan has queued and its reader not opened yet, at most: 256 are 0.2 s of a reader at
+ * 1,200 files/s and four times the fetches in flight (max_inflight 64), enough to keep the
+ * link full; a whole epoch queued at once only took the CPU from the first readers (the cold
+ * hinted epoch of the quick benchmark: 660-716 files/s against 577-616). Resident entries do
+ * not count: a fast reader of a mostly cached epoch still sees its misses coming from far. */
+#define HINTS_AHEAD_QUEUED 256u
 #define HINTS_SLACK 1024u            /* entries behind the reader a queued one counts as skipped */
 #define HINTS_IDLE_MS (30u * 60u * 1000u)
 #define HINTS_LISTERS 8u       /* threads that list a plan's directories ahead of the planner */

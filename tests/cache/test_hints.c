@@ -4,7 +4,8 @@
  * stats(fault(local(root))) (cache_env.h), read-ahead on a memory budget as the daemon has it.
  *
  * Covered: a plan's files are fetched ahead in its order (no further than HINTS_AHEAD_FILES
- * entries past the reader) and then read with no request; keys
+ * entries past the reader, no more than HINTS_AHEAD_QUEUED files queued and not opened) and
+ * then read with no request; keys
  * that do not exist, directories and duplicates are settled without harm; a plan replaced by
  * name, plans side by side, a dropped plan, the idlest plan dropped past HINTS_MAX_PLANS;
  * hints_set()'s argument errors (ownership of the keys also on failure: ASan checks); an order
@@ -232,6 +233,60 @@ static void test_lead_bounded(void)
     env_fini(&e);
 }
 
+/* An application's open and whole read of key, compared with data: 1 if every byte was right. */
+static int app_read_key(struct env *e, const char *key, const unsigned char *data)
+{
+    struct reader_file *rf = NULL;
+    if (reader_open_listed(e->r, key, READER_READAHEAD | READER_APP, &rf) != 0)
+        return 0;
+    unsigned char buf[FSIZE + 16];
+    ssize_t n = reader_read_buf(rf, 0, sizeof(buf), buf);
+    reader_close(rf);
+    return n == FSIZE && memcmp(buf, data, FSIZE) == 0;
+}
+
+/* 1a'. At most HINTS_AHEAD_QUEUED files queued and not opened yet, resident entries not
+ * counted: a plan of the NFILES files (all resident) then MORE new ones queues exactly
+ * HINTS_AHEAD_QUEUED of the new ones, and the rest as the reader opens them. */
+static void test_queued_bounded(void)
+{
+    enum { MORE = HINTS_AHEAD_QUEUED + 44 };
+    struct env e;
+    env_init(&e, "hints-queued", 0);
+    for (int i = 0; i < NFILES; i++)
+        CHECK(app_read(&e, i));
+    char *dir = cache_env_join(e.ce.root, "n");
+    CHECK_EQ(mkdir(dir, 0755), 0);
+    free(dir);
+    static char more_key[MORE][32];
+    static unsigned char *more_data[MORE];
+    char **keys = calloc(NFILES + MORE, sizeof(*keys));
+    for (int i = 0; i < NFILES; i++)
+        keys[i] = strdup(e.key[i]);
+    for (int i = 0; i < MORE; i++) {
+        snprintf(more_key[i], sizeof(more_key[i]), "n/g%03d", i);
+        more_data[i] = cache_env_make_source(&e.ce, more_key[i], FSIZE, 5000u + (unsigned)i);
+        keys[NFILES + i] = strdup(more_key[i]);
+    }
+    CHECK_EQ(hints_set(reader_hints(e.r), "q", keys, NFILES + MORE), 0); /* owns keys */
+    CHECK(settle(&e));
+    struct hints_stats s = hstats(&e);
+    CHECK_EQ(s.resident, NFILES);
+    CHECK_EQ(s.queued, HINTS_AHEAD_QUEUED);
+    for (int i = 0; i < NFILES; i++) /* the reader passes the resident ones */
+        CHECK(app_read(&e, i));
+    for (int i = 0; i < 44; i++)
+        CHECK(app_read_key(&e, more_key[i], more_data[i]));
+    CHECK(settle(&e));
+    CHECK_EQ(hstats(&e).queued, MORE);
+    for (int i = 44; i < MORE; i++)
+        CHECK(app_read_key(&e, more_key[i], more_data[i]));
+    CHECK_EQ(hstats(&e).late, 0);
+    for (int i = 0; i < MORE; i++)
+        free(more_data[i]);
+    env_fini(&e);
+}
+
 /* 1b. Entries opened before their prefetch brought them count as late, not used; every byte
  * is right all the same. */
 static void test_late_entries(void)
@@ -443,6 +498,7 @@ int main(void)
 {
     RUN(test_plan_fetched_ahead);
     RUN(test_lead_bounded);
+    RUN(test_queued_bounded);
     RUN(test_late_entries);
     RUN(test_dirs_listed_ahead);
     RUN(test_plan_names);
