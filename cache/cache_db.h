@@ -15,10 +15,9 @@
  *                                     block), always over the uncompressed bytes; flags:
  *                                     CACHE_PAGE_ZSTD = the file holds the whole page as one
  *                                     zstd frame, CACHE_PAGE_FOREIGN = another node of the
- *                                     cluster owns its unit (evicted first); len = bytes the page occupies on disk (sum of
- *                                     the present blocks' lengths, or the compressed length):
- *                                     the unit of capacity accounting; seq = access order:
- *                                     CACHE_SEQ_KEPT + the access clock of its last read for a
+ *                                     cluster owns its unit (evicted first); len = bytes the page
+ * occupies on disk (sum of the present blocks' lengths, or the compressed length): the unit of
+ * capacity accounting; seq = access order: CACHE_SEQ_KEPT + the access clock of its last read for a
  *                                     page the cache keeps (least recently used first), the
  *                                     clock alone for a page on probation (evict=stable: a page
  *                                     stored while the cache was full of pages it keeps, which
@@ -29,10 +28,10 @@
  * meta also holds the eviction policy's state (page_index.c): 'evict_policy' (lru|stable, the
  * policy of the last run) and 'evict_reuse' (its decayed longest reuse interval, in accesses).
  * Page files live under CACHE_DIR/pages/<2 hex>/<fhash>-<idx in hex>, temporaries under
- * CACHE_DIR/tmp/. An uncompressed page file is exactly as long as the page and holds block i
- * at offset i * block size; absent blocks are holes (never served: only blocks whose bit is
- * set are read, each verified against its checksum). A compressed page file holds one zstd
- * frame of the whole page.
+ * CACHE_DIR/tmp/. An uncompressed page file is as long as the page (or, written with O_DIRECT,
+ * padded with zeros to the next 4 KiB) and holds block i at offset i * block size; absent blocks
+ * are holes (never served: only blocks whose bit is set are read, each verified against its
+ * checksum). A compressed page file holds one zstd frame of the whole page.
  *
  * cache_db_open() gives each caller its own connection (the page cache and the metadata
  * cache each hold one, serialized by their own mutex). If the database is damaged or has

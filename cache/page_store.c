@@ -8,8 +8,9 @@
  * checksums catch torn writes, and a block whose bytes were written but not recorded in the
  * index is just a hole that holds bytes.
  *
- * Invariants: an uncompressed page file is exactly as long as its page; only blocks whose bit
- * is set in the row are ever compared or handed out.
+ * Invariants: an uncompressed page file is as long as its page, or padded past it to
+ * PAGE_STORE_DIO_ALIGN with zeros (written with O_DIRECT); only blocks whose bit is set in the
+ * row are ever compared or handed out.
  * No state, no locks.
  */
 #include "cache/page_store.h"
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
@@ -195,28 +197,50 @@ int page_store_open_read(const struct page_store *ps, const char *path)
     return fd < 0 ? -errno : fd;
 }
 
-/* pwrite_full(), with O_DIRECT for the aligned part of the bytes when `direct` (see struct
- * page_store). A file system that refuses O_DIRECT (fcntl, or the write: EINVAL) gets all of
- * them through the page cache. */
-static int pwrite_maybe_direct(int fd, const unsigned char *buf, size_t len, off_t off, int direct)
+/* pwrite_full(), with O_DIRECT when `direct` (see struct page_store) for bytes from an
+ * aligned buffer to an aligned offset: their aligned part straight from buf, and when `pad`
+ * (the bytes end the page: nothing of the page lies past them) a shorter tail too, copied into
+ * a zeroed block and written in the same call. The file then ends up to
+ * PAGE_STORE_DIO_ALIGN - 1 zero bytes past the page (page_store_read takes that length), and
+ * no byte of it waits in the kernel's page cache to be written back: a direct read of a range
+ * with such bytes first waits for their write-back, and each small file's page has a tail. A
+ * tail without pad goes through the page cache; so does everything on a file system that
+ * refuses O_DIRECT (fcntl, or the write: EINVAL), and what a short direct write left. */
+static int pwrite_maybe_direct(int fd, const unsigned char *buf, size_t len, off_t off, int direct,
+                               int pad)
 {
     size_t head = len & ~(size_t)(PAGE_STORE_DIO_ALIGN - 1);
-    if (direct && head && ((uintptr_t)buf | (uint64_t)off) % PAGE_STORE_DIO_ALIGN == 0) {
-        int fl = fcntl(fd, F_GETFL);
-        if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
-            int rc = pwrite_full(fd, buf, head, off);
-            if (fcntl(fd, F_SETFL, fl) < 0 && rc == 0)
-                rc = -errno;
-            if (rc == 0) {
-                buf += head;
-                off += (off_t)head;
-                len -= head;
-            } else if (rc != -EINVAL) {
-                return rc;
-            }
-        }
+    size_t tail = pad ? len - head : 0;
+    if (!direct || (!head && !tail) || ((uintptr_t)buf | (uint64_t)off) % PAGE_STORE_DIO_ALIGN)
+        return pwrite_full(fd, buf, len, off);
+    struct iovec iov[2];
+    int niov = 0;
+    unsigned char *blk = NULL;
+    if (head)
+        iov[niov++] = (struct iovec){.iov_base = (void *)buf, .iov_len = head};
+    if (tail && (blk = aligned_alloc(PAGE_STORE_DIO_ALIGN, PAGE_STORE_DIO_ALIGN)) != NULL) {
+        memcpy(blk, buf + head, tail);
+        memset(blk + tail, 0, PAGE_STORE_DIO_ALIGN - tail);
+        iov[niov++] = (struct iovec){.iov_base = blk, .iov_len = PAGE_STORE_DIO_ALIGN};
     }
-    return len ? pwrite_full(fd, buf, len, off) : 0;
+    size_t done = 0;
+    int rc = 0, fl = niov ? fcntl(fd, F_GETFL) : -1;
+    if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
+        ssize_t n;
+        do
+            n = pwritev(fd, iov, niov, off);
+        while (n < 0 && errno == EINTR);
+        if (n > 0)
+            done = (size_t)n < len ? (size_t)n : len;
+        else if (n < 0 && errno != EINVAL)
+            rc = -errno;
+        if (fcntl(fd, F_SETFL, fl) < 0 && rc == 0)
+            rc = -errno;
+    }
+    free(blk);
+    if (rc < 0)
+        return rc;
+    return done < len ? pwrite_full(fd, buf + done, len - done, off + (off_t)done) : 0;
 }
 
 int page_store_read(const struct page_store *ps, int fd, size_t plen, const struct page_row *r,
@@ -241,7 +265,9 @@ int page_store_read(const struct page_store *ps, int fd, size_t plen, const stru
         lo = 0;
         hi = page_store_blocks(ps, plen) - 1;
     } else {
-        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != plen)
+        /* As long as the page, or padded to the alignment (pwrite_maybe_direct). */
+        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < plen ||
+            (uint64_t)st.st_size > dio_round(plen))
             return -EMSGSIZE;
         page_store_span(ps, plen, lo, hi, &off, &end);
         if (pread_span(fd, dst, end - off, (off_t)off) < 0)
@@ -286,8 +312,8 @@ int page_store_write_new(const struct page_store *ps, const unsigned char *data,
         if (end < plen && ftruncate(fd, (off_t)plen) < 0)
             rc = -errno;
         if (rc == 0)
-            rc =
-                pwrite_maybe_direct(fd, data + (off - data_off), end - off, (off_t)off, ps->direct);
+            rc = pwrite_maybe_direct(fd, data + (off - data_off), end - off, (off_t)off, ps->direct,
+                                     end == plen);
         *stored = page_store_mask_bytes(ps, plen, m);
     }
     if (rc < 0)
@@ -334,7 +360,8 @@ int page_store_fill(const struct page_store *ps, int fd, const unsigned char *da
             b++;
         size_t off, end;
         page_store_span(ps, plen, a, b, &off, &end);
-        rc = pwrite_maybe_direct(fd, data + (off - data_off), end - off, (off_t)off, ps->direct);
+        rc = pwrite_maybe_direct(fd, data + (off - data_off), end - off, (off_t)off, ps->direct,
+                                 end == plen);
         m &= ~page_span_mask(a, b);
     }
     return rc;

@@ -3,12 +3,14 @@
  * decoded values, and reading, verifying, writing and removing page files.
  *
  * A page of an object version is cut into blocks of `block_size` bytes (cache_db.h). Its file
- * CACHE_DIR/pages/<sub>/<fhash>-<idx> is either exactly as long as the page, block i at offset
- * i * block_size and absent blocks left as holes, or (CACHE_PAGE_ZSTD) one zstd frame of the
- * whole page. A page file is written to CACHE_DIR/tmp/ and renamed into place, so none is ever
- * visible half-written; blocks added to a partial page are written into its holes in place.
- * Its index row carries one XXH3-64 per block over the uncompressed bytes, and the bitmap of
- * the blocks present: page_store_read() hashes exactly the bytes it hands out.
+ * CACHE_DIR/pages/<sub>/<fhash>-<idx> is either as long as the page, block i at offset
+ * i * block_size and absent blocks left as holes (written with O_DIRECT, its last block is
+ * padded with zeros to PAGE_STORE_DIO_ALIGN: up to that many bytes longer, never served), or
+ * (CACHE_PAGE_ZSTD) one zstd frame of the whole page. A page file is written to CACHE_DIR/tmp/ and
+ * renamed into place, so none is ever visible half-written; blocks added to a partial page are
+ * written into its holes in place. Its index row carries one XXH3-64 per block over the
+ * uncompressed bytes, and the bitmap of the blocks present: page_store_read() hashes exactly the
+ * bytes it hands out.
  *
  * The page cache and `pagefs fsck` (cache_fsck.c) share these rules: one copy of them.
  * No state beyond the conf, no locks: every function may be called from many threads.
@@ -34,9 +36,11 @@ struct page_store {
     int zlevel;          /* zstd level for new whole pages; 0: never compress */
     /* 1: the uncompressed bytes of a new page file (page_store_write_new) and of blocks
      * filled into one (page_store_fill) are written with O_DIRECT wherever they are aligned
-     * (PAGE_STORE_DIO_ALIGN: the source buffer, the offset; a tail shorter than that is
-     * written through the page cache), so writing a page costs no copy into the kernel's
-     * page cache and leaves nothing there to write back; a file system that refuses O_DIRECT
+     * (PAGE_STORE_DIO_ALIGN: the source buffer, the offset; the page's own short tail is
+     * copied into a zero-padded block and written in the same call, so the file is padded to
+     * the alignment; a short span ending inside a page goes through the page cache), so
+     * writing a page costs no copy into the kernel's page cache and leaves nothing there to
+     * write back (nor for a direct read to wait for); a file system that refuses O_DIRECT
      * gets every write through the page cache. 0: always through the page cache. */
     int direct;
     /* 1: page files are opened for reading with O_DIRECT (page_store_open_read): a cached
@@ -129,7 +133,8 @@ void page_store_hash(const struct page_store *ps, size_t plen, const unsigned ch
  * (the bytes [lo * block_size, ...) of the page; for a compressed page the whole page,
  * whatever lo and hi are: dst must hold plen bytes then), and with `check` verifies those of
  * them the row has against their checksums (hashing the very bytes it hands out: none is
- * read twice). Returns 0, -EMSGSIZE when the file has the wrong length or is no regular file,
+ * read twice). Returns 0, -EMSGSIZE when the file has the wrong length (neither the page's nor
+ * up to PAGE_STORE_DIO_ALIGN - 1 bytes more) or is no regular file,
  * -EBADMSG when it is unreadable, does not decompress or fails a checksum, or -ENOMEM. */
 int page_store_read(const struct page_store *ps, int fd, size_t plen, const struct page_row *r,
                     unsigned lo, unsigned hi, int check, unsigned char *dst);

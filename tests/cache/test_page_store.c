@@ -135,8 +135,10 @@ static void test_whole_page(void)
     free(dir);
 }
 
-/* The last page of an object: the aligned head direct, the short tail through the cache. Some
- * blocks only (holes around them): their span direct, the holes left holes. */
+/* The last page of an object: every byte direct, the short tail in a block padded with zeros
+ * (the file is as long as the page rounded up to 4 KiB; nothing left in the page cache, so a
+ * direct read has nothing to wait for), read back right. Some blocks only (holes around them):
+ * their span direct, the holes left holes; the last block filled in later pads the file too. */
 static void test_tail_and_span(void)
 {
     char *dir = make_dir("ps-tail");
@@ -150,10 +152,55 @@ static void test_tail_and_span(void)
     CHECK_EQ(page_store_write_new(&ps, data, 0, plen, page_store_full_mask(&ps, plen), tmp,
                                   sizeof(tmp), &flags, &stored),
              0);
-    size_t head = plen / PG * PG;
-    CHECK_EQ(test_resident_pages(tmp, 0, head), 0);
-    CHECK_EQ(test_resident_pages(tmp, head, plen - head), 1);
+    size_t padded = (plen + PG - 1) / PG * PG;
+    CHECK_EQ(test_resident_pages(tmp, 0, padded), 0);
+    struct stat st;
+    CHECK_EQ(stat(tmp, &st), 0);
+    CHECK_EQ(st.st_size, (off_t)padded);
     CHECK(same_bytes(tmp, 0, data, plen));
+    static const unsigned char zeros[PG];
+    CHECK(same_bytes(tmp, plen, zeros, padded - plen));
+    uint32_t all = page_store_full_mask(&ps, plen);
+    struct page_row r = row_of(&ps, data, plen, all, flags, stored);
+    unsigned nb = page_store_blocks(&ps, plen);
+    for (int direct = 0; direct <= 1; direct++) {
+        ps.direct_read = direct;
+        CHECK_EQ(read_back(&ps, tmp, plen, &r, 0, nb - 1, data, 0, NULL), 0);
+        CHECK_EQ(read_back(&ps, tmp, plen, &r, nb - 1, nb - 1, data, 0, NULL), 0);
+    }
+    ps.direct_read = 0;
+    /* One byte more than the padding is a wrong length. */
+    int tfd = open(tmp, O_WRONLY | O_CLOEXEC);
+    CHECK(tfd >= 0);
+    CHECK_EQ(ftruncate(tfd, (off_t)padded + 1), 0);
+    close(tfd);
+    CHECK_EQ(read_back(&ps, tmp, plen, &r, 0, nb - 1, data, 0, NULL), -EMSGSIZE);
+    unlink(tmp);
+
+    /* A page of 100 bytes: one padded block, direct. */
+    CHECK_EQ(page_store_write_new(&ps, data, 0, 100, 1, tmp, sizeof(tmp), &flags, &stored), 0);
+    CHECK_EQ(stat(tmp, &st), 0);
+    CHECK_EQ(st.st_size, (off_t)PG);
+    CHECK_EQ(test_resident_pages(tmp, 0, PG), 0);
+    CHECK(same_bytes(tmp, 0, data, 100));
+    unlink(tmp);
+
+    /* The short page with its first block only (a hole up to the page's end), then its last
+     * block filled in: the file grows to the padded length, both blocks read back right. */
+    CHECK_EQ(page_store_write_new(&ps, data, 0, plen, 1, tmp, sizeof(tmp), &flags, &stored), 0);
+    CHECK_EQ(stat(tmp, &st), 0);
+    CHECK_EQ(st.st_size, (off_t)plen);
+    tfd = open(tmp, O_WRONLY | O_CLOEXEC);
+    CHECK(tfd >= 0);
+    CHECK_EQ(page_store_fill(&ps, tfd, data, 0, plen, 1u << (nb - 1)), 0);
+    close(tfd);
+    CHECK_EQ(stat(tmp, &st), 0);
+    CHECK_EQ(st.st_size, (off_t)padded);
+    CHECK_EQ(test_resident_pages(tmp, 0, padded), 0);
+    uint32_t two = 1u | (1u << (nb - 1));
+    r = row_of(&ps, data, plen, two, 0, page_store_mask_bytes(&ps, plen, two));
+    CHECK_EQ(read_back(&ps, tmp, plen, &r, 0, 0, data, 0, NULL), 0);
+    CHECK_EQ(read_back(&ps, tmp, plen, &r, nb - 1, nb - 1, data, 0, NULL), 0);
     unlink(tmp);
 
     /* Blocks 2..3 of a whole page, from a buffer holding just them (data_off = 2 blocks). */
@@ -162,7 +209,6 @@ static void test_tail_and_span(void)
     CHECK_EQ(stored, 2 * BS);
     CHECK_EQ(test_resident_pages(tmp, 2 * BS, 2 * BS), 0);
     CHECK(same_bytes(tmp, 2 * BS, data, 2 * BS));
-    struct stat st;
     CHECK_EQ(stat(tmp, &st), 0);
     CHECK_EQ(st.st_size, PS);
 
@@ -279,7 +325,7 @@ static void test_read_direct(void)
             uint64_t stored;
             CHECK_EQ(page_store_write_new(&ps, data, 0, plen, m, tmp, sizeof(tmp), &flags, &stored),
                      0);
-            /* The short tail went through the page cache: written back and dropped. */
+            /* Nothing of the file in the page cache before the reads (written direct). */
             int fd = open(tmp, O_RDONLY | O_CLOEXEC);
             CHECK(fd >= 0);
             CHECK_EQ(fdatasync(fd), 0);

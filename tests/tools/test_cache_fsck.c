@@ -61,7 +61,8 @@ static void flip_byte(const char *path)
     int fd = open(path, O_RDWR);
     CHECK(fd >= 0);
     CHECK_EQ(fstat(fd, &st), 0);
-    off_t at = st.st_size / 2;
+    CHECK(st.st_size > 0);
+    off_t at = 0; /* a byte of the page (past its end, a padded file holds only padding) */
     CHECK_EQ(pread(fd, &c, 1, at), 1);
     c ^= 0x5a;
     CHECK_EQ(pwrite(fd, &c, 1, at), 1);
@@ -224,9 +225,22 @@ static void test_not_regular_pages(void)
     if (n != 7)
         goto out_fini;
     char *target = fsck_join(e.root, "a.bin");
+    /* Two whole pages (a short last page's file is padded past its length: page_store.h),
+     * so what the clean run checks afterwards is known. */
+    for (size_t i = 0, k = 0; i < n && k < 2; i++) {
+        struct stat st;
+        CHECK_EQ(stat(pages[i], &st), 0);
+        if (st.st_size == FSCK_PS) {
+            char *t = pages[k];
+            pages[k++] = pages[i];
+            pages[i] = t;
+        }
+    }
     struct stat st0, st1;
     CHECK_EQ(stat(pages[0], &st0), 0);
     CHECK_EQ(stat(pages[1], &st1), 0);
+    CHECK_EQ(st0.st_size, FSCK_PS);
+    CHECK_EQ(st1.st_size, FSCK_PS);
     CHECK_EQ(unlink(pages[0]), 0);
     CHECK_EQ(symlink(target, pages[0]), 0);
     CHECK_EQ(unlink(pages[1]), 0);
