@@ -15,9 +15,11 @@
  *                                     block), always over the uncompressed bytes; flags:
  *                                     CACHE_PAGE_ZSTD = the file holds the whole page as one
  *                                     zstd frame, CACHE_PAGE_FOREIGN = another node of the
- *                                     cluster owns its unit (evicted first); len = bytes the page
- * occupies on disk (sum of the present blocks' lengths, or the compressed length): the unit of
- * capacity accounting; seq = access order: CACHE_SEQ_KEPT + the access clock of its last read for a
+ *                                     cluster owns its unit (evicted first); len = bytes the
+ *                                     page occupies on disk (sum of the present blocks'
+ *                                     lengths, or the compressed length): the unit of capacity
+ *                                     accounting; seq = access order: CACHE_SEQ_KEPT + the
+ *                                     access clock of its last read for a
  *                                     page the cache keeps (least recently used first), the
  *                                     clock alone for a page on probation (evict=stable: a page
  *                                     stored while the cache was full of pages it keeps, which
