@@ -323,6 +323,11 @@ int page_cache_residency(struct page_cache *pc, const char *key, struct pc_resid
  * 0 (also when nothing was cached) or -errno. */
 int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages,
                          uint64_t *bytes);
+/* page_cache_evict_key for each of keys[0..n) in one index transaction (one commit, not n:
+ * the hints planner lets files go in batches). bytes[i] (if bytes is not NULL) gets what key
+ * i had on disk, 0 when nothing was cached. 0, or -errno with nothing dropped. */
+int page_cache_evict_keys(struct page_cache *pc, const char *const *keys, size_t n,
+                          uint64_t *bytes);
 
 uint32_t page_cache_page_size(const struct page_cache *pc);
 /* Bytes of a block, the unit a partial page is fetched and checked in. */

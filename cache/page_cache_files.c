@@ -269,63 +269,108 @@ static int evict_collect(void *ud, uint64_t idx, uint64_t len)
     return 0;
 }
 
-int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages, uint64_t *bytes)
+/* A key being evicted: its version row and the pages it had. */
+struct evict_key {
+    struct page_index_file row;
+    struct evict_list l;
+    int found;
+};
+
+/* page_cache_evict_keys, and page_cache_evict_key with n = 1 (*pages gets its pages). */
+static int evict_keys(struct page_cache *pc, const char *const *keys, size_t n, uint64_t *pages,
+                      uint64_t *bytes)
 {
-    struct evict_list l = {0};
-    struct page_index_file row = {0};
     int rc = 0;
+    for (size_t i = 0; bytes && i < n; i++)
+        bytes[i] = 0;
     if (pages)
         *pages = 0;
-    if (bytes)
-        *bytes = 0;
-    if (!pc || !key)
+    if (!pc || (!keys && n))
         return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!keys[i])
+            return -EINVAL;
+    if (n == 0)
+        return 0;
+    struct evict_key *v = calloc(n, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
     pthread_mutex_lock(&pc->lock);
-    page_index_flush(pc->index);
     rc = page_index_begin(pc->index);
     if (rc < 0)
         goto out_unlock;
-    rc = page_index_file_get(pc->index, key, &row);
-    if (rc <= 0)
-        goto out_rollback; /* 0: nothing cached */
-    rc = row.fhash[0] ? 0 : -EIO;
-    /* Index rows go first (in the transaction); files are unlinked after the commit, so a
-     * crash leaves at worst orphan files, which fsck and start-up remove. */
-    if (rc == 0)
-        rc = page_index_file_pages(pc->index, row.id, evict_collect, &l);
-    if (rc == 0)
-        rc = page_index_file_pages_delete(pc->index, row.id);
-    if (rc < 0)
-        goto out_rollback;
+    /* The held touches first, in the same transaction (a commit of their own cost as much as
+     * the eviction's). Index rows go next; files are unlinked after the commit, so a crash
+     * leaves at worst orphan files, which fsck and start-up remove. A key named twice has no
+     * pages left the second time. */
+    rc = page_index_flush_in(pc->index);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = page_index_file_get(pc->index, keys[i], &v[i].row);
+        if (rc <= 0)
+            continue; /* 0: nothing cached */
+        v[i].found = 1;
+        rc = v[i].row.fhash[0] ? 0 : -EIO;
+        if (rc == 0)
+            rc = page_index_file_pages(pc->index, v[i].row.id, evict_collect, &v[i].l);
+        if (rc == 0)
+            rc = page_index_file_pages_delete(pc->index, v[i].row.id);
+    }
+    if (rc < 0) {
+        page_index_rollback(pc->index);
+        goto out_unlock;
+    }
     rc = page_index_commit(pc->index);
     if (rc < 0)
         goto out_unlock;
-    pc_fds_forget_file(pc, row.id); /* before the files are unlinked */
-    /* Page by page (a page's mark and unread entry exist only while its row does): a scan of
-     * every mark for each file let go cost a millisecond under the lock. */
-    for (size_t i = 0; i < l.n; i++) {
-        pc_row_gone(pc, row.id, l.idxs[i]);
-        page_store_remove(&pc->store, row.fhash, l.idxs[i]);
+    for (size_t i = 0; i < n; i++) {
+        struct evict_key *k = &v[i];
+        if (!k->found)
+            continue;
+        pc_fds_forget_file(pc, k->row.id); /* before the files are unlinked */
+        /* Page by page (a page's mark and unread entry exist only while its row does): a scan
+         * of every mark for each file let go cost a millisecond under the lock. */
+        for (size_t j = 0; j < k->l.n; j++) {
+            pc_row_gone(pc, k->row.id, k->l.idxs[j]);
+            page_store_remove(&pc->store, k->row.fhash, k->l.idxs[j]);
+        }
+        pc_hot_drop_file(pc, k->row.id);
+        PAGEFS_CHECK_INVARIANTS(pc_check_file_forgotten(pc, k->row.id));
+        pc->stats.pages_resident -= k->l.n;
+        pc->stats.bytes_resident -= k->l.bytes;
+        pc->stats.evictions += k->l.n;
+        if (pages)
+            *pages += k->l.n;
+        if (bytes)
+            bytes[i] = k->l.bytes;
     }
-    pc_hot_drop_file(pc, row.id);
-    PAGEFS_CHECK_INVARIANTS(pc_check_file_forgotten(pc, row.id));
-    pc->stats.pages_resident -= l.n;
-    pc->stats.bytes_resident -= l.bytes;
-    pc->stats.evictions += l.n;
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
-    if (pages)
-        *pages = l.n;
-    if (bytes)
-        *bytes = l.bytes;
-    goto out_unlock;
 
-out_rollback:
-    page_index_rollback(pc->index);
 out_unlock:
     pthread_mutex_unlock(&pc->lock);
-    page_index_file_clear(&row);
-    free(l.idxs);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].found)
+            page_index_file_clear(&v[i].row);
+        free(v[i].l.idxs);
+    }
+    free(v);
     return rc;
+}
+
+int page_cache_evict_key(struct page_cache *pc, const char *key, uint64_t *pages, uint64_t *bytes)
+{
+    if (bytes)
+        *bytes = 0;
+    if (!key) {
+        if (pages)
+            *pages = 0;
+        return -EINVAL;
+    }
+    return evict_keys(pc, &key, 1, pages, bytes);
+}
+
+int page_cache_evict_keys(struct page_cache *pc, const char *const *keys, size_t n, uint64_t *bytes)
+{
+    return evict_keys(pc, keys, n, NULL, bytes);
 }
 
 struct pc_file *pc_file_ref(struct pc_file *f)

@@ -520,6 +520,16 @@ static int apply_touch(struct page_index *pi, const struct touch *t)
     return exec_stmt(s) == SQLITE_DONE ? 0 : -EIO;
 }
 
+int page_index_flush_in(struct page_index *pi)
+{
+    int rc = 0;
+    pi->last_flush_ms = now_ms();
+    for (size_t i = 0; i < pi->ntouch && rc == 0; i++)
+        rc = apply_touch(pi, &pi->touches[i]);
+    pi->ntouch = 0;
+    return rc;
+}
+
 int page_index_flush(struct page_index *pi)
 {
     int rc = 0;

@@ -119,6 +119,10 @@ void page_index_ghost_sample(struct page_index *pi, int64_t file_id, uint64_t id
 void page_index_touch(struct page_index *pi, int64_t file_id, uint64_t idx, int first_read);
 /* Writes the held touches now (they are dropped on failure: the order gets less exact). */
 int page_index_flush(struct page_index *pi);
+/* The same inside a transaction the caller began (and commits, or rolls back: the touches are
+ * gone either way), so that they cost no commit of their own; the reuse state is left for the
+ * next page_index_flush. */
+int page_index_flush_in(struct page_index *pi);
 /* Touches held now. */
 size_t page_index_touches(const struct page_index *pi);
 

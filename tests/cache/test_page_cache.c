@@ -241,6 +241,70 @@ static void test_residency_and_evict_key(void)
     cache_env_fini(&e);
 }
 
+/* page_cache_evict_keys: several keys in one transaction - two cached (one named twice), one
+ * never seen - each gets its own bytes, every page of the cached ones goes (files closed
+ * first), the rest stays; after a restart the index and the files agree. Bad arguments. */
+static void test_evict_keys(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc-keys", PS, 0, 0, 0);
+    size_t asz = 2 * PS + 10, bsz = PS, csz = PS;
+    unsigned char *a = cache_env_make_source(&e, "a.bin", asz, 7);
+    unsigned char *b = cache_env_make_source(&e, "b.bin", bsz, 8);
+    unsigned char *c = cache_env_make_source(&e, "c.bin", csz, 9);
+    struct pc_file *fa = cache_env_open_key(&e, "a.bin", NULL);
+    struct pc_file *fb = cache_env_open_key(&e, "b.bin", NULL);
+    struct pc_file *fc = cache_env_open_key(&e, "c.bin", NULL);
+    CHECK_EQ(read_check(&e, fa, a, asz, 0, asz), (ssize_t)asz);
+    CHECK_EQ(read_check(&e, fb, b, bsz, 0, bsz), (ssize_t)bsz);
+    CHECK_EQ(read_check(&e, fc, c, csz, 0, csz), (ssize_t)csz);
+    struct page_cache_stats st = cache_env_stats(&e);
+    CHECK_EQ(st.pages_resident, 5);
+
+    const char *keys[] = {"a.bin", "nowhere.bin", "b.bin", "a.bin"};
+    uint64_t bytes[4] = {9, 9, 9, 9};
+    CHECK_EQ(page_cache_evict_keys(e.pc, keys, 4, bytes), 0);
+    CHECK_EQ(bytes[0], asz);
+    CHECK_EQ(bytes[1], 0);
+    CHECK_EQ(bytes[2], bsz);
+    CHECK_EQ(bytes[3], 0); /* named twice: nothing left the second time */
+    CHECK_EQ(page_fds(1), 0);
+    st = cache_env_stats(&e);
+    CHECK_EQ(st.pages_resident, 1);
+    CHECK_EQ(st.bytes_resident, csz);
+    CHECK_EQ(st.evictions, 4);
+    struct pc_residency r;
+    CHECK_EQ(page_cache_residency(e.pc, "a.bin", &r), 0);
+    CHECK_EQ(r.pages, 0);
+    CHECK_EQ(page_cache_residency(e.pc, "c.bin", &r), 0);
+    CHECK_EQ(r.pages, 1);
+
+    /* Nothing, and bad arguments: no change. */
+    CHECK_EQ(page_cache_evict_keys(e.pc, NULL, 0, NULL), 0);
+    CHECK_EQ(page_cache_evict_keys(e.pc, NULL, 2, NULL), -EINVAL);
+    const char *holes[] = {"c.bin", NULL};
+    CHECK_EQ(page_cache_evict_keys(e.pc, holes, 2, bytes), -EINVAL);
+    CHECK_EQ(page_cache_evict_keys(NULL, keys, 1, bytes), -EINVAL);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 1);
+
+    /* a.bin reads again: fetched, right. */
+    uint64_t calls = cache_env_read_calls(&e);
+    CHECK_EQ(read_check(&e, fa, a, asz, 0, asz), (ssize_t)asz);
+    CHECK_EQ(cache_env_read_calls(&e) - calls, 3);
+    pc_file_unref(fa);
+    pc_file_unref(fb);
+    pc_file_unref(fc);
+    cache_env_restart(&e);
+    st = cache_env_stats(&e);
+    CHECK_EQ(st.pages_resident, 4);
+    CHECK_EQ(page_cache_residency(e.pc, "b.bin", &r), 0);
+    CHECK_EQ(r.pages, 0);
+    free(a);
+    free(b);
+    free(c);
+    cache_env_fini(&e);
+}
+
 /* Reads page idx of f; returns the page_cache_read result. */
 static ssize_t read_page(struct cache_env *e, struct pc_file *f, const unsigned char *data,
                          size_t size, uint64_t idx)
@@ -1133,6 +1197,7 @@ int main(void)
     RUN(test_prefetch_run_buffers);
     RUN(test_write_errors_still_serve);
     RUN(test_residency_and_evict_key);
+    RUN(test_evict_keys);
     RUN(test_page_files_kept_open);
     RUN(test_invalid_conf);
     RUN(test_stress_multithreaded);
