@@ -385,7 +385,8 @@ static int open_conn(const char *path, sqlite3 **out)
         goto out_close;
     free(v);
     v = NULL;
-    rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=0", NULL, NULL,
+                      NULL);
     if (rc != SQLITE_OK)
         goto out_close;
     rc = query_text(db, "PRAGMA quick_check", &v);

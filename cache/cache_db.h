@@ -1,7 +1,9 @@
 /*
  * cache_db.h - the cache directory's sqlite index: opening, schema, versioning.
  *
- * CACHE_DIR/index.sqlite holds, in one database (WAL mode, synchronous=NORMAL):
+ * CACHE_DIR/index.sqlite holds, in one database (WAL mode, synchronous=NORMAL, the log truncated
+ * when it restarts: journal_size_limit=0, so commits append to it rather than overwrite blocks
+ * the kernel may have dropped and would read back first):
  *   meta(k PRIMARY KEY, v)            'schema_version', 'page_size' (decimal text)
  *   files(id INTEGER PRIMARY KEY AUTOINCREMENT, key UNIQUE, version, size, mtime_ns, fhash)
  *                                     one row per key: the version last opened; fhash is the
