@@ -539,8 +539,7 @@ int page_index_flush(struct page_index *pi)
     rc = page_index_begin(pi);
     if (rc < 0)
         goto out_clear;
-    for (size_t i = 0; i < pi->ntouch && rc == 0; i++)
-        rc = apply_touch(pi, &pi->touches[i]);
+    rc = page_index_flush_in(pi);
     if (rc == 0 && pi->reuse != pi->reuse_saved) {
         rc = meta_set_u64(pi, "evict_reuse", pi->reuse);
         if (rc == 0)
