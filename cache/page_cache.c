@@ -60,8 +60,11 @@
  *     over high_pct% of capacity, down to low_pct%. evict=stable: first, while the kept pages
  *     hold more than the capacity less the probation band (pc_probation_band), the least
  *     recently used of them move to probation; then, over the capacity, pages are evicted
- *     down to the middle of the band. Eviction unlinks files; a reader holding a page file
- *     open keeps reading it.
+ *     down to the middle of the band. Eviction deletes rows under the lock and queues their
+ *     files, which the evicting thread unlinks after letting go of it (pc_gone_*,
+ *     page_cache_int.h: an unlink took ext4 ~0.25 ms, which every reader waited out); a new
+ *     file for a page whose old one is still queued waits for it. A reader holding a page
+ *     file open keeps reading it.
  *   - Placement (evict=stable): a page stored when the kept pages have room for it is kept;
  *     else it is kept only if the least recently used kept page has been idle (in accesses)
  *     longer than the reuse limit, 1.25 x the decaying maximum reuse interval the index keeps
@@ -84,8 +87,9 @@
  *
  * Invariants (under pc->lock):
  *   - a `pages` row exists only after its file was renamed into place, and a block's bit is
- *     set only after its bytes were written; rename + insert and delete + unlink happen in
- *     one critical section;
+ *     set only after its bytes were written; rename + insert happen in one critical section,
+ *     and a row is deleted before its file is unlinked (pc_gone: queued files are not
+ *     renamed over until unlinked; gone_queued and gone_bytes count them);
  *   - bytes_resident == SUM(pages.len), pages_resident == COUNT(pages); the index's counts of
  *     pages on probation match their rows;
  *   - at most one inflight entry per (file_id, idx); only its owner writes that page;
@@ -96,7 +100,8 @@
  * pc_check_page() for the page a read, store, fetch or prefetch just changed.
  *
  * Lock order: pc->lock is the only lock of the page cache. It is never held across a backend
- * call, and never across page file reads/writes (only open/rename/unlink/sqlite). pbuf and
+ * call, and never across page file reads/writes (only open/rename/sqlite; unlinks only when
+ * memory is short). pbuf and
  * pc_file reference counts are atomics.
  */
 #include "cache/page_cache.h"
@@ -162,8 +167,10 @@ static int remove_page(struct page_cache *pc, int64_t file_id, uint64_t idx, con
         return 0;
     pc_row_gone(pc, file_id, idx);
     pc_fds_forget(pc, file_id, idx);
-    if (fhash)
-        page_store_remove(&pc->store, fhash, idx);
+    /* Only a file whose row this deleted: with no row, the page's path may be a new file's
+     * in the making (a writer checks the queue before it renames, not after). */
+    if (fhash && gone)
+        pc_gone_add(pc, fhash, idx, len);
     if (gone) {
         pc->stats.pages_resident--;
         pc->stats.bytes_resident -= len;
@@ -193,7 +200,7 @@ uint64_t pc_fs_free_bytes(const struct page_cache *pc)
     struct statvfs sv;
     if (!pc->min_free || statvfs(pc->store.dir, &sv) < 0)
         return UINT64_MAX;
-    return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+    return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize + pc->gone_bytes; /* soon free */
 }
 
 uint64_t pc_kept_bytes(const struct page_cache *pc)
@@ -519,7 +526,7 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
     int found = pc_row_get(pc, f, pb->idx, &r);
     if (found) {
         if ((r.flags & CACHE_PAGE_ZSTD) || (have & ~r.blocks) == 0) {
-            pthread_mutex_unlock(&pc->lock);
+            pc_unlock(pc);
             return;
         }
         page_store_path(&pc->store, f->fhash, pb->idx, 0, path, sizeof(path));
@@ -530,7 +537,9 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
             found = 0;
         }
     }
-    pthread_mutex_unlock(&pc->lock);
+    if (!found) /* an old file of this page still to be unlinked goes before the new one */
+        pc_gone_wait(pc, f->fhash, pb->idx);
+    pc_unlock(pc);
 
     if (!found) {
         uint32_t flags = 0;
@@ -547,7 +556,7 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
             write_failed(pc, rc);
         else
             commit_new(pc, f, pb->idx, plen, have, sums, flags, stored, tmp, prefetch);
-        pthread_mutex_unlock(&pc->lock);
+        pc_unlock(pc);
         return;
     }
 
@@ -582,7 +591,7 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
     }
 out_unlock:
     PAGEFS_CHECK_INVARIANTS(pc_check_page(pc, f->file_id, pb->idx));
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
 }
 
 /* Stores every block pb holds (see pc_store_span). */
@@ -678,7 +687,7 @@ static int fetch_blocks(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         return -ENOMEM;
     if (m != page_store_full_mask(&pc->store, plen))
         pc->stats.partial_fetches++;
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
 
     page_store_span(&pc->store, plen, page_mask_lo(m), page_mask_hi(m), &off, &end);
     pb = pc_pbuf_new(f->file_id, idx, plen, off, end - off);
@@ -752,7 +761,7 @@ static int read_resident(struct page_cache *pc, struct page_read *rd, uint32_t *
     int opened = fd < 0;
     if (opened) {
         page_store_path(&pc->store, rd->f->fhash, rd->idx, 0, path, sizeof(path));
-        pthread_mutex_unlock(&pc->lock);
+        pc_unlock(pc);
         fd = page_store_open_read(&pc->store, path);
         pthread_mutex_lock(&pc->lock);
         struct page_row now;
@@ -770,16 +779,20 @@ static int read_resident(struct page_cache *pc, struct page_read *rd, uint32_t *
             posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
     }
     uint64_t token = mark ? pc_vm_begin(pc, rd->f->file_id, rd->idx, &r) : 0;
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     int rc = -EBADMSG;
     if (fd >= 0)
         rc = load_page(pc, fd, rd->f->file_id, rd->idx, rd->plen, &r, lo, hi, check, &pb);
     pthread_mutex_lock(&pc->lock);
     /* Kept open for the next read of the page (a damaged one is dropped below: forgotten). One
-     * this read opened only if it is still the page's file: unlinks happen under the lock, so
-     * a file linked now is current until the next one, which forgets it. */
+     * this read opened only if it is still the page's file: the page has a row (a file whose
+     * row went waits to be unlinked: pc_gone) and the file is linked (a new file of the page
+     * is renamed in only after the old one was unlinked), so it is current until the next
+     * one, which forgets it. */
     struct stat st;
-    if (opened && fd >= 0 && (fstat(fd, &st) < 0 || st.st_nlink == 0)) {
+    struct page_row now;
+    if (opened && fd >= 0 &&
+        (!pc_row_get(pc, rd->f, rd->idx, &now) || fstat(fd, &st) < 0 || st.st_nlink == 0)) {
         if (rd->closes.n < FD_CACHE_CLOSES)
             rd->closes.fd[rd->closes.n++] = fd;
         else
@@ -931,7 +944,7 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
         page_index_touch(pc->index, f->file_id, idx, pc_unread_forget(pc, f->file_id, idx));
     }
     PAGEFS_CHECK_INVARIANTS(pc_check_page(pc, f->file_id, idx));
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     fd_cache_closes_run(&rd.closes);
     return rc < 0 ? rc : 0;
 }
@@ -1010,7 +1023,7 @@ static int map_page(struct page_cache *pc, struct pc_file *f, uint64_t idx, size
     mapped = 1;
 out_unlock:
     PAGEFS_CHECK_INVARIANTS(pc_check_page(pc, f->file_id, idx));
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return mapped;
 }
 
@@ -1099,14 +1112,14 @@ void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
     out->probation_pages = p.prob_pages;
     out->probation_bytes = p.prob_bytes;
     out->reuse_limit = p.reuse + p.reuse / 4;
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
 }
 
 void page_cache_wake(struct page_cache *pc)
 {
     pthread_mutex_lock(&pc->lock);
     pthread_cond_broadcast(&pc->fetch_done);
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
 }
 
 int page_cache_flush(struct page_cache *pc)
@@ -1114,7 +1127,7 @@ int page_cache_flush(struct page_cache *pc)
     pthread_mutex_lock(&pc->lock);
     int rc = page_index_flush(pc->index);
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return rc;
 }
 
@@ -1238,10 +1251,16 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
         snprintf(err, errlen, "cannot create condition variable");
         goto out_mutex;
     }
+    if (pthread_cond_init(&pc->gone_done, NULL) != 0) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "cannot create condition variable");
+        pthread_cond_destroy(&pc->fetch_done);
+        goto out_mutex;
+    }
     pthread_mutex_lock(&pc->lock);
     maybe_evict(pc); /* the capacity may have shrunk since the last run */
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     *out = pc;
     return 0;
 
@@ -1272,10 +1291,12 @@ void page_cache_destroy(struct page_cache *pc)
     pc_fmap_clear(pc);
     while (pc->unread_oldest)
         pc_unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc); /* unlinks the files still queued */
     page_index_destroy(pc->index);
     fd_cache_destroy(pc->fds);
     pthread_cond_destroy(&pc->fetch_done);
+    pthread_cond_destroy(&pc->gone_done);
+    free(pc->gone);
     pthread_mutex_destroy(&pc->lock);
     free(pc->unread);
     free(pc->fmap);
@@ -1342,6 +1363,19 @@ void pc_check_invariants(struct page_cache *pc)
                                 "unread: %zu pages, %" PRIu64 " bytes; counted "
                                 "%zu, %" PRIu64,
                                 nu, ub, pc->nunread, pc->unread_bytes);
+    size_t gq = 0;
+    uint64_t gb = 0;
+    for (size_t i = 0; i < pc->ngone; i++) {
+        gq += pc->gone[i].token == 0;
+        gb += pc->gone[i].bytes;
+        if (pc->gone[i].token > pc->gone_token)
+            pagefs_invariant_failed("page_cache", "page file to unlink with a future token");
+    }
+    if (gq != pc->gone_queued || gb != pc->gone_bytes || pc->ngone > pc->gone_cap)
+        pagefs_invariant_failed("page_cache",
+                                "files to unlink: %zu queued, %" PRIu64 " bytes; counted %zu, "
+                                "%" PRIu64,
+                                gq, gb, pc->gone_queued, pc->gone_bytes);
 }
 
 void pc_check_file_forgotten(struct page_cache *pc, int64_t file_id)

@@ -61,7 +61,7 @@ int page_cache_range_resident(struct page_cache *pc, struct pc_file *f, uint64_t
     pthread_mutex_lock(&pc->lock);
     int rc = resident_pages(pc, f, off / pc->store.page_size,
                             (end + pc->store.page_size - 1) / pc->store.page_size);
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return rc;
 }
 
@@ -71,7 +71,7 @@ int page_cache_resident(struct page_cache *pc, struct pc_file *f)
         return -EINVAL;
     pthread_mutex_lock(&pc->lock);
     int rc = resident_whole(pc, f);
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return rc;
 }
 
@@ -89,7 +89,7 @@ int page_cache_key_resident(struct page_cache *pc, const char *key, const char *
         memcpy(f.fhash, e->fhash, sizeof(f.fhash));
         rc = resident_whole(pc, &f);
     }
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return rc;
 }
 
@@ -104,7 +104,7 @@ static int drop_one(void *ud, uint64_t idx, uint64_t len)
 {
     struct drop_ctx *d = ud;
     pc_row_gone(d->pc, d->file_id, idx);
-    page_store_remove(&d->pc->store, d->fhash, idx);
+    pc_gone_add(d->pc, d->fhash, idx, len);
     d->pc->stats.pages_resident--;
     d->pc->stats.bytes_resident -= len;
     return 0;
@@ -159,7 +159,7 @@ int page_cache_open(struct page_cache *pc, const char *key, const char *version,
     if (known && known->size == size && strcmp(known->version, version) == 0 &&
         strcmp(known->fhash, f->fhash) == 0) {
         f->file_id = known->file_id;
-        pthread_mutex_unlock(&pc->lock);
+        pc_unlock(pc);
         if (unchanged)
             *unchanged = 1;
         *out = f;
@@ -202,7 +202,7 @@ out_commit:
     }
     pc_fmap_put(pc, key, kh, version, size, f->file_id, f->fhash);
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     *out = f;
     return 0;
 
@@ -211,7 +211,7 @@ out_rollback:
     /* The rolled-back drop restored the rows, not the counters or files. */
     pc_recount(pc);
 out_unlock:
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
 out_free:
     free(f->key);
     free(f->version);
@@ -242,13 +242,13 @@ int page_cache_residency(struct page_cache *pc, const char *key, struct pc_resid
         rc = page_index_file_pages(pc->index, row.id, count_page, out);
         page_index_file_clear(&row);
     }
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return rc < 0 ? rc : 0;
 }
 
 /* The pages of a key being evicted: their indexes, for unlinking after the commit. */
 struct evict_list {
-    uint64_t *idxs;
+    uint64_t *idxs; /* pairs: page, bytes */
     size_t n, cap;
     uint64_t bytes;
 };
@@ -258,13 +258,14 @@ static int evict_collect(void *ud, uint64_t idx, uint64_t len)
     struct evict_list *l = ud;
     if (l->n == l->cap) {
         size_t ncap = l->cap ? l->cap * 2 : 64;
-        uint64_t *t = realloc(l->idxs, ncap * sizeof(*t));
+        uint64_t *t = realloc(l->idxs, 2 * ncap * sizeof(*t));
         if (!t)
             return -ENOMEM;
         l->idxs = t;
         l->cap = ncap;
     }
-    l->idxs[l->n++] = idx;
+    l->idxs[2 * l->n] = idx;
+    l->idxs[2 * l->n++ + 1] = len;
     l->bytes += len;
     return 0;
 }
@@ -300,9 +301,9 @@ static int evict_keys(struct page_cache *pc, const char *const *keys, size_t n, 
     if (rc < 0)
         goto out_unlock;
     /* The held touches first, in the same transaction (a commit of their own cost as much as
-     * the eviction's). Index rows go next; files are unlinked after the commit, so a crash
-     * leaves at worst orphan files, which fsck and start-up remove. A key named twice has no
-     * pages left the second time. */
+     * the eviction's). Index rows go next; files are unlinked after the commit, once the
+     * lock is let go (pc_gone_add), so a crash leaves at worst orphan files, which fsck and
+     * start-up remove. A key named twice has no pages left the second time. */
     rc = page_index_flush_in(pc->index);
     for (size_t i = 0; i < n && rc == 0; i++) {
         rc = page_index_file_get(pc->index, keys[i], &v[i].row);
@@ -330,8 +331,8 @@ static int evict_keys(struct page_cache *pc, const char *const *keys, size_t n, 
         /* Page by page (a page's mark and unread entry exist only while its row does): a scan
          * of every mark for each file let go cost a millisecond under the lock. */
         for (size_t j = 0; j < k->l.n; j++) {
-            pc_row_gone(pc, k->row.id, k->l.idxs[j]);
-            page_store_remove(&pc->store, k->row.fhash, k->l.idxs[j]);
+            pc_row_gone(pc, k->row.id, k->l.idxs[2 * j]);
+            pc_gone_add(pc, k->row.fhash, k->l.idxs[2 * j], k->l.idxs[2 * j + 1]);
         }
         pc_hot_drop_file(pc, k->row.id);
         PAGEFS_CHECK_INVARIANTS(pc_check_file_forgotten(pc, k->row.id));
@@ -346,7 +347,7 @@ static int evict_keys(struct page_cache *pc, const char *const *keys, size_t n, 
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
 
 out_unlock:
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     for (size_t i = 0; i < n; i++) {
         if (v[i].found)
             page_index_file_clear(&v[i].row);

@@ -113,6 +113,14 @@ struct unread {
     uint64_t born_ms;
 };
 
+/* A page file whose row is gone, to be unlinked once the lock is let go (pc_gone_add). */
+struct pc_gone {
+    char fhash[33];
+    uint64_t idx;
+    uint64_t bytes; /* on disk */
+    uint64_t token; /* the pc_gone_run() unlinking it; 0 while queued */
+};
+
 struct pc_file {
     atomic_uint refs;
     int64_t file_id;
@@ -139,6 +147,7 @@ struct page_cache {
 
     pthread_mutex_t lock;
     pthread_cond_t fetch_done; /* broadcast when any inflight fetch completes */
+    pthread_cond_t gone_done;  /* broadcast when a pc_gone_run() unlinked its files */
     /* Everything below is guarded by lock. */
     struct page_index *index; /* the sqlite rows (page_index.h) */
     struct fd_cache *fds;     /* page files kept open for reads (fd_cache.h) */
@@ -156,6 +165,12 @@ struct page_cache {
     size_t nunread;
     uint64_t unread_bytes; /* sum of their bytes */
     uint64_t pf_reserved;  /* bytes admitted for prefetches under way */
+    struct pc_gone *gone;  /* page files to unlink: queued, or being unlinked (token) */
+    size_t ngone, gone_cap;
+    size_t gone_queued;  /* of them not taken by a pc_gone_run() yet */
+    uint64_t gone_bytes; /* their bytes: pc_fs_free_bytes() counts them as free */
+    uint64_t gone_token; /* the last pc_gone_run()'s */
+    unsigned gone_waiters;
     struct page_cache_stats stats;
 };
 
@@ -284,6 +299,28 @@ void pc_row_gone(struct page_cache *pc, int64_t file_id, uint64_t idx);
 /* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
  * memory, it is an ordinary page. */
 void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes);
+
+/* Page files whose rows went. Unlinking a file costs ext4 about a quarter of a millisecond
+ * (its blocks are freed); under the lock that held every reader up, so eviction queues the
+ * files (pc_gone_add) and the thread that evicted unlinks them once it let go of the lock
+ * (pc_unlock -> pc_gone_run). Rows go first, files after: a crash in between leaves orphan
+ * files, which fsck and start-up remove. A new file for a page whose old file is still queued
+ * waits for it first (pc_gone_wait), so a late unlink never takes a new page's file. Out of
+ * memory, a file is unlinked at once. */
+void pc_gone_add(struct page_cache *pc, const char *fhash, uint64_t idx, uint64_t bytes);
+/* Under the lock: returns once the file of page idx of fhash is queued nowhere (unlinks it
+ * here if no pc_gone_run() took it yet; else waits for that one, letting go of the lock). */
+void pc_gone_wait(struct page_cache *pc, const char *fhash, uint64_t idx);
+/* Without the lock: unlinks every queued file, then forgets them. */
+void pc_gone_run(struct page_cache *pc);
+/* Lets go of pc->lock, then unlinks what the holder queued (pc_gone_run). */
+static inline void pc_unlock(struct page_cache *pc)
+{
+    int run = pc->gone_queued != 0;
+    pthread_mutex_unlock(&pc->lock);
+    if (run)
+        pc_gone_run(pc);
+}
 
 /* Bytes of prefetched, not yet read pages the cache holds at most: half its low watermark,
  * so what readers fetch themselves always has the other half to live in; under evict=stable,

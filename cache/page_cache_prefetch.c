@@ -113,7 +113,7 @@ static int prefetch_fill(struct page_cache *pc, struct pc_file *f, uint64_t idx,
     if (!in)
         return -ENOMEM;
     pc->stats.partial_fetches++;
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
 
     pb = pc_pbuf_new_fetch(pc, f->file_id, idx, plen); /* only the fetched runs are valid */
     if (!pb) {
@@ -173,7 +173,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
             goto out_publish;
         }
     }
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
 
     /* Buffers from the fetch buffer pool, as pc_pbuf_new_fetch's; a run's of whole pages. */
     if (n == 1)
@@ -219,7 +219,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         }
         pc_inflight_publish(pc, ins[i], err, pb);
         ins[i] = NULL;
-        pthread_mutex_unlock(&pc->lock);
+        pc_unlock(pc);
         pc_pbuf_unref(pb);
     }
 
@@ -285,7 +285,7 @@ int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t
             break; /* the run was cut short: no room for the rest */
     }
     PAGEFS_CHECK_INVARIANTS(pc_check_page(pc, f->file_id, idx));
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return rc < 0 ? rc : fetched;
 }
 
@@ -327,7 +327,7 @@ int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t
             pc->stats.prefetch_denied++;
         if (admitted)
             pc->pf_reserved += bytes;
-        pthread_mutex_unlock(&pc->lock);
+        pc_unlock(pc);
         if (want && !admitted)
             return fetched ? fetched : -ENOSPC;
         if (admitted) {
@@ -336,7 +336,7 @@ int page_cache_prefetch_range(struct page_cache *pc, struct pc_file *f, uint64_t
                                   NULL);
             pthread_mutex_lock(&pc->lock);
             pc_prefetch_done(pc, bytes);
-            pthread_mutex_unlock(&pc->lock);
+            pc_unlock(pc);
             if (rc < 0)
                 return rc;
             pc_pbuf_unref(pb);
@@ -351,7 +351,7 @@ uint64_t page_cache_prefetch_cap(struct page_cache *pc)
 {
     pthread_mutex_lock(&pc->lock);
     uint64_t cap = pc_unread_cap(pc);
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return cap;
 }
 
@@ -368,13 +368,13 @@ void page_cache_free_room(struct page_cache *pc, uint64_t *free_room, uint64_t *
     *free_room = room;
     *capacity = pc->capacity;
     *unread = pc->unread_bytes;
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
 }
 
 uint64_t page_cache_prefetch_room(struct page_cache *pc)
 {
     pthread_mutex_lock(&pc->lock);
     uint64_t room = pc_prefetch_room(pc, 0);
-    pthread_mutex_unlock(&pc->lock);
+    pc_unlock(pc);
     return room;
 }

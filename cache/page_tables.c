@@ -20,12 +20,16 @@
  *   - Unread pages: pages read-ahead or directory prefetch stored and nobody has read yet
  *     (hash table + age list), with their bytes; eviction takes them last, and prefetch
  *     admission (page_cache_prefetch.c) keeps their sum within pc_unread_cap().
+ *   - Files to unlink (`gone`, an array: a handful between a lock and its release): page
+ *     files whose rows went, unlinked by pc_gone_run() once the lock is let go (an entry is
+ *     queued, then taken - token - while a pc_gone_run() unlinks it, then dropped).
  *
  * Invariants (under pc->lock): nhot <= hot_max, every hot entry whole and referenced; a page
  * has at most one mark, and a VM_DONE mark only under verify=once for a whole uncompressed
  * page; an fmap entry sits in the bucket of its key's hash and equals the key's files row;
  * nfmap <= FMAP_MAX; nunread and unread_bytes are the count and sum of the unread list, each
- * of whose pages is in the table once. pbuf reference counts are atomics (no lock).
+ * of whose pages is in the table once; gone_queued and gone_bytes count the files to unlink
+ * not taken yet and the bytes of all of them. pbuf reference counts are atomics (no lock).
  * Lock order: no lock of its own; callers hold pc->lock.
  */
 #include "cache/page_cache_int.h"
@@ -428,6 +432,100 @@ uint64_t pc_unread_cap(struct page_cache *pc)
         cap = left < cap ? left : cap;
     }
     return cap;
+}
+
+/* ---- page files to unlink (see page_cache_int.h) ---- */
+
+void pc_gone_add(struct page_cache *pc, const char *fhash, uint64_t idx, uint64_t bytes)
+{
+    if (pc->ngone == pc->gone_cap) {
+        size_t cap = pc->gone_cap ? 2 * pc->gone_cap : 64;
+        struct pc_gone *g = realloc(pc->gone, cap * sizeof(*g));
+        if (!g) {
+            page_store_remove(&pc->store, fhash, idx);
+            return;
+        }
+        pc->gone = g;
+        pc->gone_cap = cap;
+    }
+    struct pc_gone *g = &pc->gone[pc->ngone++];
+    snprintf(g->fhash, sizeof(g->fhash), "%s", fhash);
+    g->idx = idx;
+    g->bytes = bytes;
+    g->token = 0;
+    pc->gone_queued++;
+    pc->gone_bytes += bytes;
+}
+
+/* Forgets entry i (its file is unlinked). */
+static void gone_drop(struct page_cache *pc, size_t i)
+{
+    pc->gone_bytes -= pc->gone[i].bytes;
+    if (pc->gone[i].token == 0)
+        pc->gone_queued--;
+    pc->gone[i] = pc->gone[--pc->ngone];
+}
+
+void pc_gone_wait(struct page_cache *pc, const char *fhash, uint64_t idx)
+{
+    size_t i = 0;
+    while (i < pc->ngone) {
+        struct pc_gone *g = &pc->gone[i];
+        if (g->idx != idx || strcmp(g->fhash, fhash) != 0) {
+            i++;
+            continue;
+        }
+        if (g->token == 0) { /* nobody took it yet: it goes now */
+            page_store_remove(&pc->store, g->fhash, g->idx);
+            gone_drop(pc, i);
+        } else {
+            pc->gone_waiters++;
+            pthread_cond_wait(&pc->gone_done, &pc->lock);
+            pc->gone_waiters--;
+        }
+        i = 0; /* the table changed: look again */
+    }
+}
+
+void pc_gone_run(struct page_cache *pc)
+{
+    pthread_mutex_lock(&pc->lock);
+    size_t n = pc->gone_queued, k = 0;
+    struct pc_gone *mine = n ? malloc(n * sizeof(*mine)) : NULL;
+    if (!mine) { /* nothing queued, or out of memory: unlinked under the lock */
+        for (size_t i = 0; i < pc->ngone;) {
+            if (pc->gone[i].token) {
+                i++;
+                continue;
+            }
+            page_store_remove(&pc->store, pc->gone[i].fhash, pc->gone[i].idx);
+            gone_drop(pc, i);
+        }
+        pthread_mutex_unlock(&pc->lock);
+        return;
+    }
+    uint64_t token = ++pc->gone_token;
+    for (size_t i = 0; i < pc->ngone; i++)
+        if (pc->gone[i].token == 0) {
+            pc->gone[i].token = token;
+            mine[k++] = pc->gone[i];
+        }
+    pc->gone_queued = 0;
+    pthread_mutex_unlock(&pc->lock);
+
+    for (size_t i = 0; i < k; i++)
+        page_store_remove(&pc->store, mine[i].fhash, mine[i].idx);
+    free(mine);
+
+    pthread_mutex_lock(&pc->lock);
+    for (size_t i = 0; i < pc->ngone;)
+        if (pc->gone[i].token == token)
+            gone_drop(pc, i);
+        else
+            i++;
+    if (pc->gone_waiters)
+        pthread_cond_broadcast(&pc->gone_done);
+    pthread_mutex_unlock(&pc->lock);
 }
 
 /* ---- known files (under the lock) ---- */

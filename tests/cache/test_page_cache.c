@@ -8,6 +8,7 @@
 #include "backends/backend.h"
 #include "cache/buf_pool.h"
 #include "cache/page_cache.h"
+#include "cache/page_cache_int.h" /* test_unlinks_after_the_lock: the queue of files to unlink */
 #include "cache_env.h"
 #include "testlib.h"
 
@@ -238,6 +239,125 @@ static void test_residency_and_evict_key(void)
     CHECK_EQ(r.pages, 1);
     free(data);
     free(other);
+    cache_env_fini(&e);
+}
+
+/* A file at page idx of fhash's path (a page file whose row went), as eviction leaves it. */
+static void make_gone_file(struct page_cache *pc, const char *fhash, uint64_t idx, char *path,
+                           size_t len)
+{
+    char dir[4096];
+    page_store_path(&pc->store, fhash, idx, 1, dir, sizeof(dir));
+    mkdir(dir, 0700);
+    page_store_path(&pc->store, fhash, idx, 0, path, len);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, "x", 1), 1);
+    close(fd);
+}
+
+struct gone_waiter {
+    struct page_cache *pc;
+    const char *fhash;
+    atomic_int done;
+};
+
+static void *gone_wait_thread(void *p)
+{
+    struct gone_waiter *w = p;
+    pthread_mutex_lock(&w->pc->lock);
+    pc_gone_wait(w->pc, w->fhash, 3);
+    atomic_store(&w->done, 1);
+    pthread_mutex_unlock(&w->pc->lock);
+    return NULL;
+}
+
+/* Files whose rows went are unlinked after the lock is let go, by the thread that queued
+ * them (pc_unlock), not while it holds it; a writer of a page whose old file is queued gets
+ * it unlinked first, or waits for the thread unlinking it (pc_gone_wait); the counts follow
+ * (checked by the invariants, on in this build); the cache's free space counts queued bytes.
+ * Then through the API: whatever evicts, no page file is left behind. */
+static void test_unlinks_after_the_lock(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc-gone", PS, 0, 0, 0);
+    struct page_cache *pc = e.pc;
+    const char *fh = "0123456789abcdef0123456789abcdef";
+    char p1[4096], p2[4096], p3[4096];
+    make_gone_file(pc, fh, 1, p1, sizeof(p1));
+    make_gone_file(pc, fh, 2, p2, sizeof(p2));
+    make_gone_file(pc, fh, 3, p3, sizeof(p3));
+
+    pthread_mutex_lock(&pc->lock);
+    pc_gone_add(pc, fh, 1, 100);
+    pc_gone_add(pc, fh, 2, 200);
+    CHECK_EQ(pc->gone_queued, 2);
+    CHECK_EQ(pc->gone_bytes, 300);
+    CHECK_EQ(access(p1, F_OK), 0); /* not under the lock */
+    pc_gone_wait(pc, fh, 2);       /* a writer of page 2: its old file goes now */
+    CHECK_EQ(access(p2, F_OK), -1);
+    CHECK_EQ(access(p1, F_OK), 0);
+    CHECK_EQ(pc->gone_queued, 1);
+    CHECK_EQ(pc->gone_bytes, 100);
+#ifdef PAGEFS_INVARIANTS
+    pc_check_invariants(pc);
+#endif
+    pc_unlock(pc); /* page 1's file goes once the lock is let go */
+    CHECK_EQ(access(p1, F_OK), -1);
+    CHECK_EQ(pc->ngone, 0);
+    CHECK_EQ(pc->gone_bytes, 0);
+
+    /* A file another thread is unlinking (taken: token set): the writer waits for it. */
+    pthread_mutex_lock(&pc->lock);
+    pc_gone_add(pc, fh, 3, 300);
+    pc->gone[0].token = ++pc->gone_token; /* what pc_gone_run does before letting go */
+    pc->gone_queued--;
+    pthread_mutex_unlock(&pc->lock);
+    struct gone_waiter w = {.pc = pc, .fhash = fh};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, gone_wait_thread, &w), 0);
+    pthread_mutex_lock(&pc->lock);
+    for (int i = 0; i < 500 && !pc->gone_waiters; i++) {
+        pthread_mutex_unlock(&pc->lock);
+        usleep(2000);
+        pthread_mutex_lock(&pc->lock);
+    }
+    CHECK_EQ(pc->gone_waiters, 1);
+    CHECK_EQ(atomic_load(&w.done), 0);
+    pthread_mutex_unlock(&pc->lock);
+    CHECK_EQ(unlink(p3), 0); /* ... and what it does after */
+    pthread_mutex_lock(&pc->lock);
+    pc->gone_bytes -= pc->gone[0].bytes;
+    pc->ngone = 0;
+    pthread_cond_broadcast(&pc->gone_done);
+    pthread_mutex_unlock(&pc->lock);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(atomic_load(&w.done), 1);
+    cache_env_fini(&e);
+
+    /* Through the API, with a small capacity: eviction by capacity, by key, by a new version. */
+    cache_env_init(&e, "pc-gone2", PS, 4 * PS, 100, 50);
+    size_t size = 6 * PS + 3;
+    unsigned char *data = cache_env_make_source(&e, "g.bin", size, 12);
+    struct pc_file *f = cache_env_open_key(&e, "g.bin", NULL);
+    for (int pass = 0; pass < 3; pass++) {
+        CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
+        struct page_cache_stats st = cache_env_stats(&e);
+        CHECK(st.evictions > 0);
+        CHECK_EQ(count_page_files(&e), (int)st.pages_resident);
+        CHECK_EQ(e.pc->ngone, 0);
+    }
+    pc_file_unref(f);
+    free(data);
+    data = cache_env_make_source(&e, "g.bin", size + 1, 13); /* a new version */
+    f = cache_env_open_key(&e, "g.bin", NULL);
+    CHECK_EQ(count_page_files(&e), 0); /* the old version's pages went */
+    CHECK_EQ(read_check(&e, f, data, size + 1, 0, 2 * PS), (ssize_t)(2 * PS));
+    CHECK_EQ(page_cache_evict_key(e.pc, "g.bin", NULL, NULL), 0);
+    CHECK_EQ(count_page_files(&e), 0);
+    CHECK_EQ(page_fds(1), 0);
+    pc_file_unref(f);
+    free(data);
     cache_env_fini(&e);
 }
 
@@ -1198,6 +1318,7 @@ int main(void)
     RUN(test_write_errors_still_serve);
     RUN(test_residency_and_evict_key);
     RUN(test_evict_keys);
+    RUN(test_unlinks_after_the_lock);
     RUN(test_page_files_kept_open);
     RUN(test_invalid_conf);
     RUN(test_stress_multithreaded);
