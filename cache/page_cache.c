@@ -86,10 +86,10 @@
  *     write, writes them all in one transaction inline (page_index.c).
  *
  * Invariants (under pc->lock):
- *   - a `pages` row exists only after its file was renamed into place, and a block's bit is
- *     set only after its bytes were written; rename + insert happen in one critical section,
- *     and a row is deleted before its file is unlinked (pc_gone: queued files are not
- *     renamed over until unlinked; gone_queued and gone_bytes count them);
+ *   - a `pages` row exists only after its file was renamed into place (without the lock: no
+ *     row names it yet), and a block's bit is set only after its bytes were written; a row
+ *     is deleted before its file is unlinked (pc_gone: a queued file is not renamed over
+ *     until unlinked; gone_queued and gone_bytes count them);
  *   - bytes_resident == SUM(pages.len), pages_resident == COUNT(pages); the index's counts of
  *     pages on probation match their rows;
  *   - at most one inflight entry per (file_id, idx); only its owner writes that page;
@@ -100,9 +100,9 @@
  * pc_check_page() for the page a read, store, fetch or prefetch just changed.
  *
  * Lock order: pc->lock is the only lock of the page cache. It is never held across a backend
- * call, and never across page file reads/writes (only open/rename/sqlite; unlinks only when
- * memory is short). pbuf and
- * pc_file reference counts are atomics.
+ * call, and never across page file reads/writes: what it covers is sqlite, opens, and unlinks
+ * only where they are rare (a refused row, a writer meeting its page's old file queued, no
+ * memory for the queue). pbuf and pc_file reference counts are atomics.
  */
 #include "cache/page_cache.h"
 #include "cache/page_cache_int.h"
@@ -468,17 +468,13 @@ static int load_page(const struct page_cache *pc, int fd, int64_t file_id, uint6
     return 0;
 }
 
-/* Under the lock: renames tmp into place and records the page with blocks m. On failure
- * removes what was written and counts a write error. */
+/* Under the lock: records the page, whose file was renamed into place, with blocks m. On
+ * failure removes the file and counts a write error. */
 static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t idx, size_t plen,
                        uint32_t m, const uint64_t *sums, uint32_t flags, uint64_t stored,
-                       const char *tmp, int prefetch)
+                       int prefetch)
 {
     unsigned nb = page_store_blocks(&pc->store, plen);
-    if (page_store_commit(&pc->store, tmp, f->fhash, idx) < 0) {
-        pc->stats.write_errors++;
-        return;
-    }
     unsigned place = place_new(pc, f, idx, stored, prefetch);
     int rc = page_index_page_insert(pc->index, f->file_id, idx, stored, sums, nb, m, flags, place);
     pc_vm_forget(pc, f->file_id, idx);
@@ -546,6 +542,9 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
         uint64_t stored = 0;
         rc = page_store_write_new(&pc->store, pb->data, pb->off, plen, have, tmp, sizeof(tmp),
                                   &flags, &stored);
+        /* Renamed into place without the lock: the page has no row, so nobody reads or
+         * unlinks its path (its old file, if any, went above), and its row comes after. */
+        int renamed = rc == 0 ? page_store_commit(&pc->store, tmp, f->fhash, pb->idx) : rc;
         /* Asked of the stack, not of where the bytes came from: a unit another node owns is
          * that node's to keep, also when its owner was down and the store answered. */
         if (!pc->peer_copy &&
@@ -554,8 +553,10 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
         pthread_mutex_lock(&pc->lock);
         if (rc < 0)
             write_failed(pc, rc);
+        else if (renamed < 0)
+            pc->stats.write_errors++;
         else
-            commit_new(pc, f, pb->idx, plen, have, sums, flags, stored, tmp, prefetch);
+            commit_new(pc, f, pb->idx, plen, have, sums, flags, stored, prefetch);
         pc_unlock(pc);
         return;
     }
@@ -752,9 +753,9 @@ static int read_resident(struct page_cache *pc, struct page_read *rd, uint32_t *
      * row's file); else opened without the lock (the path lookup may wait for the disk, and
      * every other reader would wait behind it), then the row is looked at again: a page evicted
      * (and maybe fetched again) meanwhile is looked at afresh; a file missing while its row is
-     * there is opened once more under the lock (rename + insert and delete + unlink are one
-     * critical section each) before it is taken for lost. Once the row is seen unchanged with
-     * the file open, eviction may unlink it: our descriptor stays good. Page files are read
+     * there is opened once more under the lock (a row comes after its file is in place and
+     * goes before its file is unlinked) before it is taken for lost. Once the row is seen unchanged
+     * with the file open, eviction may unlink it: our descriptor stays good. Page files are read
      * with O_DIRECT (page_read=direct: page_store_open_read), else with no read-ahead of the
      * kernel's: either way a read asks the disk for exactly what it needs. */
     int fd = fd_cache_get(pc->fds, rd->f->file_id, rd->idx);
