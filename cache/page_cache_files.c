@@ -167,10 +167,14 @@ int page_cache_open(struct page_cache *pc, const char *key, const char *version,
     }
     /* Whatever happens below, the row of key is what the index says afterwards. */
     pc_fmap_del(pc, key, kh);
-    page_index_flush(pc->index);
     rc = page_index_begin(pc->index);
     if (rc < 0)
         goto out_unlock;
+    /* The held touches first, in this transaction: a commit of their own cost as much again
+     * (readers hold a few at almost every open of a new file). */
+    rc = page_index_flush_in(pc->index);
+    if (rc < 0)
+        goto out_rollback;
     struct page_index_file row;
     rc = page_index_file_get(pc->index, key, &row);
     if (rc < 0)
