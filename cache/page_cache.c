@@ -25,7 +25,8 @@
  *     without being read; partial and compressed pages are verified on every read. none:
  *     nothing read back is hashed. A page with a bad block, a wrong size or a damaged row is
  *     dropped (row + file), counted (corrupt), logged once and refetched, never served.
- *   - A read (pc_get_range) looks at the page until one look serves it: the hot set, then the
+ *   - A read (pc_get_range) looks at the page until one look serves it: the hot set, then (its
+ *     first read after a prefetch stored it) the buffer it was fetched into, then the
  *     page file when the page has every block the read needs (read_resident: the file is
  *     opened without the lock, then the row checked again), then a fetch of
  *     it in flight (join_fetch), else it fetches (fetch_missing): for a random reader
@@ -470,9 +471,9 @@ static int load_page(const struct page_cache *pc, int fd, int64_t file_id, uint6
 
 /* Under the lock: records the page, whose file was renamed into place, with blocks m. On
  * failure removes the file and counts a write error. */
-static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t idx, size_t plen,
-                       uint32_t m, const uint64_t *sums, uint32_t flags, uint64_t stored,
-                       int prefetch)
+static void commit_new(struct page_cache *pc, const struct pc_file *f, const struct pbuf *pb,
+                       uint64_t idx, size_t plen, uint32_t m, const uint64_t *sums, uint32_t flags,
+                       uint64_t stored, int prefetch)
 {
     unsigned nb = page_store_blocks(&pc->store, plen);
     unsigned place = place_new(pc, f, idx, stored, prefetch);
@@ -488,7 +489,7 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, uint64_t 
     pc->stats.pages_resident++;
     pc->stats.bytes_resident += stored;
     if (prefetch)
-        pc_unread_add(pc, f->file_id, idx, stored);
+        pc_unread_add(pc, f->file_id, idx, stored, (struct pbuf *)pb);
     if (flags == 0 && m == page_store_full_mask(&pc->store, plen) && pc->verify == PC_VERIFY_ONCE)
         pc_vm_put_written(pc, f->file_id, idx, stored, m, sums, nb);
     if (flags & CACHE_PAGE_ZSTD) {
@@ -556,7 +557,7 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
         else if (renamed < 0)
             pc->stats.write_errors++;
         else
-            commit_new(pc, f, pb->idx, plen, have, sums, flags, stored, prefetch);
+            commit_new(pc, f, pb, pb->idx, plen, have, sums, flags, stored, prefetch);
         pc_unlock(pc);
         return;
     }
@@ -584,7 +585,7 @@ void pc_store_span(struct page_cache *pc, struct pc_file *f, const struct pbuf *
     } else if (updated > 0) {
         pc->stats.bytes_resident += added;
         if (prefetch)
-            pc_unread_add(pc, f->file_id, pb->idx, r.len + added);
+            pc_unread_add(pc, f->file_id, pb->idx, r.len + added, NULL);
         else /* a reader's access of a resident page (or part of one under way) */
             page_index_touch(pc->index, f->file_id, pb->idx,
                              pc_unread_forget(pc, f->file_id, pb->idx));
@@ -914,6 +915,13 @@ int pc_get_range(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t 
     for (;;) {
         uint32_t have = 0;
         *out = pc_hot_find(pc, f->file_id, idx);
+        /* Its first read, from the buffer it was fetched into (pc_unread_add), when that read
+         * is the page's last (it reaches the page's end, or the reader is random): the hot
+         * set, which serves a sequential reader's next reads of a page, takes no such buffer
+         * (a pool's, or a slice pinning its whole run); the entry lets it go either way. */
+        if (!*out && !rd.prefetch && (rd.random || in_page + n == rd.plen) &&
+            (*out = pc_unread_buf(pc, f->file_id, idx)))
+            pc->stats.prefetch_handoffs++;
         hit = *out != NULL;
         if (!hit) {
             rc = read_resident(pc, &rd, &have, out);
@@ -1107,6 +1115,7 @@ void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
     *out = pc->stats;
     out->unread_pages = pc->nunread;
     out->unread_bytes = pc->unread_bytes;
+    out->unread_held = pc->unread_held;
     out->promotions = p.promotions;
     out->rereads = p.rereferences;
     out->ghost_hits = p.ghost_hits;
@@ -1353,12 +1362,28 @@ void pc_check_invariants(struct page_cache *pc)
         pagefs_invariant_failed("page_cache", "%zu known files counted as %zu", nf, pc->nfmap);
     size_t nu = 0;
     uint64_t ub = 0;
+    double uh = 0; /* a run's bytes shared by the slices held */
     for (struct unread *u = pc->unread_oldest; u; u = u->newer, nu++) {
         ub += u->bytes;
+        if (u->pb && (!pc_pbuf_whole(u->pb) || u->pb->file_id != u->file_id ||
+                      u->pb->idx != u->idx || atomic_load(&u->pb->refs) == 0))
+            pagefs_invariant_failed("page_cache", "unread page %" PRIu64 " holds a wrong buffer",
+                                    u->idx);
+        if (u->pb && u->pb->run && u->pb->run->held == 0)
+            pagefs_invariant_failed("page_cache", "held slice of a run not counted held");
+        if (u->pb)
+            uh += u->pb->run ? (double)u->pb->run->bytes / u->pb->run->held
+                             : (double)pc_hold_cost(pc, u->pb);
+        if (!u->pb != !(u->hold_older || u->hold_newer || pc->held_oldest == u))
+            pagefs_invariant_failed("page_cache", "held list broken at page %" PRIu64, u->idx);
         if ((u->newer ? u->newer->older : pc->unread_newest) != u ||
             *pc_unread_slot(pc, u->file_id, u->idx) != u)
             pagefs_invariant_failed("page_cache", "unread list broken at page %" PRIu64, u->idx);
     }
+    if (uh < (double)pc->unread_held - 0.5 || uh > (double)pc->unread_held + 0.5 ||
+        pc->unread_held > UNREAD_HOLD_BYTES)
+        pagefs_invariant_failed("page_cache", "unread buffers: %.0f bytes, counted %" PRIu64, uh,
+                                pc->unread_held);
     if (nu != pc->nunread || ub != pc->unread_bytes)
         pagefs_invariant_failed("page_cache",
                                 "unread: %zu pages, %" PRIu64 " bytes; counted "

@@ -119,6 +119,11 @@ struct page_cache_conf {
     int peer_copy;
 };
 
+/* Memory the cache may keep, beyond the fetch budget (page_cache_prefetch_mem), in buffers
+ * prefetched pages were fetched into, for their first readers (page_cache.c): a pool of fetch
+ * buffers (conf->fetch_bufs) should keep this much more mapped. */
+#define PAGE_CACHE_HOLD_BYTES (32u << 20)
+
 struct page_cache_stats {
     uint64_t hits;            /* pages application reads found in the cache */
     uint64_t misses;          /* pages application reads did not: fetched for them, or waited
@@ -149,6 +154,10 @@ struct page_cache_stats {
     uint64_t prefetch_evicted_unread; /* prefetched pages evicted before anyone read them */
     uint64_t unread_pages;       /* prefetched pages not read yet, now (a gauge) */
     uint64_t unread_bytes;       /* their bytes on disk, now */
+    uint64_t unread_held;        /* bytes of the fetched buffers kept for their first reader,
+                                    now (at most 32 MiB) */
+    uint64_t prefetch_handoffs;  /* first reads of prefetched pages served from the buffer they
+                                    were fetched into (no read back from disk) */
     uint64_t compressed;         /* pages stored compressed */
     uint64_t compress_saved;     /* bytes those pages saved on disk when they were stored */
     /* Eviction policy (evict=stable; see enum page_cache_evict). */

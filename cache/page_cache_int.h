@@ -39,6 +39,8 @@ struct page_index;
 #define UNREAD_BUCKETS 4096u             /* power of two */
 #define PC_FETCH_PREFETCH 0x100u         /* pc_get_range() flag: a prefetch, not a read (private) */
 #define UNREAD_PROTECT_MS (300u * 1000u) /* a prefetched page is kept unread at least this long */
+#define UNREAD_HOLD_BYTES PAGE_CACHE_HOLD_BYTES
+#define UNREAD_HOLD_MS 2000u /* ... of which those older than this give way to new ones */
 #define FMAP_MAX 32768u
 #define PROBATION_DIV 32u /* evict=stable: the probation band is 1/32 of the capacity */
 #define FD_CACHE_MAX 4096u  /* page files kept open at most */
@@ -111,6 +113,9 @@ struct unread {
     uint64_t idx;
     uint64_t bytes; /* on disk */
     uint64_t born_ms;
+    struct pbuf *pb; /* the whole page as fetched, one reference, kept for its first reader
+                        (pc_unread_add; within UNREAD_HOLD_BYTES), or NULL */
+    struct unread *hold_older, *hold_newer; /* age order of those with a buffer */
 };
 
 /* A page file whose row is gone, to be unlinked once the lock is let go (pc_gone_add). */
@@ -164,6 +169,8 @@ struct page_cache {
     struct unread *unread_oldest, *unread_newest;
     size_t nunread;
     uint64_t unread_bytes; /* sum of their bytes */
+    uint64_t unread_held; /* bytes of the buffers they hold, a run's whole (<= UNREAD_HOLD_BYTES) */
+    struct unread *held_oldest, *held_newest;
     uint64_t pf_reserved;  /* bytes admitted for prefetches under way */
     struct pc_gone *gone;  /* page files to unlink: queued, or being unlinked (token) */
     size_t ngone, gone_cap;
@@ -227,6 +234,9 @@ struct pbuf_run {
     atomic_uint refs;
     struct buf_pool *pool; /* NULL: malloc'd */
     unsigned char *data;   /* `bytes` bytes, aligned to PAGE_STORE_DIO_ALIGN */
+    size_t bytes;
+    unsigned held; /* slices unread pages hold (under pc->lock): the run counts whole in
+                      pc->unread_held while one does */
 };
 
 /* A run of `bytes` bytes, one reference, or NULL (out of memory). */
@@ -297,8 +307,17 @@ int pc_unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx);
 void pc_row_gone(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
 /* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
- * memory, it is an ordinary page. */
-void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes);
+ * memory, it is an ordinary page. pb (may be NULL): the bytes as fetched; a whole page's
+ * buffer is kept (one reference) while the held buffers stay within UNREAD_HOLD_BYTES, so
+ * that its first reader gets it from memory (pc_unread_buf) instead of reading back and
+ * hashing the file just written. */
+void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes,
+                   struct pbuf *pb);
+/* What keeping pb for its reader keeps in memory: a run's bytes (once: 0 while a slice of it
+ * is held already), a pool buffer's page size (its mapping), else its length. */
+uint64_t pc_hold_cost(const struct page_cache *pc, const struct pbuf *pb);
+/* The buffer an unread page holds (one more reference), or NULL. */
+struct pbuf *pc_unread_buf(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
 /* Page files whose rows went. Unlinking a file costs ext4 about a quarter of a millisecond
  * (its blocks are freed); under the lock that held every reader up, so eviction queues the

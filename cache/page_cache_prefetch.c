@@ -9,9 +9,11 @@
  *     That read_range runs in a call scope of its own that collects its time to first byte
  *     (backend_call_set_timing), and is timed: read-ahead sizes its window from both. A
  *     partial page gets each run of its missing blocks fetched (prefetch_fill), never a block
- *     it has. Prefetched pages skip the hot set. Buffers come from the fetch buffer pool when
- *     the cache has one (conf->fetch_bufs, buf_pool.h), which keeps their memory within the
- *     bound its callers keep (page_cache_prefetch_mem, mem_budget.h). A run of several pages
+ *     it has. Prefetched pages skip the hot set; a whole one keeps its buffer for its first
+ *     reader (pc_unread_add: up to UNREAD_HOLD_BYTES in all, beyond the bound below). Buffers
+ *     come from the fetch buffer pool when the cache has one (conf->fetch_bufs, buf_pool.h),
+ *     which keeps their memory within the bound its callers keep (page_cache_prefetch_mem,
+ *     mem_budget.h) and what the unread pages hold. A run of several pages
  *     is read into one buffer (struct pbuf_run) and each page's buffer is a slice of it: no
  *     copy per page; the run's buffer goes back to the pool with the last of them.
  *   - Admission: prefetch fetches only what the cache can keep until it is read. Pages stored

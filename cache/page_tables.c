@@ -19,7 +19,10 @@
  *     this run opened, so an open of a known version touches no index.
  *   - Unread pages: pages read-ahead or directory prefetch stored and nobody has read yet
  *     (hash table + age list), with their bytes; eviction takes them last, and prefetch
- *     admission (page_cache_prefetch.c) keeps their sum within pc_unread_cap().
+ *     admission (page_cache_prefetch.c) keeps their sum within pc_unread_cap(). A whole page
+ *     keeps the buffer it was fetched into (up to UNREAD_HOLD_BYTES in all, first come): its
+ *     first reader is served from it (pc_get_range), not from the file just written; the
+ *     buffer goes with the entry (read, evicted, expired).
  *   - Files to unlink (`gone`, an array: a handful between a lock and its release): page
  *     files whose rows went, unlinked by pc_gone_run() once the lock is let go (an entry is
  *     queued, then taken - token - while a pc_gone_run() unlinks it, then dropped).
@@ -28,8 +31,10 @@
  * has at most one mark, and a VM_DONE mark only under verify=once for a whole uncompressed
  * page; an fmap entry sits in the bucket of its key's hash and equals the key's files row;
  * nfmap <= FMAP_MAX; nunread and unread_bytes are the count and sum of the unread list, each
- * of whose pages is in the table once; gone_queued and gone_bytes count the files to unlink
- * not taken yet and the bytes of all of them. pbuf reference counts are atomics (no lock).
+ * of whose pages is in the table once; unread_held is what the buffers they hold (each a whole
+ * page's, each entry in the held list once) keep in memory (pc_hold_cost: a run's bytes once
+ * while slices of it are held); gone_queued and gone_bytes count the files to unlink not
+ * taken yet and the bytes of all of them. pbuf reference counts are atomics (no lock).
  * Lock order: no lock of its own; callers hold pc->lock.
  */
 #include "cache/page_cache_int.h"
@@ -137,6 +142,8 @@ struct pbuf_run *pc_pbuf_run_new(const struct page_cache *pc, size_t bytes)
     atomic_init(&run->refs, 1);
     run->pool = pc->fetch_bufs;
     run->data = dio_aligned(run + 1);
+    run->bytes = bytes;
+    run->held = 0;
     return run;
 }
 
@@ -333,6 +340,28 @@ struct unread **pc_unread_slot(struct page_cache *pc, int64_t file_id, uint64_t 
     return pp;
 }
 
+/* u gives its buffer up (if it holds one). */
+static void unread_release(struct page_cache *pc, struct unread *u)
+{
+    if (!u->pb)
+        return;
+    if (u->hold_older)
+        u->hold_older->hold_newer = u->hold_newer;
+    else
+        pc->held_oldest = u->hold_newer;
+    if (u->hold_newer)
+        u->hold_newer->hold_older = u->hold_older;
+    else
+        pc->held_newest = u->hold_older;
+    u->hold_older = u->hold_newer = NULL;
+    if (!u->pb->run)
+        pc->unread_held -= pc_hold_cost(pc, u->pb);
+    else if (--u->pb->run->held == 0)
+        pc->unread_held -= u->pb->run->bytes;
+    pc_pbuf_unref(u->pb);
+    u->pb = NULL;
+}
+
 static void pc_unread_unlink(struct page_cache *pc, struct unread **pp)
 {
     struct unread *u = *pp;
@@ -347,6 +376,7 @@ static void pc_unread_unlink(struct page_cache *pc, struct unread **pp)
         pc->unread_newest = u->older;
     pc->nunread--;
     pc->unread_bytes -= u->bytes;
+    unread_release(pc, u);
     free(u);
 }
 
@@ -363,6 +393,14 @@ int pc_unread_forget(struct page_cache *pc, int64_t file_id, uint64_t idx)
     return 1;
 }
 
+struct pbuf *pc_unread_buf(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    if (!pc->unread_held)
+        return NULL;
+    struct unread *u = *pc_unread_slot(pc, file_id, idx);
+    return u && u->pb ? pc_pbuf_ref(u->pb) : NULL;
+}
+
 int pc_unread_has(struct page_cache *pc, int64_t file_id, uint64_t idx)
 {
     return pc->nunread && *pc_unread_slot(pc, file_id, idx) != NULL;
@@ -374,14 +412,65 @@ void pc_row_gone(struct page_cache *pc, int64_t file_id, uint64_t idx)
     pc_unread_forget(pc, file_id, idx);
 }
 
-/* A prefetch stored page idx of f (bytes on disk): it is kept until read. Best effort: out of
- * memory, it is an ordinary page. */
-void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes)
+uint64_t pc_hold_cost(const struct page_cache *pc, const struct pbuf *pb)
+{
+    if (pb->run)
+        return pb->run->held ? 0 : pb->run->bytes;
+    return pb->pool ? pc->store.page_size : pb->len;
+}
+
+/* Keeps pb for the first reader of u's page if it is the whole page and there is room, made
+ * if need be by buffers held longer than UNREAD_HOLD_MS (nobody came for them: a reader
+ * that stopped, a load job's pages). A short page in a pool buffer (a page size each: a small
+ * object's) is copied into a buffer of its own length first. */
+static void unread_hold(struct page_cache *pc, struct unread *u, struct pbuf *pb)
+{
+    if (u->pb || !pb || !pc_pbuf_whole(pb))
+        return;
+    int copy = !pb->run && pb->pool && pb->len < pc->store.page_size / 2;
+    uint64_t cost = copy ? pb->len : pc_hold_cost(pc, pb);
+    if (cost > UNREAD_HOLD_BYTES)
+        return;
+    uint64_t now = pc_now_ms();
+    while (pc->unread_held + cost > UNREAD_HOLD_BYTES && pc->held_oldest &&
+           now - pc->held_oldest->born_ms >= UNREAD_HOLD_MS) {
+        unread_release(pc, pc->held_oldest);
+        if (!copy)
+            cost = pc_hold_cost(pc, pb); /* its run may have been let go just now */
+    }
+    if (pc->unread_held + cost > UNREAD_HOLD_BYTES)
+        return;
+    if (copy) {
+        struct pbuf *c = pc_pbuf_new(pb->file_id, pb->idx, pb->plen, 0, pb->len);
+        if (!c)
+            return;
+        memcpy(c->data, pb->data, pb->len);
+        u->pb = c;
+    } else {
+        u->pb = pc_pbuf_ref(pb);
+    }
+    pc->unread_held += cost;
+    if (pb->run)
+        pb->run->held++;
+    u->hold_older = pc->held_newest;
+    u->hold_newer = NULL;
+    if (pc->held_newest)
+        pc->held_newest->hold_newer = u;
+    else
+        pc->held_oldest = u;
+    pc->held_newest = u;
+}
+
+/* A prefetch stored page idx of f (bytes on disk): it is kept until read, with its buffer if
+ * it can (unread_hold). Best effort: out of memory, it is an ordinary page. */
+void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_t bytes,
+                   struct pbuf *pb)
 {
     struct unread **pp = pc_unread_slot(pc, file_id, idx);
     if (*pp) { /* a partial page filled in: it holds more now */
         pc->unread_bytes += bytes - (*pp)->bytes;
         (*pp)->bytes = bytes;
+        unread_hold(pc, *pp, pb);
         return;
     }
     struct unread *u = calloc(1, sizeof(*u));
@@ -391,6 +480,7 @@ void pc_unread_add(struct page_cache *pc, int64_t file_id, uint64_t idx, uint64_
     u->idx = idx;
     u->bytes = bytes;
     u->born_ms = pc_now_ms();
+    unread_hold(pc, u, pb);
     u->older = pc->unread_newest;
     if (pc->unread_newest)
         pc->unread_newest->newer = u;

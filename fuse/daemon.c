@@ -481,10 +481,11 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         goto out_release_lock;
     }
 
-    /* The page buffers of read-ahead and load fetches are bounded by the budget below; the
-     * pool keeps the memory the process maps for them within the same bound. */
+    /* The page buffers of read-ahead and load fetches are bounded by the budget below, plus
+     * what the cache keeps for first readers; the pool keeps the memory the process maps for
+     * them within the same bound. */
     uint64_t fetch_mem = o->prefetch_mem ? o->prefetch_mem : PREFETCH_DEFAULT_MEM_LIMIT;
-    rc = buf_pool_create(fetch_mem, &fetch_bufs);
+    rc = buf_pool_create(fetch_mem + PAGE_CACHE_HOLD_BYTES, &fetch_bufs);
     if (rc < 0) {
         fprintf(stderr, "pagefs: %s\n", strerror(-rc));
         goto out_release_lock;

@@ -609,6 +609,129 @@ static void test_page_files_kept_open(void)
     CHECK_EQ(page_fds(0), 0);
 }
 
+/* Overwrites bytes of every page file in the cache with "damage" (at offset 100). */
+static void damage_page_files(struct cache_env *e)
+{
+    char *pages = cache_env_join(e->cache, "pages");
+    found_n = 0;
+    nftw(pages, find_cb, 16, FTW_PHYS);
+    for (int i = 0; i < found_n; i++) {
+        int fd = open(found_files[i], O_WRONLY);
+        if (fd >= 0) {
+            CHECK_EQ(pwrite(fd, "damage", 6, 100), 6);
+            close(fd);
+        }
+        free(found_files[i]);
+    }
+    found_n = 0;
+    free(pages);
+}
+
+/* A prefetched whole page keeps the buffer it was fetched into for its first reader: that read
+ * is served from memory (the page files are damaged behind the cache's back to prove it: no
+ * byte read back, nothing found corrupt), once - the next read of the page goes to its file
+ * (and finds the damage). The held buffers stay within UNREAD_HOLD_BYTES; those held longer
+ * than UNREAD_HOLD_MS give way to new ones; eviction lets a buffer go with its page. */
+static void test_prefetched_buffer_to_first_reader(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc-hold", PS, 0, 0, 0);
+    size_t size = 3 * PS + 10;
+    unsigned char *data = cache_env_make_source(&e, "h.bin", size, 21);
+    struct pc_file *f = cache_env_open_key(&e, "h.bin", NULL);
+    CHECK_EQ(page_cache_prefetch(e.pc, f, 0, 4), 4);
+    struct page_cache_stats s = cache_env_stats(&e);
+    CHECK_EQ(s.unread_pages, 4);
+    CHECK(s.unread_held >= size && s.unread_held <= 4 * PS); /* a run's whole buffer */
+    damage_page_files(&e);
+    uint64_t calls = cache_env_read_calls(&e);
+    unsigned char *buf = malloc(size);
+    CHECK_EQ(page_cache_read_ex(e.pc, f, 0, size, buf, PC_READ_RANDOM), (ssize_t)size);
+    CHECK(memcmp(buf, data, size) == 0);
+    s = cache_env_stats(&e);
+    CHECK_EQ(s.prefetch_handoffs, 4);
+    CHECK_EQ(s.corrupt, 0);
+    CHECK_EQ(s.bytes_verified, 0);
+    CHECK_EQ(s.unread_held, 0);
+    CHECK_EQ(s.unread_pages, 0);
+    CHECK_EQ(cache_env_read_calls(&e), calls);
+    /* Once: a random reader's next read goes to the damaged file, which is dropped and fetched. */
+    CHECK_EQ(page_cache_read_ex(e.pc, f, 0, PS, buf, PC_READ_RANDOM), (ssize_t)PS);
+    CHECK(memcmp(buf, data, PS) == 0);
+    s = cache_env_stats(&e);
+    CHECK_EQ(s.prefetch_handoffs, 4);
+    CHECK_EQ(s.corrupt, 1);
+    CHECK_EQ(cache_env_read_calls(&e), calls + 1);
+    /* Evicted before it is read: the buffer goes with the page. */
+    CHECK_EQ(page_cache_evict_key(e.pc, "h.bin", NULL, NULL), 0);
+    CHECK_EQ(page_cache_prefetch(e.pc, f, 1, 2), 2);
+    CHECK_EQ(cache_env_stats(&e).unread_held, 2 * PS);
+    CHECK_EQ(page_cache_evict_key(e.pc, "h.bin", NULL, NULL), 0);
+    s = cache_env_stats(&e);
+    CHECK_EQ(s.unread_held, 0);
+    CHECK_EQ(s.unread_pages, 0);
+    pc_file_unref(f);
+    free(data);
+
+    /* The bound: more runs of 8 pages than UNREAD_HOLD_BYTES holds (a run counts whole while
+     * one of its pages is held), then the older ones give way. */
+    size_t n = UNREAD_HOLD_BYTES / PS + 24;
+    size_t big = n * PS;
+    data = cache_env_make_source(&e, "big.bin", big, 22);
+    f = cache_env_open_key(&e, "big.bin", NULL);
+    for (size_t i = 0; i + 8 < n; i += 8)
+        CHECK_EQ(page_cache_prefetch(e.pc, f, i, 8), 8);
+    s = cache_env_stats(&e);
+    CHECK_EQ(s.unread_held, UNREAD_HOLD_BYTES);
+    CHECK_EQ(s.unread_pages, n - 8);
+    usleep((UNREAD_HOLD_MS + 100) * 1000);
+    CHECK_EQ(page_cache_prefetch(e.pc, f, n - 8, 8), 8); /* the oldest run gives way */
+    CHECK_EQ(cache_env_stats(&e).unread_held, UNREAD_HOLD_BYTES);
+    free(buf);
+    buf = malloc(big);
+    CHECK_EQ(page_cache_read_ex(e.pc, f, 0, big, buf, 0), (ssize_t)big);
+    CHECK(memcmp(buf, data, big) == 0);
+    s = cache_env_stats(&e);
+    CHECK_EQ(s.prefetch_handoffs, 4 + UNREAD_HOLD_BYTES / PS);
+    CHECK_EQ(s.unread_held, 0);
+    pc_file_unref(f);
+    free(buf);
+    free(data);
+
+    /* With the fetch buffer pool (a page size per buffer): a small object's page is kept in a
+     * copy of its own length; a whole page's pool buffer is kept as it is, counted whole. */
+    struct buf_pool *pool;
+    CHECK_EQ(buf_pool_create(16 * PS, &pool), 0);
+    e.conf.fetch_bufs = pool;
+    cache_env_restart(&e);
+    data = cache_env_make_source(&e, "small.bin", 1000, 23);
+    unsigned char *whole = cache_env_make_source(&e, "whole.bin", PS, 24);
+    f = cache_env_open_key(&e, "small.bin", NULL);
+    struct pc_file *g = cache_env_open_key(&e, "whole.bin", NULL);
+    CHECK_EQ(page_cache_prefetch(e.pc, f, 0, 1), 1);
+    CHECK_EQ(cache_env_stats(&e).unread_held, 1000);
+    CHECK_EQ(page_cache_prefetch(e.pc, g, 0, 1), 1);
+    CHECK_EQ(cache_env_stats(&e).unread_held, 1000 + PS);
+    buf = malloc(PS);
+    CHECK_EQ(page_cache_read(e.pc, f, 0, 1000, buf), 1000);
+    CHECK(memcmp(buf, data, 1000) == 0);
+    CHECK_EQ(page_cache_read(e.pc, g, 0, PS, buf), (ssize_t)PS);
+    CHECK(memcmp(buf, whole, PS) == 0);
+    s = cache_env_stats(&e);
+    CHECK_EQ(s.prefetch_handoffs, 2);
+    CHECK_EQ(s.unread_held, 0);
+    pc_file_unref(f);
+    pc_file_unref(g);
+    free(buf);
+    free(data);
+    free(whole);
+    page_cache_destroy(e.pc); /* its buffers back in the pool first */
+    e.pc = NULL;
+    buf_pool_destroy(pool);
+    e.conf.fetch_bufs = NULL;
+    cache_env_fini(&e);
+}
+
 static void test_eviction_bounds_capacity(void)
 {
     struct cache_env e;
@@ -1078,10 +1201,16 @@ static void test_prefetch_run_buffers(void)
     struct page_cache_stats s = cache_env_stats(&e);
     CHECK_EQ(s.prefetch_waits, 3);
     CHECK_EQ(s.pages_resident, 6);
+    CHECK_EQ(s.unread_held, 6 * PS); /* pages 0, 2, 4, nobody's read yet, keep their run */
     struct buf_pool_stats bs;
     buf_pool_get_stats(pool, &bs);
-    CHECK_EQ(bs.in_use, 0);
+    CHECK(bs.in_use >= 6 * PS);
     CHECK_EQ(bs.maps, 1); /* the run's buffer and nothing else: its pages are slices of it */
+    pc_file_unref(f);
+    cache_env_restart(&e); /* forgets them: the run goes back */
+    buf_pool_get_stats(pool, &bs);
+    CHECK_EQ(bs.in_use, 0);
+    f = cache_env_open_key(&e, "run.bin", NULL);
 
     /* The pages' files: written direct, none of their bytes in the page cache; the short last
      * page's padded to 4 KiB (page_store.h), here to a whole page. */
@@ -1308,6 +1437,7 @@ int main(void)
     RUN(test_eviction_bounds_capacity);
     RUN(test_foreign_pages_evicted_first);
     RUN(test_prefetch_kept_until_read);
+    RUN(test_prefetched_buffer_to_first_reader);
     RUN(test_min_free_evicts);
     RUN(test_damaged_pages_are_refetched);
     RUN(test_version_change_drops_pages);
