@@ -26,9 +26,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
-#ifdef PAGEFS_HAVE_XXH_DISPATCH
-#include <xxh_x86dispatch.h> /* XXH3 for AVX2 / AVX-512 where the CPU has it: the same hashes */
-#endif
 #include <zstd.h>
 
 uint64_t page_store_mask_bytes(const struct page_store *ps, size_t plen, uint32_t m)

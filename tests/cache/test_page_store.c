@@ -401,9 +401,9 @@ static void test_read_direct_edges(void)
     free(dir);
 }
 
-/* The block checksums are XXH3-64 whichever implementation the build picked (the run-time
- * dispatch to AVX2 / AVX-512 where libxxhash has it): equal to the portable function's, so a
- * cache written by one build verifies under another. Odd lengths and offsets included. */
+/* The block checksums are XXH3-64 of each block: equal to the portable function's (and its
+ * reference value), so a cache written by one build verifies under another whatever
+ * implementation of XXH3 it links. Odd lengths and offsets included. */
 static void test_checksums_portable(void)
 {
     struct page_store ps;
