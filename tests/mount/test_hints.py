@@ -111,6 +111,9 @@ class HintsTest(unittest.TestCase):
         after = m.stats()
         self.assertEqual(after["read_calls"] - before["read_calls"], 0)
         self.assertGreaterEqual(after["hint_used"], 60)
+        # Each served from the buffer it was fetched into, none read back from its page file.
+        self.assertEqual(after["prefetch_handoffs"] - before["prefetch_handoffs"], 60, after)
+        self.assertEqual(after["bytes_verified"] - before["bytes_verified"], 0, after)
         st, body = self.call("GET", "/api/v1/hints")
         self.assertEqual(st, 200)
         plan = body["plans"][0]
