@@ -489,7 +489,12 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, const str
     pc->stats.pages_resident++;
     pc->stats.bytes_resident += stored;
     if (prefetch)
-        pc_unread_add(pc, f->file_id, idx, stored, (struct pbuf *)pb);
+        /* Its buffer is kept only if it holds every block of the page: a partial page's
+         * fill (prefetch_fill) has a whole page's buffer of which only its runs are valid. */
+        pc_unread_add(pc, f->file_id, idx, stored,
+                      prefetch == PC_STORE_HOLD && m == page_store_full_mask(&pc->store, plen)
+                          ? (struct pbuf *)pb
+                          : NULL);
     if (flags == 0 && m == page_store_full_mask(&pc->store, plen) && pc->verify == PC_VERIFY_ONCE)
         pc_vm_put_written(pc, f->file_id, idx, stored, m, sums, nb);
     if (flags & CACHE_PAGE_ZSTD) {

@@ -288,10 +288,15 @@ struct pc_fetch_time {
     uint64_t us;      /* its time, from the request to its last byte */
     uint64_t ttfb_us; /* its time to first byte, when the store's transport measures it; 0 */
 };
-/* page_cache_prefetch() that also times its largest GET of whole pages into *t (zeroed
- * first; NULL: not wanted). */
-int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t idx,
-                              size_t count, struct pc_fetch_time *t);
+/* page_cache_prefetch_timed() flags. */
+#define PC_PREFETCH_FOR_READER                                                                     \
+    1u /* a reader is expected soon (read-ahead, a sampler's plan):                                \
+          whole pages keep the buffers they were fetched into for                                  \
+          it (within PAGE_CACHE_HOLD_BYTES); not for a load job */
+/* page_cache_prefetch() with flags, that also times its largest GET of whole pages into *t
+ * (zeroed first; NULL: not wanted). */
+int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count,
+                              unsigned flags, struct pc_fetch_time *t);
 /* The most bytes of buffers page_cache_prefetch() of `count` pages holds at once: the run
  * buffer of a run of several pages, the page being stored, and its compression buffer when
  * compression is on (a waiting reader that takes a page over holds it as its own). What a

@@ -151,7 +151,7 @@ out_lock:
  * inflight entry. Registers them as in flight, fetches them with one read_range, then stores
  * (filling in what partial pages lack) and publishes them one by one. Returns with the lock
  * held: 0 or -errno. */
-static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t n,
+static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t n, int store,
                         struct pc_fetch_time *t)
 {
     uint64_t off = idx * pc->store.page_size;
@@ -209,7 +209,7 @@ static int prefetch_run(struct page_cache *pc, struct pc_file *f, uint64_t idx, 
         if (!pb)
             pb = pc_pbuf_slice(run, poff, f->file_id, idx + i, plen);
         if (pb)
-            pc_store_page(pc, f, pb, 1);
+            pc_store_page(pc, f, pb, store);
         else
             err = -ENOMEM;
         pthread_mutex_lock(&pc->lock);
@@ -240,11 +240,11 @@ out_publish:
 
 int page_cache_prefetch(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count)
 {
-    return page_cache_prefetch_timed(pc, f, idx, count, NULL);
+    return page_cache_prefetch_timed(pc, f, idx, count, 0, NULL);
 }
 
-int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t idx,
-                              size_t count, struct pc_fetch_time *t)
+int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count,
+                              unsigned flags, struct pc_fetch_time *t)
 {
     if (t)
         memset(t, 0, sizeof(*t));
@@ -277,7 +277,9 @@ int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t
         if (known < 0)
             rc = prefetch_fill(pc, f, i, have);
         else
-            rc = prefetch_run(pc, f, i, (size_t)n, t);
+            rc =
+                prefetch_run(pc, f, i, (size_t)n,
+                             flags & PC_PREFETCH_FOR_READER ? PC_STORE_HOLD : PC_STORE_PREFETCH, t);
         pc_prefetch_done(pc, reserved);
         if (rc < 0)
             break;

@@ -589,7 +589,8 @@ static void fetch_work(uv_work_t *w)
         struct backend_call scope;
         backend_call_begin(&scope, 0, &r->cancel); /* the grace timer may abort it */
         r->result = r->len ? page_cache_prefetch_range(r->pf->pc, r->f, r->off, (size_t)r->len)
-                           : page_cache_prefetch_timed(r->pf->pc, r->f, r->idx, r->count, &r->ft);
+                           : page_cache_prefetch_timed(r->pf->pc, r->f, r->idx, r->count,
+                                                       PC_PREFETCH_FOR_READER, &r->ft);
         backend_call_end(&scope);
         return;
     }
@@ -606,7 +607,8 @@ static void fetch_work(uv_work_t *w)
     if (r->obj->want && !r->obj->want(r->obj->want_ud, r->obj->key))
         r->result = -ECANCELED; /* its reader came first (and may have let it go since) */
     else
-        r->result = page_cache_prefetch(r->pf->pc, f, 0, r->count);
+        r->result =
+            page_cache_prefetch_timed(r->pf->pc, f, 0, r->count, PC_PREFETCH_FOR_READER, NULL);
     pc_file_unref(f);
 }
 
