@@ -317,7 +317,7 @@ static void test_unlinks_after_the_lock(void)
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, gone_wait_thread, &w), 0);
     pthread_mutex_lock(&pc->lock);
-    for (int i = 0; i < 500 && !pc->gone_waiters; i++) {
+    for (int i = 0; i < 5000 && !pc->gone_waiters; i++) {
         pthread_mutex_unlock(&pc->lock);
         usleep(2000);
         pthread_mutex_lock(&pc->lock);
