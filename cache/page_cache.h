@@ -288,11 +288,10 @@ struct pc_fetch_time {
     uint64_t us;      /* its time, from the request to its last byte */
     uint64_t ttfb_us; /* its time to first byte, when the store's transport measures it; 0 */
 };
-/* page_cache_prefetch_timed() flags. */
-#define PC_PREFETCH_FOR_READER                                                                     \
-    1u /* a reader is expected soon (read-ahead, a sampler's plan):                                \
-          whole pages keep the buffers they were fetched into for                                  \
-          it (within PAGE_CACHE_HOLD_BYTES); not for a load job */
+/* page_cache_prefetch_timed() flag: a reader is expected soon (read-ahead, a sampler's plan):
+ * whole pages keep the buffers they were fetched into for it (within PAGE_CACHE_HOLD_BYTES).
+ * Not for a load job (page_cache_prefetch: no flag). */
+#define PC_PREFETCH_FOR_READER 1u
 /* page_cache_prefetch() with flags, that also times its largest GET of whole pages into *t
  * (zeroed first; NULL: not wanted). */
 int page_cache_prefetch_timed(struct page_cache *pc, struct pc_file *f, uint64_t idx, size_t count,
