@@ -40,11 +40,11 @@ struct page_index;
 #define PC_FETCH_PREFETCH 0x100u         /* pc_get_range() flag: a prefetch, not a read (private) */
 #define UNREAD_PROTECT_MS (300u * 1000u) /* a prefetched page is kept unread at least this long */
 #define UNREAD_HOLD_BYTES PAGE_CACHE_HOLD_BYTES
-#define PC_STORE_PREFETCH 1 /* pc_store_span(): stored by a prefetch (kept as unread) */
-#define PC_STORE_HOLD                                                                              \
-    2                        /* ... whose reader is expected: keeps its buffer (pc_unread_add)     \
-                                when it stored every block of the page from it */
-#define UNREAD_HOLD_MS 2000u /* ... of which those older than this give way to new ones */
+#define UNREAD_HOLD_MS 2000u /* kept buffers older than this give way to new ones */
+/* pc_store_span()'s prefetch: stored by a prefetch (kept as unread); HOLD: one whose reader is
+ * expected, whose buffer is kept (pc_unread_add) when the store took every block from it. */
+#define PC_STORE_PREFETCH 1
+#define PC_STORE_HOLD 2
 #define FMAP_MAX 32768u
 #define PROBATION_DIV 32u /* evict=stable: the probation band is 1/32 of the capacity */
 #define FD_CACHE_MAX 4096u  /* page files kept open at most */
