@@ -527,6 +527,44 @@ static void test_foreign_pages_evicted_first(void)
     }
 }
 
+/* Waits (up to 2 s) until the backend has a call under way; returns how many it has. */
+static uint64_t wait_backend_inflight(struct cache_env *e)
+{
+    struct backend_counters c;
+    for (int i = 0; i < 2000; i++) {
+        memset(&c, 0, sizeof(c));
+        CHECK_EQ(e->be->ops->counters(e->be, &c), 0);
+        if (c.inflight == 1)
+            break;
+        usleep(1000);
+    }
+    return c.inflight;
+}
+
+struct run_arg {
+    struct cache_env *e;
+    struct pc_file *f;
+    int result;
+};
+
+/* Overwrites bytes of every page file in the cache (up to 64) with "damage" (at offset 100). */
+static void damage_page_files(struct cache_env *e)
+{
+    char *pages = cache_env_join(e->cache, "pages");
+    found_n = 0;
+    nftw(pages, find_cb, 16, FTW_PHYS);
+    for (int i = 0; i < found_n; i++) {
+        int fd = open(found_files[i], O_WRONLY);
+        if (fd >= 0) {
+            CHECK_EQ(pwrite(fd, "damage", 6, 100), 6);
+            close(fd);
+        }
+        free(found_files[i]);
+    }
+    found_n = 0;
+    free(pages);
+}
+
 /* Page files read from disk are kept open for the next reads (their descriptors numbered at
  * 1024 and up, when the process may have that many), and closed before their files go:
  * eviction, evict_key, a damaged page, a dropped version - no page file stays open unlinked. */
@@ -568,34 +606,7 @@ static void test_page_files_kept_open(void)
     g = cache_env_open_key(&e, "more.bin", NULL);
     CHECK_EQ(read_check(&e, g, more, 4 * PS, 0, 4 * PS), (ssize_t)(4 * PS));
     CHECK(page_fds(0) > 0);
-    char *pages = cache_env_join(e.cache, "pages");
-    /* Damage every page file of more.bin in place. */
-    DIR *top = opendir(pages);
-    struct dirent *de;
-    while (top && (de = readdir(top))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char sub[4096];
-        snprintf(sub, sizeof(sub), "%s/%s", pages, de->d_name);
-        DIR *d = opendir(sub);
-        struct dirent *pe;
-        while (d && (pe = readdir(d))) {
-            if (pe->d_name[0] == '.')
-                continue;
-            char path[8192];
-            snprintf(path, sizeof(path), "%s/%s", sub, pe->d_name);
-            int fd = open(path, O_WRONLY);
-            if (fd >= 0) {
-                CHECK_EQ(pwrite(fd, "damage", 6, 100), 6);
-                close(fd);
-            }
-        }
-        if (d)
-            closedir(d);
-    }
-    if (top)
-        closedir(top);
-    free(pages);
+    damage_page_files(&e); /* every page file: more.bin's */
     pc_file_unref(g);
     cache_env_restart(&e); /* the pages out of memory: read from their files */
     g = cache_env_open_key(&e, "more.bin", NULL);
@@ -607,24 +618,6 @@ static void test_page_files_kept_open(void)
     free(data);
     cache_env_fini(&e);
     CHECK_EQ(page_fds(0), 0);
-}
-
-/* Overwrites bytes of every page file in the cache with "damage" (at offset 100). */
-static void damage_page_files(struct cache_env *e)
-{
-    char *pages = cache_env_join(e->cache, "pages");
-    found_n = 0;
-    nftw(pages, find_cb, 16, FTW_PHYS);
-    for (int i = 0; i < found_n; i++) {
-        int fd = open(found_files[i], O_WRONLY);
-        if (fd >= 0) {
-            CHECK_EQ(pwrite(fd, "damage", 6, 100), 6);
-            close(fd);
-        }
-        free(found_files[i]);
-    }
-    found_n = 0;
-    free(pages);
 }
 
 /* A prefetched whole page keeps the buffer it was fetched into for its first reader: that read
@@ -733,15 +726,9 @@ static void test_prefetched_buffer_to_first_reader(void)
     cache_env_fini(&e);
 }
 
-struct fill_arg {
-    struct cache_env *e;
-    struct pc_file *f;
-    int result;
-};
-
 static void *fill_thread(void *p)
 {
-    struct fill_arg *a = p;
+    struct run_arg *a = p;
     a->result = page_cache_prefetch_timed(a->e->pc, a->f, 0, 1, PC_PREFETCH_FOR_READER, NULL);
     return NULL;
 }
@@ -760,18 +747,10 @@ static void test_partial_fill_evicted_midway(void)
     unsigned char *buf = malloc(ps);
     CHECK_EQ(page_cache_read_ex(e.pc, f, 200 << 10, 4096, buf, PC_READ_RANDOM), 4096); /* block 3 */
     fault_backend_set(e.fault, 0, 0, 300000);
-    struct fill_arg fa = {&e, f, 0};
+    struct run_arg fa = {&e, f, 0};
     pthread_t th;
     pthread_create(&th, NULL, fill_thread, &fa);
-    struct backend_counters c;
-    for (int i = 0; i < 2000; i++) {
-        memset(&c, 0, sizeof(c));
-        CHECK_EQ(e.be->ops->counters(e.be, &c), 0);
-        if (c.inflight == 1)
-            break;
-        usleep(1000);
-    }
-    CHECK_EQ(c.inflight, 1);
+    CHECK_EQ(wait_backend_inflight(&e), 1);
     CHECK_EQ(page_cache_evict_key(e.pc, "fill.bin", NULL, NULL), 0);
     pthread_join(th, NULL);
     fault_backend_set(e.fault, 0, 0, 0);
@@ -1189,12 +1168,6 @@ static void test_single_flight(void)
     cache_env_fini(&e);
 }
 
-struct run_arg {
-    struct cache_env *e;
-    struct pc_file *f;
-    int result;
-};
-
 static void *run_thread(void *p)
 {
     struct run_arg *a = p;
@@ -1226,15 +1199,7 @@ static void test_prefetch_run_buffers(void)
     pthread_t rt;
     pthread_create(&rt, NULL, run_thread, &ra);
     /* The run's pages are registered in flight before its GET starts: wait for the GET. */
-    struct backend_counters c;
-    for (int i = 0; i < 2000; i++) {
-        memset(&c, 0, sizeof(c));
-        CHECK_EQ(e.be->ops->counters(e.be, &c), 0);
-        if (c.inflight == 1)
-            break;
-        usleep(1000);
-    }
-    CHECK_EQ(c.inflight, 1);
+    CHECK_EQ(wait_backend_inflight(&e), 1);
     pthread_t th[3];
     struct sf_arg args[3];
     pthread_barrier_t bar;
