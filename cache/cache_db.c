@@ -5,7 +5,8 @@
  * exist, opens CACHE_DIR/index.sqlite (0600) as a new connection in WAL mode
  * (synchronous=NORMAL, a busy handler so the page cache's and the metadata cache's
  * connections can wait for each other: short sleeps, not sqlite's own of up to 100 ms),
- * checks it and brings it to the current schema.
+ * checks it and brings it to the current schema, and starts the connection's checkpointer (a
+ * thread that checkpoints the log so that commits do not: see "The log's checkpointer").
  *
  * A database is never misread:
  *   - damaged (sqlite reports SQLITE_CORRUPT / SQLITE_NOTADB, or quick_check fails): the
@@ -28,7 +29,8 @@
  * time and compared afterwards. The metadata cache passes 0 ("no page size"): nothing is
  * checked or recorded.
  *
- * No state lives here: every call works on its own connection. Locking is the caller's (each
+ * The only state here is the list of checkpointers (one per handed-out connection, found by
+ * it). Every call works on its own connection. Locking is the caller's (each
  * connection is used under its owner's mutex); cross-connection concurrency is sqlite's
  * (BEGIN IMMEDIATE + busy timeout).
  *
@@ -41,6 +43,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
@@ -50,6 +53,9 @@
 #include <unistd.h>
 
 #define CACHE_DB_BUSY_TIMEOUT_MS 10000
+/* Log pages after which a commit asks its checkpointer for a checkpoint: sqlite's own default
+ * for wal_autocheckpoint. */
+#define CACHE_DB_CHECKPOINT_PAGES 1000
 
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);"
@@ -416,6 +422,122 @@ static void delete_db_files(const char *path)
     unlink(p);
 }
 
+/*
+ * The log's checkpointer. sqlite's automatic checkpoint runs inside the commit that takes the
+ * log past wal_autocheckpoint pages: on the committing thread, which holds its owner's lock (the
+ * page cache's or the metadata cache's) while the checkpoint copies up to a thousand pages into
+ * the database file and syncs it. Every connection cache_db_open() hands out gets a thread of
+ * its own with a second connection to the same file instead: the handed-out connection's
+ * wal_hook (which replaces the automatic checkpoint) only signals the thread once the log is
+ * CACHE_DB_CHECKPOINT_PAGES long, and the thread runs a PASSIVE checkpoint (it never waits for
+ * readers or writers; writers go on appending meanwhile). What it leaves for lack of a reader's
+ * snapshot it takes the next time. If the thread cannot be started the connection keeps
+ * sqlite's automatic checkpoint. cache_db_close() stops the thread first; the last connection's
+ * close checkpoints what is left, as before.
+ */
+struct checkpointer {
+    sqlite3 *owner; /* the handed-out connection (key of the list) */
+    sqlite3 *db;    /* the thread's own connection */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int want, stop;
+    uint64_t runs;
+    struct checkpointer *next;
+};
+
+static pthread_mutex_t checkpointers_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct checkpointer *checkpointers;
+
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+    struct checkpointer *ck = arg;
+    (void)db;
+    (void)name;
+    if (pages < CACHE_DB_CHECKPOINT_PAGES)
+        return SQLITE_OK;
+    pthread_mutex_lock(&ck->mu);
+    if (!ck->want) {
+        ck->want = 1;
+        pthread_cond_signal(&ck->cv);
+    }
+    pthread_mutex_unlock(&ck->mu);
+    return SQLITE_OK;
+}
+
+static void *checkpoint_thread(void *arg)
+{
+    struct checkpointer *ck = arg;
+    pthread_mutex_lock(&ck->mu);
+    for (;;) {
+        while (!ck->want && !ck->stop)
+            pthread_cond_wait(&ck->cv, &ck->mu);
+        if (ck->stop)
+            break;
+        ck->want = 0;
+        pthread_mutex_unlock(&ck->mu);
+        /* SQLITE_BUSY (another checkpoint running) leaves the work to that one. */
+        sqlite3_wal_checkpoint_v2(ck->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        pthread_mutex_lock(&ck->mu);
+        ck->runs++;
+    }
+    pthread_mutex_unlock(&ck->mu);
+    return NULL;
+}
+
+/* Starts db's checkpointer; on any failure db keeps sqlite's automatic checkpoint. */
+static void checkpointer_start(const char *path, sqlite3 *db)
+{
+    struct checkpointer *ck = calloc(1, sizeof(*ck));
+    if (!ck)
+        return;
+    ck->owner = db;
+    if (sqlite3_open_v2(path, &ck->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL) !=
+            SQLITE_OK ||
+        sqlite3_exec(ck->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK)
+        goto fail;
+    pthread_mutex_init(&ck->mu, NULL);
+    pthread_cond_init(&ck->cv, NULL);
+    if (pthread_create(&ck->thread, NULL, checkpoint_thread, ck) != 0) {
+        pthread_cond_destroy(&ck->cv);
+        pthread_mutex_destroy(&ck->mu);
+        goto fail;
+    }
+    sqlite3_wal_hook(db, wal_hook, ck);
+    pthread_mutex_lock(&checkpointers_mu);
+    ck->next = checkpointers;
+    checkpointers = ck;
+    pthread_mutex_unlock(&checkpointers_mu);
+    return;
+fail:
+    sqlite3_close_v2(ck->db);
+    free(ck);
+}
+
+static struct checkpointer *checkpointer_find(sqlite3 *db, int take)
+{
+    pthread_mutex_lock(&checkpointers_mu);
+    struct checkpointer **pp = &checkpointers;
+    while (*pp && (*pp)->owner != db)
+        pp = &(*pp)->next;
+    struct checkpointer *ck = *pp;
+    if (ck && take)
+        *pp = ck->next;
+    pthread_mutex_unlock(&checkpointers_mu);
+    return ck;
+}
+
+uint64_t cache_db_checkpoints(struct sqlite3 *db)
+{
+    struct checkpointer *ck = checkpointer_find(db, 0);
+    if (!ck)
+        return 0;
+    pthread_mutex_lock(&ck->mu);
+    uint64_t n = ck->runs;
+    pthread_mutex_unlock(&ck->mu);
+    return n;
+}
+
 int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, char *err,
                   size_t errlen)
 {
@@ -466,6 +588,7 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
             if (sql_rc == SQLITE_OK)
                 sql_rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
             if (sql_rc == SQLITE_OK) {
+                checkpointer_start(path, db);
                 *out = db;
                 return 0;
             }
@@ -486,6 +609,21 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
 
 void cache_db_close(struct sqlite3 *db)
 {
-    if (db)
-        sqlite3_close_v2(db);
+    if (!db)
+        return;
+    struct checkpointer *ck = checkpointer_find(db, 1);
+    if (ck) {
+        /* No commit may signal a freed checkpointer: the hook goes before the thread. */
+        sqlite3_wal_hook(db, NULL, NULL);
+        pthread_mutex_lock(&ck->mu);
+        ck->stop = 1;
+        pthread_cond_signal(&ck->cv);
+        pthread_mutex_unlock(&ck->mu);
+        pthread_join(ck->thread, NULL);
+        pthread_cond_destroy(&ck->cv);
+        pthread_mutex_destroy(&ck->mu);
+        sqlite3_close_v2(ck->db);
+        free(ck);
+    }
+    sqlite3_close_v2(db);
 }

@@ -38,7 +38,8 @@
  * checksum). A compressed page file holds one zstd frame of the whole page.
  *
  * cache_db_open() gives each caller its own connection (the page cache and the metadata
- * cache each hold one, serialized by their own mutex). If the database is damaged or has
+ * cache each hold one, serialized by their own mutex), and each connection a checkpointer thread
+ * with a second connection (cache_db_checkpoints). If the database is damaged or has
  * another schema version (other than an older one it migrates), it is reset together with the
  * page files: never misread.
  */
@@ -81,7 +82,14 @@ static inline uint32_t cache_block_size(uint32_t page_size)
  * err (-ENOTDIR if dir or a subdirectory is not a directory, -EACCES if not writable). */
 int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, char *err,
                   size_t errlen);
+/* Stops the connection's checkpointer (below), then closes the connection. */
 void cache_db_close(struct sqlite3 *db);
+/* Checkpoints of the log are not run by commits: each connection cache_db_open() hands out has
+ * a thread with a connection of its own that a commit wakes once the log holds 1,000 pages
+ * (sqlite's default for its automatic checkpoint, which runs on the committing thread, under
+ * the caller's lock). Returns how many checkpoints the thread of db has run (0 if it has none:
+ * it could not be started and db checkpoints as sqlite does by default). */
+uint64_t cache_db_checkpoints(struct sqlite3 *db);
 
 /* The one mapping of a sqlite result code (primary or extended) to -errno, for every module of
  * cache/ that reports a sqlite failure: SQLITE_NOMEM -ENOMEM; SQLITE_PERM, SQLITE_AUTH and

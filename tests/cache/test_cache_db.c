@@ -128,6 +128,59 @@ static void test_reopen_keeps_data(void)
     free(dir);
 }
 
+static off_t wal_size(const char *dir)
+{
+    char *p = path_join(dir, "index.sqlite-wal");
+    struct stat st;
+    off_t n = stat(p, &st) == 0 ? st.st_size : -1;
+    free(p);
+    return n;
+}
+
+/* Commits never checkpoint the log themselves (sqlite's automatic checkpoint is replaced); the
+ * connection's checkpointer thread does once the log is 1,000 pages long, so the log restarts
+ * and is cut back instead of growing with every commit. */
+static void test_checkpointer(void)
+{
+    char *dir = test_mkdtemp("cdb");
+    char err[256];
+    sqlite3 *db = NULL, *db2 = NULL;
+
+    CHECK_EQ(cache_db_open(dir, PS, &db, err, sizeof(err)), 0);
+    CHECK_EQ(cache_db_open(dir, 0, &db2, err, sizeof(err)), 0);
+    CHECK_EQ(cache_db_checkpoints(db), 0);
+    /* 600 commits of a 4 KiB row and its index entry: more than 1,200 log pages. */
+    char sql[160];
+    for (int i = 0; i < 600; i++) {
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO files(key, version, size, mtime_ns, fhash) "
+                 "VALUES('k%d', hex(randomblob(2048)), 1, 0, 'f%d')",
+                 i, i);
+        CHECK_EQ(exec(db, sql), SQLITE_OK);
+    }
+    for (int i = 0; i < 1000 && cache_db_checkpoints(db) == 0; i++)
+        usleep(10000);
+    CHECK(cache_db_checkpoints(db) >= 1);
+    CHECK_EQ(cache_db_checkpoints(db2), 0); /* db2 committed nothing */
+    /* Checkpointed, the log restarts with the next commit and is cut back to that commit. */
+    off_t before = wal_size(dir);
+    CHECK(before > (off_t)1000 * 4096);
+    for (int i = 0; i < 100 && wal_size(dir) >= before; i++) {
+        CHECK_EQ(exec(db2, "INSERT OR REPLACE INTO meta(k, v) VALUES('x', 'y')"), SQLITE_OK);
+        usleep(10000);
+    }
+    CHECK(wal_size(dir) < before / 4);
+    CHECK_EQ(count_files(db2), 600);
+    cache_db_close(db2);
+    cache_db_close(db);
+    CHECK_EQ(cache_db_checkpoints(db), 0); /* forgotten at close */
+    CHECK_EQ(cache_db_open(dir, PS, &db, err, sizeof(err)), 0);
+    CHECK_EQ(count_files(db), 600);
+    cache_db_close(db);
+    test_rm_rf(dir);
+    free(dir);
+}
+
 static void test_schema_version_mismatch_resets(void)
 {
     char *dir = test_mkdtemp("cdb");
@@ -317,6 +370,7 @@ int main(void)
 {
     RUN(test_create);
     RUN(test_reopen_keeps_data);
+    RUN(test_checkpointer);
     RUN(test_schema_version_mismatch_resets);
     RUN(test_page_size_mismatch_resets);
     RUN(test_foreign_database_resets);
