@@ -1127,6 +1127,7 @@ void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
     out->probation_pages = p.prob_pages;
     out->probation_bytes = p.prob_bytes;
     out->reuse_limit = p.reuse + p.reuse / 4;
+    out->index_checkpoints = page_index_checkpoints(pc->index);
     pc_unlock(pc);
 }
 

@@ -668,6 +668,11 @@ uint64_t page_index_clock(const struct page_index *pi)
     return pi->clock;
 }
 
+uint64_t page_index_checkpoints(struct page_index *pi)
+{
+    return cache_db_checkpoints(pi->db);
+}
+
 void page_index_policy(const struct page_index *pi, struct page_index_policy *out)
 {
     *out = (struct page_index_policy){

@@ -152,6 +152,8 @@ int page_index_sums(struct page_index *pi, uint64_t *pages, uint64_t *bytes, uin
 int page_index_probation_sums(struct page_index *pi, uint64_t *pages, uint64_t *bytes);
 /* The newest access clock handed out (the index's MAX(seq) is at most CACHE_SEQ_KEPT + it). */
 uint64_t page_index_clock(const struct page_index *pi);
+/* Checkpoints of the index's log run by its connection's checkpointer (cache_db_checkpoints). */
+uint64_t page_index_checkpoints(struct page_index *pi);
 
 /* The policy's state, from memory. */
 struct page_index_policy {

@@ -182,6 +182,44 @@ static void test_warm_reads_make_no_calls(void)
     cache_env_fini(&e);
 }
 
+/* Stores commit page rows; the index's log is checkpointed by its own thread, not by them:
+ * 1,000 pages of small files (a files row and a page row each) fill the log past the 1,000
+ * log pages that wake the thread, and every byte reads back afterwards. */
+static void test_index_checkpointed_by_its_thread(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
+    CHECK_EQ(cache_env_stats(&e).index_checkpoints, 0);
+    enum { NFILES = 1000 };
+    unsigned char *data[NFILES];
+    char key[32];
+    for (int i = 0; i < NFILES; i++) {
+        snprintf(key, sizeof(key), "f%04d", i);
+        data[i] = cache_env_make_source(&e, key, 3000, (unsigned)i + 1);
+        struct pc_file *f = cache_env_open_key(&e, key, NULL);
+        CHECK_EQ(read_check(&e, f, data[i], 3000, 0, 3000), 3000);
+        pc_file_unref(f);
+    }
+    struct page_cache_stats s = cache_env_stats(&e);
+    for (int i = 0; i < 500 && s.index_checkpoints == 0; i++) {
+        usleep(10000);
+        s = cache_env_stats(&e);
+    }
+    CHECK(s.index_checkpoints >= 1);
+    CHECK_EQ(s.pages_resident, NFILES);
+    uint64_t calls = cache_env_read_calls(&e);
+    cache_env_restart(&e);
+    for (int i = 0; i < NFILES; i++) {
+        snprintf(key, sizeof(key), "f%04d", i);
+        struct pc_file *f = cache_env_open_key(&e, key, NULL);
+        CHECK_EQ(read_check(&e, f, data[i], 3000, 0, 3000), 3000);
+        pc_file_unref(f);
+        free(data[i]);
+    }
+    CHECK_EQ(cache_env_read_calls(&e), calls); /* all from the cache after the restart */
+    cache_env_fini(&e);
+}
+
 /* Residency reports what is cached of a key; evicting a key drops its pages (and their
  * files) but keeps the version known, so an open handle refetches and caches again. */
 static void test_residency_and_evict_key(void)
@@ -1448,6 +1486,7 @@ int main(void)
 {
     RUN(test_reads_byte_exact);
     RUN(test_warm_reads_make_no_calls);
+    RUN(test_index_checkpointed_by_its_thread);
     RUN(test_lru_order_survives_restart);
     RUN(test_eviction_bounds_capacity);
     RUN(test_foreign_pages_evicted_first);
