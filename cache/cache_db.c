@@ -454,6 +454,11 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
     struct checkpointer *ck = arg;
     (void)db;
     (void)name;
+    /* Every commit while the log is that long: a checkpoint that finishes while commits
+     * append only copies what it found, and the log restarts (is cut back) only after one has
+     * copied everything before the next commit. Tried: waking the thread only after 1,000 new
+     * pages since the last checkpoint - 10 runs instead of 231 over 1,000 small files read
+     * through a mount, but the log never restarted and was 27 MB (1.6 MB with this rule). */
     if (pages < CACHE_DB_CHECKPOINT_PAGES)
         return SQLITE_OK;
     pthread_mutex_lock(&ck->mu);

@@ -85,10 +85,11 @@ int cache_db_open(const char *dir, uint32_t page_size, struct sqlite3 **out, cha
 /* Stops the connection's checkpointer (below), then closes the connection. */
 void cache_db_close(struct sqlite3 *db);
 /* Checkpoints of the log are not run by commits: each connection cache_db_open() hands out has
- * a thread with a connection of its own that a commit wakes once the log holds 1,000 pages
- * (sqlite's default for its automatic checkpoint, which runs on the committing thread, under
- * the caller's lock). Returns how many checkpoints the thread of db has run (0 if it has none:
- * it could not be started and db checkpoints as sqlite does by default). */
+ * a thread with a connection of its own that a commit wakes while the log holds 1,000 pages or
+ * more (sqlite's default for its automatic checkpoint, which runs on the committing thread,
+ * under the caller's lock). Returns how many checkpoints the thread of db has run (0 if it has
+ * none: it could not be started and db checkpoints as sqlite does by default). Not while
+ * another thread closes db. */
 uint64_t cache_db_checkpoints(struct sqlite3 *db);
 
 /* The one mapping of a sqlite result code (primary or extended) to -errno, for every module of
