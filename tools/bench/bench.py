@@ -116,7 +116,26 @@ class Context:
         process in parallel mode (-Z, at most `parallel` transfers at a time over a shared
         connection pool), so the client is not what limits the network ceiling. Returns the
         bytes received; raises if a transfer failed."""
-        conf = os.path.join(self.workdir, "curl-batch.conf")
+        proc, conf = self.curl_batch_start(endpoint, requests, parallel)
+        try:
+            out, err = proc.communicate(timeout=1800)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.unlink(conf)
+        codes = [line.split() for line in out.splitlines() if line.strip()]
+        bad = [c for c in codes if c[0] not in ("200", "206")]
+        if proc.returncode != 0 or bad or len(codes) != len(requests):
+            raise RuntimeError("curl batch: exit %d, %d of %d transfers failed: %s"
+                               % (proc.returncode, len(bad) + len(requests) - len(codes),
+                                  len(requests), err.strip()[-300:]))
+        return sum(int(c[1]) for c in codes)
+
+    def curl_batch_start(self, endpoint, requests, parallel):
+        """Starts the curl process of curl_batch() and returns (process, its config file): one
+        line "STATUS BYTES" per finished transfer on its stdout (text). The caller waits for
+        or kills the process, then deletes the config file (it holds the keys)."""
         sign = ['user = "%s:%s"' % (self.rgw.access_key, self.rgw.secret_key),
                 'aws-sigv4 = "aws:amz:%s:s3"' % self.rgw.region,
                 'header = "x-amz-content-sha256: %s"' % EMPTY_SHA256,
@@ -131,19 +150,11 @@ class Context:
             lines.append('output = "/dev/null"')
             if n is not None:
                 lines.append('range = "%d-%d"' % (off, off + n - 1))
-        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
+        fd, conf = tempfile.mkstemp(prefix="curl-batch-", suffix=".conf", dir=self.workdir)
+        with os.fdopen(fd, "w") as f:  # mkstemp: 0600
             f.write("\n".join(lines) + "\n")
-        r = subprocess.run(["curl", "-K", conf], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, timeout=1800)
-        os.unlink(conf)
-        codes = [line.split() for line in r.stdout.splitlines() if line.strip()]
-        bad = [c for c in codes if c[0] not in ("200", "206")]
-        if r.returncode != 0 or bad or len(codes) != len(requests):
-            raise RuntimeError("curl batch: exit %d, %d of %d transfers failed: %s"
-                               % (r.returncode, len(bad) + len(requests) - len(codes),
-                                  len(requests), r.stderr.strip()[-300:]))
-        return sum(int(c[1]) for c in codes)
+        return subprocess.Popen(["curl", "-K", conf], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True), conf
 
 
 def machine_info(build, fs_list):

@@ -12,6 +12,13 @@ between hinted and unhinted from one run to the next, so drift hits both alike):
 
   ceiling   the link's ceiling for the small files: every file as one plain GET through the
             shaped link, 16 and then 32 in parallel (one curl -Z process); the best of the two
+  floor     what this machine leaves a reader while the link runs at its ceiling: the cold
+            epoch's DataLoader (same order, workers and step) over the local copy of the files
+            while curl -Z processes GET the files through the shaped link, 32 at a time
+            (1,000 files per process, back to back, over the files again and again) until the
+            loader is done (no filesystem does that work). No
+            cache of the bucket, FUSE or not, can run the cold epoch faster than the store, the
+            shaper and the GETs leave it here; T1 is reported beside it
   full      the cache larger than the dataset (dataset + 1 GiB), empty: a cold epoch, then a
             second epoch served from the cache (the fully cached baseline); one mount hinted,
             another unhinted
@@ -57,6 +64,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON_DIR = os.path.join(ROOT, "python")
 GET_PARALLEL = (16, 32)
+FLOOR_PARALLEL = 32
+FLOOR_CHUNK = 1000
 HALF = 0.5
 FULL_EPOCHS = 2
 PLAN_NAME = "bench-loader"
@@ -239,6 +248,69 @@ def _ceiling(run_idx, ds, ctx, shaper, timeout, run_pass):
     return out
 
 
+def _floor(run_idx, ds, ctx, workdir, timeout, run_pass):
+    """The DataLoader's cold epoch over the local copy while plain GETs load the link (see the
+    module's docstring): its files/s and wait, and the GETs' files/s meanwhile."""
+    local = os.path.join(workdir, "local")
+    wdir = os.path.join(workdir, "wl")
+    os.makedirs(wdir, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PYTHON_DIR + (os.pathsep + env["PYTHONPATH"]
+                                      if env.get("PYTHONPATH") else "")
+    reqs = [(k, 0, None) for k, _ in ds.shuffled_small(salt=1)]
+    stop = threading.Event()
+    gets = {"files": 0, "failed": 0, "error": None}
+
+    def load():
+        # curl processes of FLOOR_CHUNK files each, back to back over the files until the
+        # loader is done (the loader's start, torch's import included, is under load too). One
+        # process for 20,000 files sets its transfers up so slowly, with the loader taking CPU
+        # too, that the link ran at a third of the ceiling.
+        i = 0
+        while not stop.is_set():
+            chunk = reqs[i:i + FLOOR_CHUNK]
+            i = (i + FLOOR_CHUNK) % len(reqs)
+            proc, conf = ctx.curl_batch_start(ctx.shaped_endpoint, chunk, FLOOR_PARALLEL)
+            try:
+                while proc.poll() is None and not stop.wait(0.05):
+                    pass
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                stdout, stderr = proc.communicate()
+                os.unlink(conf)
+            done = [line.split() for line in stdout.splitlines() if line.strip()]
+            ok = sum(1 for c in done if c[0] == "200")
+            gets["files"] += ok
+            gets["failed"] += len(done) - ok
+            if not stop.is_set() and proc.returncode != 0:
+                gets["error"] = "exit %d: %s" % (proc.returncode, stderr.strip()[-300:])
+                return
+
+    def epoch():
+        th = threading.Thread(target=load, daemon=True)
+        t0 = time.monotonic()
+        th.start()
+        try:
+            out, _ = workloads.run_loader(local, ds, 1, wdir, "hints-floor", [], env)
+        finally:
+            stop.set()
+            th.join()
+        gets["seconds"] = time.monotonic() - t0
+        return out
+
+    res = run_pass(_Pass, epoch, None, None, None, timeout)
+    if gets["error"] or gets["failed"]:
+        raise RuntimeError("floor GETs: %d failed, %s" % (gets["failed"], gets["error"]))
+    out = {"files_per_s": res["files_per_s"], "wait_fraction": res.get("wait_fraction"),
+           "gets_files_per_s": gets["files"] / gets["seconds"], "parallel": FLOOR_PARALLEL}
+    log("  hints floor run %d: loader over the local copy %.0f files/s (wait %.1f%%) while "
+        "%d parallel GETs ran %.0f files/s"
+        % (run_idx + 1, out["files_per_s"], 100 * (out["wait_fraction"] or 0), FLOOR_PARALLEL,
+           out["gets_files_per_s"]))
+    return out
+
+
 def _mount_epochs(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, run_pass,
                   scenario, mode, cache, epochs):
     wdir = os.path.join(workdir, "wl")
@@ -277,9 +349,11 @@ def _mount_epochs(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, r
 
 
 def run(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, run_pass, ctx):
-    """One run: the ceiling, then the full-cache and half-cache mounts, hinted and unhinted.
+    """One run: the ceiling and the floor, then the full-cache and half-cache mounts, hinted and
+    unhinted.
     run_pass: bench.run_pass; ctx: bench.Context (curl batches through the shaped link).
-    Returns ({"ceiling": ..., "full": {mode: ...}, "half": {mode: ...}}, [failures])."""
+    Returns ({"ceiling": ..., "floor": ..., "full": {mode: ...}, "half": {mode: ...}},
+    [failures])."""
     out, failed = {}, []
     try:
         out["ceiling"] = _ceiling(run_idx, ds, ctx, shaper, timeout, run_pass)
@@ -289,6 +363,14 @@ def run(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, run_pass, c
         out["ceiling"] = {"error": "%s: %s" % (type(ex).__name__, ex)}
         failed.append("hints ceiling run %d: %s" % (run_idx + 1, out["ceiling"]["error"]))
         log("FAILED hints ceiling: %s" % out["ceiling"]["error"])
+    try:
+        out["floor"] = _floor(run_idx, ds, ctx, workdir, timeout, run_pass)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as ex:
+        out["floor"] = {"error": "%s: %s" % (type(ex).__name__, ex)}
+        failed.append("hints floor run %d: %s" % (run_idx + 1, out["floor"]["error"]))
+        log("FAILED hints floor: %s" % out["floor"]["error"])
     modes = MODES if run_idx % 2 == 0 else MODES[::-1]
     for scenario in SCENARIOS:
         if scenario == "full":

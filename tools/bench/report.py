@@ -774,8 +774,9 @@ def _ok(r):
 
 
 def summarize_hints(runs):
-    """runs: [{"ceiling": {"16", "32", "best"}, "full"|"half": {mode: {cache_bytes, epochs}}}]
-    -> the medians (min, max) over runs: of the ceilings; per scenario, mode and epoch of each
+    """runs: [{"ceiling": {"16", "32", "best"}, "floor": {files_per_s, wait_fraction,
+    gets_files_per_s, parallel}, "full"|"half": {mode: {cache_bytes, epochs}}}]
+    -> the medians (min, max) over runs: of the ceilings and the floor; per scenario, mode and epoch of each
     figure, counter (stats) and gauge; and of the per-run ratios the targets use (t1: cold
     epoch files/s / that run's best ceiling; t2: wait of each half-cache epoch minus the wait
     of the same run's fully cached epoch, hinted mount)."""
@@ -786,6 +787,11 @@ def summarize_hints(runs):
         out.setdefault("ceiling_bucket_x", {})[n] = stat_of([c[n].get("bucket_x")
                                                              for c in ceil if n in c])
     out["ceiling"]["best"] = stat_of([c.get("best") for c in ceil])
+    floor = [r["floor"] for r in runs if _ok(r.get("floor"))]
+    if floor:
+        out["floor"] = {k: stat_of([f.get(k) for f in floor])
+                        for k in ("files_per_s", "wait_fraction", "gets_files_per_s")}
+        out["floor"]["parallel"] = floor[0].get("parallel")
     for scen in HINT_SCENARIOS:
         out[scen] = {}
         for mode in HINT_MODES:
@@ -844,6 +850,9 @@ def hints_targets(summary):
                  "files_per_s": _med(((summary.get("full") or {}).get("hinted") or {}).get(
                      "epochs", [None])[0], "files_per_s"),
                  "ceiling": _med(summary.get("ceiling"), "best"),
+                 "floor": _med(summary.get("floor"), "files_per_s"),
+                 "floor_wait": _med(summary.get("floor"), "wait_fraction"),
+                 "floor_gets": _med(summary.get("floor"), "gets_files_per_s"),
                  "what": "cold hinted epoch files/s / best of %s parallel plain GETs (median "
                          "of the per-run ratios)" % "/".join(
                              k for k in summary.get("ceiling", {}) if k != "best")}
@@ -958,6 +967,13 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
                  "unhinted %s): %s" % (
                      100 * t.get("goal", 0), pct(t.get("value")), num(t.get("files_per_s")),
                      num(t.get("ceiling")), pct(t.get("unhinted")), verdict[t.get("met")]))
+    if t.get("floor") is not None:
+        fl = summary.get("floor") or {}
+        lines.append("     floor: the same epoch over the local copy while %d plain GETs ran "
+                     "%s files/s through the link: %s files/s (%s of the ceiling, wait %s)" % (
+                         fl.get("parallel") or 0, num(t.get("floor_gets")), num(t.get("floor")),
+                         pct(t["floor"] / t["ceiling"] if t.get("ceiling") else None),
+                         pct(t.get("floor_wait"))))
     t = targets.get("t2", {})
 
     def pts(ds):
@@ -1000,6 +1016,9 @@ def validate_hints(data):
     s = h.get("summary") or {}
     if not _num(_med(s.get("ceiling"), "best")):
         problems.append("hints: no link ceiling")
+    if not _num(_med(s.get("floor"), "files_per_s")) or not _num(
+            _med(s.get("floor"), "gets_files_per_s")):
+        problems.append("hints: no floor (the loader over the local copy under the GETs)")
     epochs = (data.get("meta", {}).get("args", {}).get("epochs") or 3)
     for scen, n in (("full", 2), ("half", epochs)):
         for mode in HINT_MODES:
