@@ -3,7 +3,7 @@
 #   (no flag)  what building and running pagefs needs
 #   --test     also what the test suite needs (radosgw, awscli, boto3, ...)
 #   --bench    also what the benchmarks need (the test set, which has the peers s3fs and
-#              rclone, fio, torch)
+#              rclone, fio, torch, bindfs)
 # Runs apt-get only when something is missing, so it is quick on a machine that has it all.
 set -euo pipefail
 
@@ -39,6 +39,7 @@ test_pkgs=(
 bench_pkgs=(
   fio                                    # raw I/O patterns
   python3-torch python3-matplotlib       # the DataLoader workload; the chart
+  bindfs                                 # the local copy through a plain FUSE pass-through
 )
 
 pkgs=("${build_pkgs[@]}")

@@ -159,7 +159,14 @@ def table(wl, result, fs_list, restart=False):
         _fmt_value(_med(disk, "value"), wl["unit"]) if disk else "n/a",
         "-" if restart else "",
         _fmt_requests(net), "-", _fmt_bytes(_med(net, "bytes_down")), "-", _fmt_amp(net), "-"))
-    lines.append("  (ceiling: cold = plain S3 requests through the same link, warm = local disk)")
+    fuse = (ceil.get("fuse") or {}).get("summary", {}).get("cold")
+    if fuse:
+        lines.append(("%-8s %10s %10s" + rcol + "  %-30s %-22s %11s %11s %6s %9s") % (
+            "bindfs", "-", _fmt_value(_med(fuse, "value"), wl["unit"]), "-" if restart else "",
+            "-", "-", "-", "-", "-", "-"))
+    lines.append("  (ceiling: cold = plain S3 requests through the same link, warm = local disk%s)"
+                 % ("; bindfs = the local copy through bindfs, a plain FUSE pass-through: "
+                    "what FUSE alone costs" if fuse else ""))
     p = result["fs"].get("pagefs", {}).get("summary")
     if p:
         for peer in fs_list:
@@ -218,7 +225,7 @@ def chart(results, fs_list, path, subtitle):
                                 ha="center", va="bottom", fontsize=7, xytext=(0, 2),
                                 textcoords="offset points")
         ceil = wl.get("ceiling", {})
-        for kind, style in (("net", "--"), ("disk", ":")):
+        for kind, style in (("net", "--"), ("disk", ":"), ("fuse", "-.")):
             s = ((ceil.get(kind) or {}).get("summary") or {}).get("cold", {}).get("value")
             if s:
                 v = s["median"] * (100 if wl["unit"] == "fraction" else 1)
@@ -731,7 +738,7 @@ def warm_targets(results):
 
     def med(wl, fs, ps):
         w = wls.get(wl) or {}
-        if fs in ("net", "disk"):
+        if fs in ("net", "disk", "fuse"):
             return _med(((w.get("ceiling") or {}).get(fs) or {}).get("summary", {}).get("cold"),
                         "value")
         return _med(((w.get("fs") or {}).get(fs) or {}).get("summary", {}).get(ps), "value")
@@ -741,9 +748,14 @@ def warm_targets(results):
     out["rand_64k_warm"] = {"value": a, "goal": b, "met": None if a is None or b is None
                             else a >= b, "what": "pagefs warm random 64 KiB IOPS >= rclone's"}
     a, b = med("small_files", "pagefs", "warm"), med("small_files", "disk", None)
+    f = med("small_files", "fuse", None)
     out["small_files_warm"] = {"value": a, "goal": None if b is None else 0.75 * b,
                                "met": None if a is None or b is None else a >= 0.75 * b,
-                               "what": "pagefs warm small files/s >= 75% of local disk"}
+                               "fuse": f,
+                               "what": "pagefs warm small files/s >= 75%% of local disk%s" % (
+                                   "" if f is None or not b else
+                                   "; bindfs over the local copy: %.0f, %.0f%%" % (
+                                       f, 100 * f / b))}
     a, b = med("dataloader", "pagefs", "warm"), med("dataloader", "disk", None)
     out["dataloader_warm"] = {"value": a, "goal": None if b is None else b + 0.02,
                               "met": None if a is None or b is None else a <= b + 0.02,
