@@ -616,7 +616,11 @@ def main(argv):
                         log("FAILED %s %s: %s" % (fs, wl.name, msg))
             fuse_root = None
             if not args.no_ceilings and shutil.which("bindfs"):
-                fuse_root, fuse_undo = bindfs_mount(local, workdir, cleanup)
+                try:
+                    fuse_root, fuse_undo = bindfs_mount(local, workdir, cleanup)
+                except (subprocess.SubprocessError, OSError) as e:
+                    results["failures"].append("bindfs run %d: %s" % (run_idx + 1, e))
+                    log("FAILED bindfs mount: %s (no bindfs row)" % e)
             if not args.no_ceilings:
                 for wl in wls:
                     c = results["workloads"][wl.name]["ceiling"]
