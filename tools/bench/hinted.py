@@ -355,22 +355,17 @@ def run(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, run_pass, c
     Returns ({"ceiling": ..., "floor": ..., "full": {mode: ...}, "half": {mode: ...}},
     [failures])."""
     out, failed = {}, []
-    try:
-        out["ceiling"] = _ceiling(run_idx, ds, ctx, shaper, timeout, run_pass)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as ex:
-        out["ceiling"] = {"error": "%s: %s" % (type(ex).__name__, ex)}
-        failed.append("hints ceiling run %d: %s" % (run_idx + 1, out["ceiling"]["error"]))
-        log("FAILED hints ceiling: %s" % out["ceiling"]["error"])
-    try:
-        out["floor"] = _floor(run_idx, ds, ctx, workdir, timeout, run_pass)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as ex:
-        out["floor"] = {"error": "%s: %s" % (type(ex).__name__, ex)}
-        failed.append("hints floor run %d: %s" % (run_idx + 1, out["floor"]["error"]))
-        log("FAILED hints floor: %s" % out["floor"]["error"])
+    for name, step in (("ceiling", lambda: _ceiling(run_idx, ds, ctx, shaper, timeout,
+                                                    run_pass)),
+                       ("floor", lambda: _floor(run_idx, ds, ctx, workdir, timeout, run_pass))):
+        try:
+            out[name] = step()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as ex:
+            out[name] = {"error": "%s: %s" % (type(ex).__name__, ex)}
+            failed.append("hints %s run %d: %s" % (name, run_idx + 1, out[name]["error"]))
+            log("FAILED hints %s: %s" % (name, out[name]["error"]))
     modes = MODES if run_idx % 2 == 0 else MODES[::-1]
     for scenario in SCENARIOS:
         if scenario == "full":
