@@ -736,6 +736,7 @@ static int64_t refresh_at(int64_t obtained, int64_t exp)
  * again after 1, 2, 4, ... 60 s while the old set (if still valid) goes on being used. */
 static void *refresh_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-creds"); /* top -H, perf --sort comm */
     struct aws_cred_provider *p = arg;
     int64_t backoff = 0, retry_at = 0;
     char err[512];

@@ -645,6 +645,7 @@ static void etcd_loop(struct members *m)
 
 static void *members_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-members"); /* top -H, perf --sort comm */
     struct members *m = arg;
     struct backend_call call;
     char err[300];

@@ -472,6 +472,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 
 static void *checkpoint_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-ckpt"); /* top -H, perf --sort comm */
     struct checkpointer *ck = arg;
     pthread_mutex_lock(&ck->mu);
     for (;;) {

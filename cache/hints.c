@@ -628,6 +628,7 @@ static void list_ahead(struct hints *h, struct plan *p)
 
 static void *lister_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-list"); /* top -H, perf --sort comm */
     struct hints *h = arg;
     pthread_mutex_lock(&h->lock);
     while (!h->stop) {
@@ -775,6 +776,7 @@ static uint64_t release_done(struct hints *h, uint64_t need, uint32_t keep)
 
 static void *planner_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-plan"); /* top -H, perf --sort comm */
     struct hints *h = arg;
     pthread_mutex_lock(&h->lock);
     while (!h->stop) {

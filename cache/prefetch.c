@@ -819,6 +819,8 @@ static void on_wake(uv_async_t *a)
 
 static void *loop_main(void *arg)
 {
+    /* top -H, perf --sort comm; libuv's pool threads, started from here, inherit it */
+    pthread_setname_np(pthread_self(), "pagefs-fetch");
     struct prefetcher *pf = arg;
     uv_run(&pf->loop, UV_RUN_DEFAULT);
     return NULL;

@@ -148,6 +148,7 @@ struct exit_watch {
 
 static void *exit_watch_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-watch"); /* top -H, perf --sort comm */
     struct exit_watch *w = arg;
     struct statvfs sv;
     while (!atomic_load(&w->loop_done)) {

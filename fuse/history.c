@@ -281,6 +281,7 @@ static bool wait_until_locked(struct history *h, uint64_t at_ms)
 
 static void *sampler_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-history"); /* top -H, perf --sort comm */
     struct history *h = arg;
     struct history_counters prev, cur;
     h->read_counters(h->ud, &prev);

@@ -320,6 +320,7 @@ static void on_hup(int sig)
 
 static void *hup_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-log"); /* top -H, perf --sort comm */
     (void)arg;
     for (;;) {
         char b;

@@ -217,6 +217,7 @@ static int load_one(struct load_job *j, const struct load_file *lf, uint64_t *fe
 
 static void *worker_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-load"); /* top -H, perf --sort comm */
     struct load_job *j = arg;
     for (;;) {
         struct load_file lf;
@@ -331,6 +332,7 @@ static void walk_path(struct load_job *j, const char *path)
 
 static void *coordinator_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "pagefs-loadjob"); /* top -H, perf --sort comm */
     struct load_job *j = arg;
     pthread_t *workers = calloc((size_t)j->threads, sizeof(*workers));
     int started = 0;

@@ -156,6 +156,30 @@ class LogsTest(unittest.TestCase):
         st = os.stat(log)
         self.assertEqual(st.st_mode & 0o777, 0o640 & ~current_umask())
 
+    def test_threads_are_named(self):
+        """The daemon's threads carry their role's name (top -H, ps -L, perf --sort comm)."""
+        m = self.mount()
+        self.read(m, "dir/big.bin")  # starts the read-ahead's loop and pool
+        task = "/proc/%d/task" % m.proc.pid
+
+        def names():
+            out = []
+            for tid in os.listdir(task):
+                try:
+                    with open(os.path.join(task, tid, "comm")) as f:
+                        out.append(f.read().strip())
+                except FileNotFoundError:
+                    pass  # a thread that ended meanwhile
+            return out
+        want = {"pagefs-fetch", "pagefs-ckpt", "pagefs-watch"}
+        self.assertTrue(mountlib.wait_for(lambda: want <= set(names())), names())
+        # One checkpointer per sqlite connection: the page cache's and the metadata cache's.
+        self.assertEqual(names().count("pagefs-ckpt"), 2, names())
+        # Fixed names only: the main thread and libfuse's workers keep the process's.
+        for n in names():
+            self.assertTrue(n == "pagefs" or n.startswith("pagefs-") or n.startswith("MHD-"),
+                            names())
+
     def test_info_level_has_no_request_lines(self):
         log = os.path.join(self.work.path, "info.log")
         m = self.mount(options=["log_file=" + log, "cache_size=512K", "page_size=64K"])
