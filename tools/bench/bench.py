@@ -168,8 +168,7 @@ def bindfs_mount(local, workdir, cleanup):
     def undo():
         if subprocess.run(["fusermount3", "-u", mp], stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL).returncode != 0:
-            subprocess.run(["umount", "-l", mp], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+            infra.mountlib.lazy_unmount(mp)
     return mp, cleanup.push("bindfs " + mp, undo)
 
 

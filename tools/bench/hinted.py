@@ -182,12 +182,18 @@ def net_gets(ctx, ds, parallel):
             "files": len(order), "parallel": parallel, "app_bytes": nbytes}
 
 
-def loader_epoch(root, ds, epoch, workdir, hint):
-    """One DataLoader epoch over the small files in epoch's order; gauges sampled meanwhile."""
-    extra = ["--hint", "--hint-name", PLAN_NAME] if hint else []
+def _loader_env():
+    """loader.py's environment: this checkout's python/ first on PYTHONPATH (pagefs.torch)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = PYTHON_DIR + (os.pathsep + env["PYTHONPATH"]
                                       if env.get("PYTHONPATH") else "")
+    return env
+
+
+def loader_epoch(root, ds, epoch, workdir, hint):
+    """One DataLoader epoch over the small files in epoch's order; gauges sampled meanwhile."""
+    extra = ["--hint", "--hint-name", PLAN_NAME] if hint else []
+    env = _loader_env()
     with GaugeSampler(root) as gs:
         out, stderr = workloads.run_loader(root, ds, epoch, workdir, "hints", extra, env)
     if out["files"] != len(ds.small):
@@ -254,9 +260,7 @@ def _floor(run_idx, ds, ctx, workdir, timeout, run_pass):
     local = os.path.join(workdir, "local")
     wdir = os.path.join(workdir, "wl")
     os.makedirs(wdir, exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = PYTHON_DIR + (os.pathsep + env["PYTHONPATH"]
-                                      if env.get("PYTHONPATH") else "")
+    env = _loader_env()
     reqs = [(k, 0, None) for k, _ in ds.shuffled_small(salt=1)]
     stop = threading.Event()
     gets = {"files": 0, "failed": 0, "error": None}
