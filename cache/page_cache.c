@@ -416,28 +416,57 @@ static void write_failed(struct page_cache *pc, int err)
 /* Under the lock: the row of page idx of f. Returns 1 with *r, or 0 if there is none (or the
  * index cannot be read: the caller then fetches). A row that contradicts itself (a checksum
  * blob of the wrong size, blocks outside the page, no block) is dropped with its file and
- * counted corrupt. */
+ * counted corrupt. What the index answered is marked (pc_vm_put_row, pc_vm_put_absent). */
 static int row_read(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
                     struct page_row *r)
 {
+    pc->stats.index_row_reads++;
     int rc =
         page_index_page_get(pc->index, &pc->store, f->file_id, idx, pc_page_len(pc, f, idx), r);
     if (rc == -EBADMSG)
         drop_corrupt(pc, f, idx, r->len, "has a damaged index row");
+    if (rc == 0)
+        pc_vm_put_absent(pc, f->file_id, idx);
     if (rc <= 0)
         return 0;
     pc_vm_put_row(pc, f->file_id, idx, r);
     return 1;
 }
 
-/* Under the lock: the row of page idx of f, from its mark when it has one (marks are cleared
- * whenever a row changes), else from the index (row_read). */
+#ifdef PAGEFS_INVARIANTS
+/* A page's mark says what the index says: no row (VM_ABSENT), or its row. */
+static void check_mark(struct page_cache *pc, const struct pc_file *f, uint64_t idx,
+                       const struct vmark *m)
+{
+    struct page_row r;
+    int rc =
+        page_index_page_get(pc->index, &pc->store, f->file_id, idx, pc_page_len(pc, f, idx), &r);
+    if (rc < 0)
+        return; /* the index cannot tell */
+    if (m->state == VM_ABSENT
+            ? rc != 0
+            : rc != 1 || r.len != m->row.len || r.blocks != m->row.blocks ||
+                  r.flags != m->row.flags || memcmp(r.sums, m->row.sums, sizeof(r.sums)) != 0)
+        pagefs_invariant_failed("page_cache",
+                                "page %" PRIu64 " of file %" PRId64 " marked %d (len %" PRIu64
+                                ", blocks %#x); the index has %s",
+                                idx, f->file_id, m->state, m->row.len, m->row.blocks,
+                                rc ? "another row" : "none");
+}
+#endif
+
+/* Under the lock: the row of page idx of f (1), or 0 if there is none, from its mark when it
+ * has one (every change of a row replaces or clears its mark), else from the index
+ * (row_read). */
 int pc_row_get(struct page_cache *pc, const struct pc_file *f, uint64_t idx, struct page_row *r)
 {
     struct vmark *m = pc_vm_find(pc, f->file_id, idx);
     if (m) {
-        *r = m->row;
+        PAGEFS_CHECK_INVARIANTS(check_mark(pc, f, idx, m));
         m->stamp = ++pc->vm_clock;
+        if (m->state == VM_ABSENT)
+            return 0;
+        *r = m->row;
         return 1;
     }
     return row_read(pc, f, idx, r);
@@ -479,6 +508,13 @@ static void commit_new(struct page_cache *pc, const struct pc_file *f, const str
     unsigned place = place_new(pc, f, idx, stored, prefetch);
     int rc = page_index_page_insert(pc->index, f->file_id, idx, stored, sums, nb, m, flags, place);
     pc_vm_forget(pc, f->file_id, idx);
+    if (rc > 0) {
+        /* Its row as the index now holds it (page_row_decode's form): the page's next look
+         * needs no SELECT. */
+        struct page_row row = {.len = stored, .blocks = m, .flags = flags};
+        memcpy(row.sums, sums, nb * sizeof(sums[0]));
+        pc_vm_put_row(pc, f->file_id, idx, &row);
+    }
     if (rc <= 0) {
         /* The index refused the row, or the file's version was dropped meanwhile. */
         page_store_remove(&pc->store, f->fhash, idx);
@@ -1413,7 +1449,7 @@ void pc_check_invariants(struct page_cache *pc)
 void pc_check_file_forgotten(struct page_cache *pc, int64_t file_id)
 {
     for (size_t i = 0; i < (size_t)VM_SETS * VM_WAYS; i++)
-        if (pc->vmarks[i].state != VM_EMPTY && pc->vmarks[i].file_id == file_id)
+        if (pc->vmarks[i].state > VM_ABSENT && pc->vmarks[i].file_id == file_id)
             pagefs_invariant_failed("page_cache",
                                     "page %" PRIu64 " of dropped file %" PRId64 " still marked",
                                     pc->vmarks[i].idx, file_id);

@@ -160,6 +160,8 @@ struct page_cache_stats {
                                     were fetched into (no read back from disk) */
     uint64_t index_checkpoints;  /* checkpoints of the index's sqlite log, run by a thread of
                                     their own (not by the commits: cache_db.h) */
+    uint64_t index_row_reads;    /* page rows looked up in the index: the lookups no page mark
+                                    (a row, or "no row", remembered in memory) could answer */
     uint64_t compressed;         /* pages stored compressed */
     uint64_t compress_saved;     /* bytes those pages saved on disk when they were stored */
     /* Eviction policy (evict=stable; see enum page_cache_evict). */

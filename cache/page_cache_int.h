@@ -83,9 +83,10 @@ struct inflight {
     int prefetch; /* started by page_cache_prefetch(): a reader retries if it fails */
 };
 
-/* A page mark: the page's row as the index holds it (every state but VM_EMPTY), and whether
- * its file was verified whole since the row last changed (VM_DONE) or is being (VM_PENDING). */
-enum vm_state { VM_EMPTY, VM_ROW, VM_PENDING, VM_DONE };
+/* A page mark: that the index has no row for the page (VM_ABSENT), or the page's row as the
+ * index holds it (every other state but VM_EMPTY), and whether its file was verified whole
+ * since the row last changed (VM_DONE) or is being (VM_PENDING). */
+enum vm_state { VM_EMPTY, VM_ABSENT, VM_ROW, VM_PENDING, VM_DONE };
 
 struct vmark {
     int64_t file_id;
@@ -276,8 +277,12 @@ struct vmark *pc_vm_find(struct page_cache *pc, int64_t file_id, uint64_t idx);
 /* 1 when the page is marked verified (VM_DONE) since its row last changed. */
 int pc_vm_verified(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
-/* Remembers the row r of a page (read from the index just now, under the lock). */
+/* Remembers the row r of a page (read from the index or inserted into it just now, under the
+ * lock). */
 void pc_vm_put_row(struct page_cache *pc, int64_t file_id, uint64_t idx, const struct page_row *r);
+
+/* Remembers that the index has no row for the page (looked up just now, under the lock). */
+void pc_vm_put_absent(struct page_cache *pc, int64_t file_id, uint64_t idx);
 
 /* Starts a verification of the page's current file, whose row is r; returns its token. */
 uint64_t pc_vm_begin(struct page_cache *pc, int64_t file_id, uint64_t idx,

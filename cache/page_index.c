@@ -316,9 +316,10 @@ int page_index_page_get(struct page_index *pi, const struct page_store *ps, int6
     sqlite3_stmt *s = stmt(pi, ST_PAGE_GET);
     sqlite3_bind_int64(s, 1, file_id);
     sqlite3_bind_int64(s, 2, (int64_t)idx);
-    if (sqlite3_step(s) != SQLITE_ROW) {
+    int step = sqlite3_step(s);
+    if (step != SQLITE_ROW) {
         sqlite3_reset(s);
-        return 0;
+        return step == SQLITE_DONE ? 0 : -EIO;
     }
     memset(r, 0, sizeof(*r));
     r->len = (uint64_t)sqlite3_column_int64(s, 0);

@@ -9,11 +9,16 @@
  *     page are answered from memory.
  *   - Page marks (`vmarks`, set-associative: VM_SETS sets of VM_WAYS, least recently used
  *     way recycled): a page's row as the index holds it (VM_ROW; the verification states
- *     carry it too), so pc_row_get() answers without sqlite, and under verify=once whether
- *     its file was verified whole since the row last changed (VM_DONE; VM_PENDING while a
- *     verification runs). A verification started with pc_vm_begin() only marks the page in
- *     pc_vm_end() if its token is still the mark's, so a mark always speaks of the file now
- *     at the page's path; every change or removal of a row clears the page's mark.
+ *     carry it too), or that the index has none (VM_ABSENT), so pc_row_get() answers
+ *     without sqlite (a page stored by this run is marked with the row it inserted, so a new
+ *     page's store and first read ask sqlite only the one time it is looked up before it
+ *     has a row), and under verify=once whether its file was verified whole since the row
+ *     last changed (VM_DONE; VM_PENDING while a verification runs). A verification started with
+ * pc_vm_begin() only marks the page in pc_vm_end() if its token is still the mark's, so a mark
+ * always speaks of the file now at the page's path; every change or removal of a row clears the
+ * page's mark, and rows are added only by pc_store_span (commit_new), which marks the row it
+ * inserted. A VM_ABSENT mark is never set inside a transaction that could roll a row back (the
+ *     transactions of eviction, demotion and opens look up no page row).
  *   - Known files (`fmap`, FMAP_BUCKETS chains, at most FMAP_MAX entries, a bucket forgotten
  *     at a time, round robin, when full): key -> (version, size, id, fhash) of the files rows
  *     this run opened, so an open of a known version touches no index.
@@ -28,14 +33,14 @@
  *     queued, then taken - token - while a pc_gone_run() unlinks it, then dropped).
  *
  * Invariants (under pc->lock): nhot <= hot_max, every hot entry whole and referenced; a page
- * has at most one mark, and a VM_DONE mark only under verify=once for a whole uncompressed
- * page; an fmap entry sits in the bucket of its key's hash and equals the key's files row;
- * nfmap <= FMAP_MAX; nunread and unread_bytes are the count and sum of the unread list, each
- * of whose pages is in the table once; unread_held is what the buffers they hold (each a whole
- * page's, each entry in the held list once) keep in memory (pc_hold_cost: a run's bytes once
- * while slices of it are held); gone_queued and gone_bytes count the files to unlink not
- * taken yet and the bytes of all of them. pbuf reference counts are atomics (no lock).
- * Lock order: no lock of its own; callers hold pc->lock.
+ * has at most one mark, it says what the index holds for the page (checked at every use), and
+ * a VM_DONE mark only under verify=once for a whole uncompressed page; an fmap entry sits in
+ * the bucket of its key's hash and equals the key's files row; nfmap <= FMAP_MAX; nunread and
+ * unread_bytes are the count and sum of the unread list, each of whose pages is in the table once;
+ * unread_held is what the buffers they hold (each a whole page's, each entry in the held list once)
+ * keep in memory (pc_hold_cost: a run's bytes once while slices of it are held); gone_queued and
+ * gone_bytes count the files to unlink not taken yet and the bytes of all of them. pbuf reference
+ * counts are atomics (no lock). Lock order: no lock of its own; callers hold pc->lock.
  */
 #include "cache/page_cache_int.h"
 
@@ -281,9 +286,17 @@ int pc_vm_verified(struct page_cache *pc, int64_t file_id, uint64_t idx)
 void pc_vm_put_row(struct page_cache *pc, int64_t file_id, uint64_t idx, const struct page_row *r)
 {
     struct vmark *m = pc_vm_slot(pc, file_id, idx);
-    if (m->state == VM_EMPTY)
+    if (m->state == VM_EMPTY || m->state == VM_ABSENT)
         m->state = VM_ROW;
     m->row = *r;
+    m->stamp = ++pc->vm_clock;
+}
+
+void pc_vm_put_absent(struct page_cache *pc, int64_t file_id, uint64_t idx)
+{
+    struct vmark *m = pc_vm_slot(pc, file_id, idx);
+    memset(&m->row, 0, sizeof(m->row));
+    m->state = VM_ABSENT;
     m->stamp = ++pc->vm_clock;
 }
 

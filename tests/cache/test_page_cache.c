@@ -220,6 +220,39 @@ static void test_index_checkpointed_by_its_thread(void)
     cache_env_fini(&e);
 }
 
+/* A page's row is looked up in the index once per run: a new page's first look finds none
+ * (remembered: its store does not ask again) and its store marks the row it inserted (its
+ * next reads do not ask either); after a restart, once per page again. The invariant build
+ * checks every mark it uses against the index. */
+static void test_row_lookups_remembered(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
+    size_t size = 3 * PS + 10; /* 4 pages */
+    unsigned char *data = cache_env_make_source(&e, "rows.bin", size, 11);
+    struct pc_file *f = cache_env_open_key(&e, "rows.bin", NULL);
+    uint64_t before = cache_env_stats(&e).index_row_reads;
+    for (int pass = 0; pass < 3; pass++)
+        for (uint64_t off = 0; off < size; off += PS)
+            CHECK_EQ(read_check(&e, f, data, size, off, PS),
+                     (ssize_t)(size - off < PS ? size - off : PS));
+    struct page_cache_stats s = cache_env_stats(&e);
+    CHECK_EQ(s.index_row_reads - before, 4);
+    CHECK_EQ(s.pages_resident, 4);
+    pc_file_unref(f);
+    uint64_t calls = cache_env_read_calls(&e);
+    cache_env_restart(&e);
+    f = cache_env_open_key(&e, "rows.bin", NULL);
+    before = cache_env_stats(&e).index_row_reads;
+    for (int pass = 0; pass < 2; pass++)
+        CHECK_EQ(read_check(&e, f, data, size, 0, size), (ssize_t)size);
+    CHECK_EQ(cache_env_stats(&e).index_row_reads - before, 4);
+    CHECK_EQ(cache_env_read_calls(&e), calls); /* every byte from the cache */
+    pc_file_unref(f);
+    free(data);
+    cache_env_fini(&e);
+}
+
 /* Residency reports what is cached of a key; evicting a key drops its pages (and their
  * files) but keeps the version known, so an open handle refetches and caches again. */
 static void test_residency_and_evict_key(void)
@@ -1487,6 +1520,7 @@ int main(void)
     RUN(test_reads_byte_exact);
     RUN(test_warm_reads_make_no_calls);
     RUN(test_index_checkpointed_by_its_thread);
+    RUN(test_row_lookups_remembered);
     RUN(test_lru_order_survives_restart);
     RUN(test_eviction_bounds_capacity);
     RUN(test_foreign_pages_evicted_first);
