@@ -413,6 +413,10 @@ def parse_args(argv):
                     help="run the sampler-hints workload (hinted.py: DataLoader epochs with and "
                     "without pagefs.torch.HintedSampler, a full and a half-size cache, against "
                     "the link's ceiling) instead of the per-filesystem workloads")
+    ap.add_argument("--floor-parallel", type=int, default=32,
+                    help="with --hints: plain GETs in parallel while the floor's loader reads the "
+                    "local copy (default %(default)s; pagefs fetches up to max_inflight=64 at "
+                    "once)")
     ap.add_argument("--links", action="store_true",
                     help="run the link workloads (links.py: the shards through each of"
                     " --link-profiles, against plain parallel ranged GETs and s3fs) instead of"
@@ -442,6 +446,8 @@ def parse_args(argv):
             ap.error("unknown link profile %s" % p)
     if sum(1 for x in (args.cluster, args.small_cache, args.links, args.hints) if x) > 1:
         ap.error("--cluster, --small-cache, --links and --hints are separate runs")
+    if args.floor_parallel < 1:
+        ap.error("--floor-parallel must be at least 1")
     if (args.small_cache or args.hints) and args.epochs < 3:
         ap.error("--epochs must be at least 3")
     if args.cluster or args.small_cache or args.hints:
@@ -534,6 +540,7 @@ def main(argv):
                                      "link_get_parallel": list(links.GET_PARALLEL),
                                      "hints_get_parallel": list(hinted.GET_PARALLEL),
                                      "hints_half": hinted.HALF,
+                                     "hints_floor_parallel": args.floor_parallel,
                                      "hints_loader_workers": workloads.LOADER_WORKERS,
                                      "hints_loader_compute_ms": workloads.LOADER_COMPUTE_MS},
                  "workdir": workdir})

@@ -15,6 +15,7 @@ between hinted and unhinted from one run to the next, so drift hits both alike):
   floor     what this machine leaves a reader while the link runs at its ceiling: the cold
             epoch's DataLoader (same order, workers and step) over the local copy of the files
             while curl -Z processes GET the files through the shaped link, 32 at a time
+            (--floor-parallel; pagefs itself fetches up to max_inflight=64 at once)
             (1,000 files per process, back to back, over the files again and again) until the
             loader is done (no filesystem does that work). No
             cache of the bucket, FUSE or not, can run the cold epoch faster than the store, the
@@ -64,7 +65,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON_DIR = os.path.join(ROOT, "python")
 GET_PARALLEL = (16, 32)
-FLOOR_PARALLEL = 32
 FLOOR_CHUNK = 1000
 HALF = 0.5
 FULL_EPOCHS = 2
@@ -254,7 +254,7 @@ def _ceiling(run_idx, ds, ctx, shaper, timeout, run_pass):
     return out
 
 
-def _floor(run_idx, ds, ctx, workdir, timeout, run_pass):
+def _floor(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
     """The DataLoader's cold epoch over the local copy while plain GETs load the link (see the
     module's docstring): its files/s and wait, and the GETs' files/s meanwhile."""
     local = os.path.join(workdir, "local")
@@ -274,7 +274,7 @@ def _floor(run_idx, ds, ctx, workdir, timeout, run_pass):
         while not stop.is_set():
             chunk = reqs[i:i + FLOOR_CHUNK]
             i = (i + FLOOR_CHUNK) % len(reqs)
-            proc, conf = ctx.curl_batch_start(ctx.shaped_endpoint, chunk, FLOOR_PARALLEL)
+            proc, conf = ctx.curl_batch_start(ctx.shaped_endpoint, chunk, parallel)
             try:
                 while proc.poll() is None and not stop.wait(0.05):
                     pass
@@ -307,10 +307,10 @@ def _floor(run_idx, ds, ctx, workdir, timeout, run_pass):
     if gets["error"] or gets["failed"]:
         raise RuntimeError("floor GETs: %d failed, %s" % (gets["failed"], gets["error"]))
     out = {"files_per_s": res["files_per_s"], "wait_fraction": res.get("wait_fraction"),
-           "gets_files_per_s": gets["files"] / gets["seconds"], "parallel": FLOOR_PARALLEL}
+           "gets_files_per_s": gets["files"] / gets["seconds"], "parallel": parallel}
     log("  hints floor run %d: loader over the local copy %.0f files/s (wait %.1f%%) while "
         "%d parallel GETs ran %.0f files/s"
-        % (run_idx + 1, out["files_per_s"], 100 * (out["wait_fraction"] or 0), FLOOR_PARALLEL,
+        % (run_idx + 1, out["files_per_s"], 100 * (out["wait_fraction"] or 0), parallel,
            out["gets_files_per_s"]))
     return out
 
@@ -361,7 +361,8 @@ def run(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, run_pass, c
     out, failed = {}, []
     for name, step in (("ceiling", lambda: _ceiling(run_idx, ds, ctx, shaper, timeout,
                                                     run_pass)),
-                       ("floor", lambda: _floor(run_idx, ds, ctx, workdir, timeout, run_pass))):
+                       ("floor", lambda: _floor(run_idx, ds, ctx, workdir, timeout, run_pass,
+                                                args.floor_parallel))):
         try:
             out[name] = step()
         except (KeyboardInterrupt, SystemExit):
