@@ -1164,6 +1164,7 @@ void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out)
     out->probation_bytes = p.prob_bytes;
     out->reuse_limit = p.reuse + p.reuse / 4;
     out->index_checkpoints = page_index_checkpoints(pc->index);
+    out->index_groups_lost = page_index_groups_lost(pc->index);
     pc_unlock(pc);
 }
 
@@ -1178,10 +1179,13 @@ int page_cache_flush(struct page_cache *pc)
 {
     pthread_mutex_lock(&pc->lock);
     int rc = page_index_flush(pc->index);
+    int grc = page_index_group_commit(pc->index);
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
     pc_unlock(pc);
-    return rc;
+    return rc < 0 ? rc : grc;
 }
+
+static void committer_start(struct page_cache *pc);
 
 int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
                       struct page_cache **out, char *err, size_t errlen)
@@ -1313,6 +1317,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     maybe_evict(pc); /* the capacity may have shrunk since the last run */
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
     pc_unlock(pc);
+    committer_start(pc);
     *out = pc;
     return 0;
 
@@ -1330,10 +1335,107 @@ out_free:
     return rc;
 }
 
+/* ---- group commit of the index ---- */
+
+/* Index hook (under the lock): a group opened; the committer commits it within GROUP_MS. */
+static void group_opened(void *ud)
+{
+    struct page_cache *pc = ud;
+    pthread_cond_signal(&pc->group_cond);
+}
+
+/* Index hook (under the lock): a group's commit failed and rolled its rows back. What the
+ * cache remembers of rows goes with them: page marks, known files, unread pages (and their
+ * buffers), the hot set; the counters are read again. Page files stored in the group stay as
+ * orphans (as after a crash) and are written again when read. */
+static void group_lost(void *ud)
+{
+    struct page_cache *pc = ud;
+    memset(pc->vmarks, 0, (size_t)VM_SETS * VM_WAYS * sizeof(*pc->vmarks));
+    pc_fmap_clear(pc);
+    while (pc->unread_oldest)
+        pc_unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
+    for (size_t i = 0; i < pc->nhot; i++)
+        pc_pbuf_unref(pc->hot[i]);
+    pc->nhot = 0;
+    pc_recount(pc);
+    pc->stats.write_errors++;
+    if (pc->log)
+        pc->log(pc->log_ud, LOG_WARNING,
+                "pagefs: the cache index could not commit a group of changes; they were rolled "
+                "back (their pages are fetched again when read)\n");
+}
+
+/* The committer: commits the index's open group once it is GROUP_MS old, so changes made
+ * just before the cache goes quiet are durable within that time and the write lock is free
+ * for the metadata cache's connection. Sleeps while no group is open. */
+static void *committer_main(void *arg)
+{
+    struct page_cache *pc = arg;
+    pthread_setname_np(pthread_self(), "pagefs-commit");
+    pthread_mutex_lock(&pc->lock);
+    while (!pc->committer_stop) {
+        uint64_t wait_ms;
+        if (!page_index_group_due(pc->index, &wait_ms)) {
+            pthread_cond_wait(&pc->group_cond, &pc->lock);
+            continue;
+        }
+        if (wait_ms == 0) {
+            page_index_group_commit(pc->index);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += (long)wait_ms * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&pc->group_cond, &pc->lock, &ts);
+    }
+    pc_unlock(pc);
+    return NULL;
+}
+
+/* Starts the committer and turns grouping on; without the thread the index commits each
+ * change on its own, as before. */
+static void committer_start(struct page_cache *pc)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return;
+    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+             pthread_cond_init(&pc->group_cond, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok)
+        return;
+    if (pthread_create(&pc->committer, NULL, committer_main, pc) != 0) {
+        pthread_cond_destroy(&pc->group_cond);
+        return;
+    }
+    pc->committer_on = 1;
+    struct page_index_hooks hooks = {.opened = group_opened, .lost = group_lost, .ud = pc};
+    pthread_mutex_lock(&pc->lock);
+    page_index_set_grouping(pc->index, 1, &hooks);
+    pthread_mutex_unlock(&pc->lock);
+}
+
+static void committer_stop(struct page_cache *pc)
+{
+    if (!pc->committer_on)
+        return;
+    pthread_mutex_lock(&pc->lock);
+    pc->committer_stop = 1;
+    pthread_cond_signal(&pc->group_cond);
+    pthread_mutex_unlock(&pc->lock);
+    pthread_join(pc->committer, NULL);
+    pthread_cond_destroy(&pc->group_cond);
+    pc->committer_on = 0;
+}
+
 void page_cache_destroy(struct page_cache *pc)
 {
     if (!pc)
         return;
+    committer_stop(pc); /* the index commits the open group at its destroy */
     pthread_mutex_lock(&pc->lock);
     page_index_flush(pc->index);
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));

@@ -162,6 +162,8 @@ struct page_cache_stats {
                                     their own (not by the commits: cache_db.h) */
     uint64_t index_row_reads;    /* page rows looked up in the index: the lookups no page mark
                                     (a row, or "no row", remembered in memory) could answer */
+    uint64_t index_groups_lost;  /* groups of index changes whose commit failed (rolled back;
+                                    what the cache remembered of rows was forgotten) */
     uint64_t compressed;         /* pages stored compressed */
     uint64_t compress_saved;     /* bytes those pages saved on disk when they were stored */
     /* Eviction policy (evict=stable; see enum page_cache_evict). */

@@ -158,6 +158,11 @@ struct page_cache {
     pthread_mutex_t lock;
     pthread_cond_t fetch_done; /* broadcast when any inflight fetch completes */
     pthread_cond_t gone_done;  /* broadcast when a pc_gone_run() unlinked its files */
+    /* The index's group committer (page_cache.c, "Group commit"). */
+    pthread_t committer;
+    pthread_cond_t group_cond; /* signalled when a group opens and at destroy */
+    int committer_on;          /* the thread runs (grouping is on) */
+    int committer_stop;        /* under the lock */
     /* Everything below is guarded by lock. */
     struct page_index *index; /* the sqlite rows (page_index.h) */
     struct fd_cache *fds;     /* page files kept open for reads (fd_cache.h) */
@@ -331,8 +336,9 @@ struct pbuf *pc_unread_buf(struct page_cache *pc, int64_t file_id, uint64_t idx)
 /* Page files whose rows went. Unlinking a file costs ext4 about a quarter of a millisecond
  * (its blocks are freed); under the lock that held every reader up, so eviction queues the
  * files (pc_gone_add) and the thread that evicted unlinks them once it let go of the lock
- * (pc_unlock -> pc_gone_run). Rows go first, files after: a crash in between leaves orphan
- * files, which fsck and start-up remove. A new file for a page whose old file is still queued
+ * (pc_unlock -> pc_gone_run). Rows go first, files after (the index's open group is
+ * committed before a file is unlinked): a crash in between leaves orphan files, which fsck
+ * and start-up remove. A new file for a page whose old file is still queued
  * waits for it first (pc_gone_wait), so a late unlink never takes a new page's file. Out of
  * memory, a file is unlinked at once. */
 void pc_gone_add(struct page_cache *pc, const char *fhash, uint64_t idx, uint64_t bytes);

@@ -19,9 +19,26 @@
  * returns their seq); a rolled back transaction recounts them. Rows are decoded with the page
  * store's rules (page_row_decode), so the index and `pagefs fsck` agree on what a good row is.
  *
+ * Group commit (page_index_set_grouping; the page cache turns it on with a committer thread):
+ * each new small file cost two sqlite commits (its files row, its page row), each writing the
+ * same few b-tree pages to the log again, and the checkpointer copying them once more. With
+ * grouping, changes made outside the caller's transactions (page insert, update, delete) run
+ * inside one open BEGIN IMMEDIATE (the group), and the caller's transactions become savepoints
+ * in it (RELEASE on commit, ROLLBACK TO on rollback: only their own changes go). The group is
+ * committed after GROUP_CHANGES changes or GROUP_MS by the next change, by the owner's
+ * committer (hooks.opened tells it a group opened; page_index_group_due/commit), and at
+ * destroy. The write lock is free for GROUP_GAP_MS after each commit (no group opens, changes
+ * commit on their own), so the metadata cache's connection, polling every millisecond, gets
+ * it. A failed group commit rolls all of it back: counts are read again, the files rows'
+ * AUTOINCREMENT sequence moves on by 2^20 (an id rolled back is never handed out again while
+ * a handle may still hold it), and hooks.lost tells the owner to forget what it remembered of
+ * rows. Durability: a crash loses at most the open group (page files without rows, as a crash
+ * between a page file's rename and its row always could; never a row without its file).
+ *
  * Invariants: CACHE_SEQ_KEPT + clock >= MAX(pages.seq) and clock >= MAX(seq) below
- * CACHE_SEQ_KEPT; prob_pages, prob_bytes and rows are the COUNT/SUM of the rows they count;
- * ntouch <= PAGE_INDEX_TOUCH_MAX.
+ * CACHE_SEQ_KEPT; prob_pages, prob_bytes and rows are the COUNT/SUM of the rows they count
+ * (as this connection sees them, the open group included); ntouch <= PAGE_INDEX_TOUCH_MAX;
+ * depth is 0 or 1; group_open only while grouped (or until the next group_end).
  * Lock order: none of its own; the owner serializes every call (page_cache.c: under pc->lock).
  */
 #include "cache/page_index.h"
@@ -38,6 +55,9 @@
 #include <time.h>
 
 #define TOUCH_FLUSH_MS 1000
+#define GROUP_CHANGES 64    /* a group is committed after this many changes, */
+#define GROUP_MS 50         /* ... or once it is this old (by the next change or the owner) */
+#define GROUP_GAP_MS 2      /* after a group's commit, no new group for this long */
 #define REUSE_DECAY_MIN 256 /* a reuse sample takes 1/max(this, rows) of the maximum away */
 #define KEPT ((uint64_t)CACHE_SEQ_KEPT)
 
@@ -45,6 +65,10 @@ enum stmt_id {
     ST_BEGIN,
     ST_COMMIT,
     ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
+    ST_BUMP_IDS,
     ST_FILE_GET,
     ST_FILE_INS,
     ST_FILE_DEL,
@@ -72,6 +96,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
+    [ST_SAVEPOINT] = "SAVEPOINT tx",
+    [ST_RELEASE] = "RELEASE tx",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO tx",
+    [ST_BUMP_IDS] = "UPDATE sqlite_sequence SET seq = seq + 1048576 WHERE name = 'files'",
     [ST_FILE_GET] = "SELECT id, version, size, fhash FROM files WHERE key = ?1",
     [ST_FILE_INS] = "INSERT INTO files(key, version, size, mtime_ns, fhash) "
                     "VALUES(?1, ?2, ?3, ?4, ?5)",
@@ -150,6 +178,16 @@ struct page_index {
     uint64_t promotions, rereferences, ghost_hits;
     struct ghost *ghosts; /* PAGE_INDEX_GHOSTS */
     char prev_policy[16];
+    /* Group commit (see "Group commit" above). */
+    int grouped;             /* on (page_index_set_grouping) */
+    int group_open;          /* a group's BEGIN IMMEDIATE is open */
+    int depth;               /* the caller's transaction is open (0 or 1) */
+    int txn_savepoint;       /* ... as a savepoint in the group (else its own BEGIN) */
+    unsigned group_changes;  /* changes in the open group */
+    uint64_t group_born_ms;  /* when it opened */
+    uint64_t group_quiet_ms; /* no group opens before this (GROUP_GAP_MS) */
+    uint64_t groups_lost;    /* groups whose commit failed (rolled back) */
+    struct page_index_hooks hooks;
 };
 
 static uint64_t now_ms(void)
@@ -183,11 +221,6 @@ static int exec_change(struct page_index *pi, sqlite3_stmt *s)
     return sqlite3_changes(pi->db) > 0;
 }
 
-int page_index_begin(struct page_index *pi)
-{
-    return exec_stmt(stmt(pi, ST_BEGIN)) == SQLITE_DONE ? 0 : -EIO;
-}
-
 /* Loads the rows on probation and the row count from sqlite (at open, and after a rolled back
  * transaction whose changes were already counted). */
 static void recount(struct page_index *pi)
@@ -198,18 +231,146 @@ static void recount(struct page_index *pi)
     page_index_probation_sums(pi, &pi->prob_pages, &pi->prob_bytes);
 }
 
-int page_index_commit(struct page_index *pi)
+/* ---- group commit ---- */
+
+/* Opens a group if none is open, none of the caller's transactions is, grouping is on and the
+ * gap after the last group has passed; 0, or -EIO if sqlite refused (the change then commits
+ * on its own). */
+static int group_enter(struct page_index *pi)
 {
+    if (!pi->grouped || pi->group_open || pi->depth)
+        return 0;
+    uint64_t now = now_ms();
+    if (now < pi->group_quiet_ms)
+        return 0;
+    if (exec_stmt(stmt(pi, ST_BEGIN)) != SQLITE_DONE)
+        return -EIO;
+    pi->group_open = 1;
+    pi->group_changes = 0;
+    pi->group_born_ms = now;
+    if (pi->hooks.opened)
+        pi->hooks.opened(pi->hooks.ud);
+    return 0;
+}
+
+/* Commits the open group (outside the caller's transactions) when forced, full or old. A
+ * commit that fails rolls the whole group back: the counts are read again, the files rows'
+ * ids are moved on (a rolled-back id is never handed out again: its version may still be
+ * open) and the owner's `lost` hook forgets what it remembered of rows. 0 or -EIO. */
+static int group_end(struct page_index *pi, int force)
+{
+    if (!pi->group_open || pi->depth)
+        return 0;
+    uint64_t now = now_ms();
+    if (!force && pi->group_changes < GROUP_CHANGES && now - pi->group_born_ms < GROUP_MS)
+        return 0;
+    pi->group_open = 0;
+    pi->group_quiet_ms = now + GROUP_GAP_MS;
     if (exec_stmt(stmt(pi, ST_COMMIT)) == SQLITE_DONE)
         return 0;
     exec_stmt(stmt(pi, ST_ROLLBACK));
+    exec_stmt(stmt(pi, ST_BUMP_IDS));
     recount(pi);
+    pi->groups_lost++;
+    if (pi->hooks.lost)
+        pi->hooks.lost(pi->hooks.ud);
     return -EIO;
+}
+
+/* A change made outside the caller's transactions joins the group (opening one). Returns 1
+ * when it is in a group (then solo_end counts it). */
+static int solo_begin(struct page_index *pi)
+{
+    return group_enter(pi) == 0 && pi->group_open && !pi->depth;
+}
+
+/* After that change (rc, its result): the group is committed if full or old; a group lost
+ * takes the change with it (-EIO). */
+static int solo_end(struct page_index *pi, int in_group, int rc)
+{
+    if (!in_group)
+        return rc;
+    pi->group_changes++;
+    return group_end(pi, 0) < 0 ? -EIO : rc;
+}
+
+void page_index_set_grouping(struct page_index *pi, int on, const struct page_index_hooks *hooks)
+{
+    if (!on)
+        group_end(pi, 1);
+    pi->grouped = on;
+    pi->hooks = hooks ? *hooks : (struct page_index_hooks){0};
+}
+
+int page_index_group_due(struct page_index *pi, uint64_t *wait_ms)
+{
+    if (!pi->group_open || pi->depth)
+        return 0;
+    uint64_t age = now_ms() - pi->group_born_ms;
+    *wait_ms = age >= GROUP_MS ? 0 : GROUP_MS - age;
+    return 1;
+}
+
+int page_index_group_commit(struct page_index *pi)
+{
+    return group_end(pi, 1);
+}
+
+uint64_t page_index_groups_lost(const struct page_index *pi)
+{
+    return pi->groups_lost;
+}
+
+int page_index_begin(struct page_index *pi)
+{
+    if (pi->depth)
+        return -EBUSY; /* transactions do not nest */
+    if (group_enter(pi) == 0 && pi->group_open) {
+        if (exec_stmt(stmt(pi, ST_SAVEPOINT)) != SQLITE_DONE)
+            return -EIO;
+        pi->txn_savepoint = 1;
+    } else {
+        if (exec_stmt(stmt(pi, ST_BEGIN)) != SQLITE_DONE)
+            return -EIO;
+        pi->txn_savepoint = 0;
+    }
+    pi->depth = 1;
+    return 0;
+}
+
+int page_index_commit(struct page_index *pi)
+{
+    if (!pi->depth)
+        return -EINVAL;
+    pi->depth = 0;
+    if (!pi->txn_savepoint) {
+        if (exec_stmt(stmt(pi, ST_COMMIT)) == SQLITE_DONE)
+            return 0;
+        exec_stmt(stmt(pi, ST_ROLLBACK));
+        recount(pi);
+        return -EIO;
+    }
+    if (exec_stmt(stmt(pi, ST_RELEASE)) != SQLITE_DONE) {
+        exec_stmt(stmt(pi, ST_ROLLBACK_TO));
+        exec_stmt(stmt(pi, ST_RELEASE));
+        recount(pi);
+        return -EIO;
+    }
+    pi->group_changes++;
+    return group_end(pi, 0);
 }
 
 void page_index_rollback(struct page_index *pi)
 {
-    exec_stmt(stmt(pi, ST_ROLLBACK));
+    if (pi->depth) {
+        pi->depth = 0;
+        if (pi->txn_savepoint) {
+            exec_stmt(stmt(pi, ST_ROLLBACK_TO));
+            exec_stmt(stmt(pi, ST_RELEASE));
+        } else {
+            exec_stmt(stmt(pi, ST_ROLLBACK));
+        }
+    }
     recount(pi);
 }
 
@@ -380,6 +541,7 @@ int page_index_page_insert(struct page_index *pi, int64_t file_id, uint64_t idx,
     sqlite3_bind_int64(s, 5, (int64_t)(prob ? clock : KEPT + clock));
     sqlite3_bind_int64(s, 6, (int64_t)blocks);
     sqlite3_bind_int64(s, 7, (int64_t)flags);
+    int grouped = solo_begin(pi);
     int rc = exec_change(pi, s);
     if (rc > 0) {
         pi->rows++;
@@ -390,7 +552,7 @@ int page_index_page_insert(struct page_index *pi, int64_t file_id, uint64_t idx,
         if (place & PAGE_INDEX_READ)
             recent_push(pi, file_id, idx);
     }
-    return rc;
+    return solo_end(pi, grouped, rc);
 }
 
 int page_index_page_update(struct page_index *pi, int64_t file_id, uint64_t idx, uint64_t len,
@@ -406,6 +568,7 @@ int page_index_page_update(struct page_index *pi, int64_t file_id, uint64_t idx,
     sqlite3_bind_int64(s, 4, file_id);
     sqlite3_bind_int64(s, 5, (int64_t)idx);
     sqlite3_bind_int64(s, 6, (int64_t)old_blocks);
+    int grouped = solo_begin(pi);
     int step = sqlite3_step(s);
     int rc = 0;
     if (step == SQLITE_ROW) {
@@ -415,7 +578,7 @@ int page_index_page_update(struct page_index *pi, int64_t file_id, uint64_t idx,
         step = sqlite3_step(s);
     }
     sqlite3_reset(s);
-    return step == SQLITE_DONE ? rc : -EIO;
+    return solo_end(pi, grouped, step == SQLITE_DONE ? rc : -EIO);
 }
 
 int page_index_page_delete(struct page_index *pi, int64_t file_id, uint64_t idx)
@@ -423,6 +586,7 @@ int page_index_page_delete(struct page_index *pi, int64_t file_id, uint64_t idx)
     sqlite3_stmt *s = stmt(pi, ST_PAGE_DEL);
     sqlite3_bind_int64(s, 1, file_id);
     sqlite3_bind_int64(s, 2, (int64_t)idx);
+    int grouped = solo_begin(pi);
     int step = sqlite3_step(s), rc = 0;
     if (step == SQLITE_ROW) {
         uint64_t seq = (uint64_t)sqlite3_column_int64(s, 0);
@@ -433,7 +597,7 @@ int page_index_page_delete(struct page_index *pi, int64_t file_id, uint64_t idx)
         step = sqlite3_step(s);
     }
     sqlite3_reset(s);
-    return step == SQLITE_DONE ? rc : -EIO;
+    return solo_end(pi, grouped, step == SQLITE_DONE ? rc : -EIO);
 }
 
 /* ---- access order ---- */
@@ -799,6 +963,7 @@ void page_index_destroy(struct page_index *pi)
         return;
     page_index_flush(pi);
     meta_set_u64(pi, "evict_clock", pi->clock);
+    group_end(pi, 1);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(pi->st[i]);
     cache_db_close(pi->db);

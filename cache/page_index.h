@@ -52,10 +52,37 @@ int page_index_create(const char *dir, uint32_t page_size, const char *policy,
 const char *page_index_prev_policy(const struct page_index *pi);
 void page_index_destroy(struct page_index *pi);
 
+/* The caller's transaction (they do not nest: -EBUSY). With grouping on it is a savepoint in
+ * the open group, so its commit is made durable with the group's. */
 int page_index_begin(struct page_index *pi);
-/* Commits; on failure rolls back and returns -EIO. */
+/* Commits; on failure rolls back and returns -EIO (also when the group it joined was lost). */
 int page_index_commit(struct page_index *pi);
+/* Rolls the caller's transaction back (only it: the group's other changes stay); after a
+ * failed commit, only counts again. */
 void page_index_rollback(struct page_index *pi);
+
+/* ---- group commit ---- */
+
+/* What the owner is told (under its lock: every call of this file is made under it). */
+struct page_index_hooks {
+    void (*opened)(void *ud); /* a group opened: commit it within GROUP_MS (group_due) */
+    void (*lost)(void *ud);   /* a group's commit failed: its changes are gone */
+    void *ud;
+};
+/* Turns group commit on or off (off commits the open group first). With it on, changes made
+ * outside the caller's transactions (page insert, update, delete) and the caller's
+ * transactions themselves (as savepoints) go into one sqlite transaction, committed after 64
+ * changes or 50 ms by the next change, by page_index_group_commit(), or at destroy; no group
+ * opens for 2 ms after one commits, so that another connection (the metadata cache's) waiting
+ * for the write lock gets it. A crash loses at most the open group (orphan page files, no
+ * wrong row). */
+void page_index_set_grouping(struct page_index *pi, int on, const struct page_index_hooks *hooks);
+/* 1 with *wait_ms (0: due now) when a group is open outside the caller's transactions. */
+int page_index_group_due(struct page_index *pi, uint64_t *wait_ms);
+/* Commits the open group now: 0, or -EIO (lost: see hooks). */
+int page_index_group_commit(struct page_index *pi);
+/* Groups whose commit failed. */
+uint64_t page_index_groups_lost(const struct page_index *pi);
 
 /* ---- files ---- */
 

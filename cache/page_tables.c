@@ -539,12 +539,21 @@ uint64_t pc_unread_cap(struct page_cache *pc)
 
 /* ---- page files to unlink (see page_cache_int.h) ---- */
 
+/* Under the lock, before page files whose rows went are unlinked: the index's open group is
+ * committed, so the deleted rows are durable first (a crash then leaves orphan files, never
+ * rows without files). */
+static void rows_durable(struct page_cache *pc)
+{
+    page_index_group_commit(pc->index);
+}
+
 void pc_gone_add(struct page_cache *pc, const char *fhash, uint64_t idx, uint64_t bytes)
 {
     if (pc->ngone == pc->gone_cap) {
         size_t cap = pc->gone_cap ? 2 * pc->gone_cap : 64;
         struct pc_gone *g = realloc(pc->gone, cap * sizeof(*g));
         if (!g) {
+            rows_durable(pc);
             page_store_remove(&pc->store, fhash, idx);
             return;
         }
@@ -579,6 +588,7 @@ void pc_gone_wait(struct page_cache *pc, const char *fhash, uint64_t idx)
             continue;
         }
         if (g->token == 0) { /* nobody took it yet: it goes now */
+            rows_durable(pc);
             page_store_remove(&pc->store, g->fhash, g->idx);
             gone_drop(pc, i);
         } else {
@@ -593,6 +603,8 @@ void pc_gone_wait(struct page_cache *pc, const char *fhash, uint64_t idx)
 void pc_gone_run(struct page_cache *pc)
 {
     pthread_mutex_lock(&pc->lock);
+    if (pc->gone_queued)
+        rows_durable(pc);
     size_t n = pc->gone_queued, k = 0;
     struct pc_gone *mine = n ? malloc(n * sizeof(*mine)) : NULL;
     if (!mine) { /* nothing queued, or out of memory: unlinked under the lock */

@@ -101,6 +101,7 @@ static const struct row rows[] = {
     {ALL, AT(pc.prefetch_handoffs), "prefetch_handoffs", NULL, NULL, 0, NULL},
     {ALL, AT(pc.index_checkpoints), "index_checkpoints", NULL, NULL, 0, NULL},
     {ALL, AT(pc.index_row_reads), "index_row_reads", NULL, NULL, 0, NULL},
+    {ALL, AT(pc.index_groups_lost), "index_groups_lost", NULL, NULL, 0, NULL},
     {ALL, AT(pc.singleflight_waits), "singleflight_waits", NULL,
      "pagefs_cache_singleflight_waits_total", 'c',
      "Reads that waited for another thread's fetch of the same page."},

@@ -7,6 +7,7 @@
  */
 #include "backends/backend.h"
 #include "cache/buf_pool.h"
+#include "cache/cache_db.h"
 #include "cache/page_cache.h"
 #include "cache/page_cache_int.h" /* test_unlinks_after_the_lock: the queue of files to unlink */
 #include "cache_env.h"
@@ -17,6 +18,7 @@
 #include <ftw.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
@@ -183,41 +185,295 @@ static void test_warm_reads_make_no_calls(void)
 }
 
 /* Stores commit page rows; the index's log is checkpointed by its own thread, not by them:
- * 1,000 pages of small files (a files row and a page row each) fill the log past the 1,000
- * log pages that wake the thread, and every byte reads back afterwards. */
+ * small files (a files row and a page row each) are stored until the log passes the 1,000
+ * log pages that wake the thread (with group commit, a few thousand), and every byte reads
+ * back afterwards. */
 static void test_index_checkpointed_by_its_thread(void)
 {
     struct cache_env e;
     cache_env_init(&e, "pc", PS, 0, 0, 0);
     CHECK_EQ(cache_env_stats(&e).index_checkpoints, 0);
-    enum { NFILES = 1000 };
-    unsigned char *data[NFILES];
+    enum { NMAX = 20000, BATCH = 500 };
+    unsigned char **data = calloc(NMAX, sizeof(*data));
     char key[32];
-    for (int i = 0; i < NFILES; i++) {
-        snprintf(key, sizeof(key), "f%04d", i);
-        data[i] = cache_env_make_source(&e, key, 3000, (unsigned)i + 1);
-        struct pc_file *f = cache_env_open_key(&e, key, NULL);
-        CHECK_EQ(read_check(&e, f, data[i], 3000, 0, 3000), 3000);
-        pc_file_unref(f);
-    }
+    int n = 0;
     struct page_cache_stats s = cache_env_stats(&e);
-    for (int i = 0; i < 500 && s.index_checkpoints == 0; i++) {
-        usleep(10000);
+    while (n < NMAX && s.index_checkpoints == 0) {
+        for (int end = n + BATCH; n < end; n++) {
+            snprintf(key, sizeof(key), "f%05d", n);
+            data[n] = cache_env_make_source(&e, key, 3000, (unsigned)n + 1);
+            struct pc_file *f = cache_env_open_key(&e, key, NULL);
+            CHECK_EQ(read_check(&e, f, data[n], 3000, 0, 3000), 3000);
+            pc_file_unref(f);
+        }
         s = cache_env_stats(&e);
+        for (int i = 0; i < 50 && s.index_checkpoints == 0; i++) {
+            usleep(10000);
+            s = cache_env_stats(&e);
+        }
     }
+    printf("     %d files stored before the first checkpoint\n", n);
     CHECK(s.index_checkpoints >= 1);
-    CHECK_EQ(s.pages_resident, NFILES);
+    CHECK_EQ(s.pages_resident, (uint64_t)n);
     uint64_t calls = cache_env_read_calls(&e);
     cache_env_restart(&e);
-    for (int i = 0; i < NFILES; i++) {
-        snprintf(key, sizeof(key), "f%04d", i);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "f%05d", i);
         struct pc_file *f = cache_env_open_key(&e, key, NULL);
         CHECK_EQ(read_check(&e, f, data[i], 3000, 0, 3000), 3000);
         pc_file_unref(f);
         free(data[i]);
     }
+    free(data);
     CHECK_EQ(cache_env_read_calls(&e), calls); /* all from the cache after the restart */
     cache_env_fini(&e);
+}
+
+/* ---- group commit of the index ---- */
+
+/* Count of page rows as another connection sees them (committed rows only). */
+static int64_t committed_pages(const char *cache_dir)
+{
+    char *path = cache_env_join(cache_dir, "index.sqlite");
+    sqlite3 *db = NULL;
+    int64_t n = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM pages", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    free(path);
+    return n;
+}
+
+/* Stores n small files f00000.. (3000 bytes each) and reads them through the cache. */
+static unsigned char **store_small(struct cache_env *e, int n)
+{
+    unsigned char **data = calloc((size_t)n, sizeof(*data));
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "f%05d", i);
+        data[i] = cache_env_make_source(e, key, 3000, (unsigned)i + 7);
+        struct pc_file *f = cache_env_open_key(e, key, NULL);
+        CHECK_EQ(read_check(e, f, data[i], 3000, 0, 3000), 3000);
+        pc_file_unref(f);
+    }
+    return data;
+}
+
+/* A few changes and then nothing: the open group is committed by the committer thread (not
+ * left open until the next change), so another connection sees the rows. */
+static void test_group_committed_when_quiet(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
+    unsigned char **data = store_small(&e, 3);
+    int64_t n = committed_pages(e.cache);
+    for (int i = 0; i < 300 && n != 3; i++) {
+        usleep(10000);
+        n = committed_pages(e.cache);
+    }
+    CHECK_EQ(n, 3);
+    for (int i = 0; i < 3; i++)
+        free(data[i]);
+    free(data);
+    cache_env_fini(&e);
+}
+
+/* Another connection's writes (the metadata cache's, on the same file) are not shut out
+ * while the page cache stores page after page in groups: each gets the write lock within
+ * cache_db's busy timeout. */
+struct other_writer {
+    const char *dir;
+    int done, failed;
+    atomic_int stop;
+};
+
+static void *other_writer_main(void *arg)
+{
+    struct other_writer *w = arg;
+    sqlite3 *db = NULL;
+    char err[256];
+    if (cache_db_open(w->dir, 0, &db, err, sizeof(err)) < 0) {
+        w->failed = -1;
+        return NULL;
+    }
+    while (!atomic_load(&w->stop) && w->done < 200) {
+        char sql[128];
+        snprintf(sql, sizeof(sql),
+                 "BEGIN IMMEDIATE; INSERT OR REPLACE INTO meta(k, v) VALUES('t', '%d'); COMMIT",
+                 w->done);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            w->failed++;
+        } else {
+            w->done++;
+        }
+        usleep(2000);
+    }
+    cache_db_close(db);
+    return NULL;
+}
+
+static void test_group_leaves_other_writers_room(void)
+{
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
+    struct other_writer w = {.dir = e.cache};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, other_writer_main, &w), 0);
+    unsigned char **data = store_small(&e, 1500);
+    atomic_store(&w.stop, 1);
+    pthread_join(th, NULL);
+    CHECK_EQ(w.failed, 0);
+    CHECK(w.done > 0);
+    for (int i = 0; i < 1500; i++)
+        free(data[i]);
+    free(data);
+    cache_env_fini(&e);
+}
+
+/* A sqlite VFS over the default one whose writes to log (-wal) files fail while `wal_fail` is
+ * set: a commit of the cache's connection then fails as on a full or failing disk. */
+struct ff_file {
+    sqlite3_file base;
+    sqlite3_file *real; /* follows this struct */
+    int wal;
+};
+static sqlite3_vfs *ff_base;
+static sqlite3_vfs ff_vfs;
+static atomic_int wal_fail;
+#define FF_REAL(f) (((struct ff_file *)(f))->real)
+static int ff_close(sqlite3_file *f)
+{
+    return FF_REAL(f)->pMethods->xClose(FF_REAL(f));
+}
+static int ff_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
+{
+    return FF_REAL(f)->pMethods->xRead(FF_REAL(f), b, n, o);
+}
+static int ff_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
+{
+    if (((struct ff_file *)f)->wal && atomic_load(&wal_fail))
+        return SQLITE_IOERR_WRITE;
+    return FF_REAL(f)->pMethods->xWrite(FF_REAL(f), b, n, o);
+}
+static int ff_truncate(sqlite3_file *f, sqlite3_int64 s)
+{
+    return FF_REAL(f)->pMethods->xTruncate(FF_REAL(f), s);
+}
+static int ff_sync(sqlite3_file *f, int fl)
+{
+    return FF_REAL(f)->pMethods->xSync(FF_REAL(f), fl);
+}
+static int ff_size(sqlite3_file *f, sqlite3_int64 *s)
+{
+    return FF_REAL(f)->pMethods->xFileSize(FF_REAL(f), s);
+}
+static int ff_lock(sqlite3_file *f, int l)
+{
+    return FF_REAL(f)->pMethods->xLock(FF_REAL(f), l);
+}
+static int ff_unlock(sqlite3_file *f, int l)
+{
+    return FF_REAL(f)->pMethods->xUnlock(FF_REAL(f), l);
+}
+static int ff_reserved(sqlite3_file *f, int *r)
+{
+    return FF_REAL(f)->pMethods->xCheckReservedLock(FF_REAL(f), r);
+}
+static int ff_control(sqlite3_file *f, int op, void *a)
+{
+    return FF_REAL(f)->pMethods->xFileControl(FF_REAL(f), op, a);
+}
+static int ff_sector(sqlite3_file *f)
+{
+    return FF_REAL(f)->pMethods->xSectorSize(FF_REAL(f));
+}
+static int ff_device(sqlite3_file *f)
+{
+    return FF_REAL(f)->pMethods->xDeviceCharacteristics(FF_REAL(f));
+}
+static int ff_shm_map(sqlite3_file *f, int pg, int sz, int ext, void volatile **p)
+{
+    return FF_REAL(f)->pMethods->xShmMap(FF_REAL(f), pg, sz, ext, p);
+}
+static int ff_shm_lock(sqlite3_file *f, int off, int n, int fl)
+{
+    return FF_REAL(f)->pMethods->xShmLock(FF_REAL(f), off, n, fl);
+}
+static void ff_shm_barrier(sqlite3_file *f)
+{
+    FF_REAL(f)->pMethods->xShmBarrier(FF_REAL(f));
+}
+static int ff_shm_unmap(sqlite3_file *f, int del)
+{
+    return FF_REAL(f)->pMethods->xShmUnmap(FF_REAL(f), del);
+}
+static const sqlite3_io_methods ff_methods = {
+    2,           ff_close,       ff_read,      ff_write,   ff_truncate, ff_sync,   ff_size,
+    ff_lock,     ff_unlock,      ff_reserved,  ff_control, ff_sector,   ff_device, ff_shm_map,
+    ff_shm_lock, ff_shm_barrier, ff_shm_unmap, NULL,       NULL};
+static int ff_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    (void)vfs;
+    struct ff_file *p = (struct ff_file *)f;
+    p->real = (sqlite3_file *)(p + 1);
+    p->wal = (flags & SQLITE_OPEN_WAL) != 0;
+    int rc = ff_base->xOpen(ff_base, name, p->real, flags, out);
+    p->base.pMethods = rc == SQLITE_OK ? &ff_methods : NULL;
+    return rc;
+}
+
+/* A group whose commit fails is rolled back: what the cache remembered of its rows (marks,
+ * known files, counters) goes, the files are fetched again when read (right bytes), and the
+ * cache goes on storing and survives a restart with every byte. */
+static void test_group_lost(void)
+{
+    ff_base = sqlite3_vfs_find(NULL);
+    ff_vfs = *ff_base;
+    ff_vfs.zName = "pagefs-failwal";
+    ff_vfs.szOsFile = (int)sizeof(struct ff_file) + ff_base->szOsFile;
+    ff_vfs.xOpen = ff_open;
+    CHECK_EQ(sqlite3_vfs_register(&ff_vfs, 1), SQLITE_OK);
+
+    struct cache_env e;
+    cache_env_init(&e, "pc", PS, 0, 0, 0);
+    CHECK_EQ(page_cache_flush(e.pc), 0);
+    atomic_store(&wal_fail, 1);
+    unsigned char **data = store_small(&e, 3);
+    CHECK_EQ(page_cache_flush(e.pc), -EIO); /* the group (or the committer's) failed */
+    atomic_store(&wal_fail, 0);
+    struct page_cache_stats s = cache_env_stats(&e);
+    CHECK(s.index_groups_lost >= 1);
+    CHECK_EQ(s.pages_resident, 0);
+    uint64_t calls = cache_env_read_calls(&e);
+    char key[32];
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof(key), "f%05d", i);
+        struct pc_file *f = cache_env_open_key(&e, key, NULL);
+        CHECK_EQ(read_check(&e, f, data[i], 3000, 0, 3000), 3000);
+        pc_file_unref(f);
+    }
+    CHECK_EQ(cache_env_read_calls(&e), calls + 3); /* fetched again */
+    CHECK_EQ(page_cache_flush(e.pc), 0);
+    CHECK_EQ(cache_env_stats(&e).pages_resident, 3);
+    calls = cache_env_read_calls(&e);
+    cache_env_restart(&e);
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof(key), "f%05d", i);
+        struct pc_file *f = cache_env_open_key(&e, key, NULL);
+        CHECK_EQ(read_check(&e, f, data[i], 3000, 0, 3000), 3000);
+        pc_file_unref(f);
+        free(data[i]);
+    }
+    free(data);
+    CHECK_EQ(cache_env_read_calls(&e), calls); /* all from the cache after the restart */
+    cache_env_fini(&e);
+    sqlite3_vfs_unregister(&ff_vfs);
 }
 
 /* A page's row is looked up in the index once per run: a new page's first look finds none
@@ -1521,6 +1777,9 @@ int main(void)
     RUN(test_warm_reads_make_no_calls);
     RUN(test_index_checkpointed_by_its_thread);
     RUN(test_row_lookups_remembered);
+    RUN(test_group_committed_when_quiet);
+    RUN(test_group_leaves_other_writers_room);
+    RUN(test_group_lost);
     RUN(test_lru_order_survives_restart);
     RUN(test_eviction_bounds_capacity);
     RUN(test_foreign_pages_evicted_first);

@@ -171,7 +171,7 @@ class LogsTest(unittest.TestCase):
                 except FileNotFoundError:
                     pass  # a thread that ended meanwhile
             return out
-        want = {"pagefs-fetch", "pagefs-ckpt", "pagefs-watch"}
+        want = {"pagefs-fetch", "pagefs-ckpt", "pagefs-commit", "pagefs-watch"}
         self.assertTrue(mountlib.wait_for(lambda: want <= set(names())), names())
         # One checkpointer per sqlite connection: the page cache's and the metadata cache's.
         self.assertEqual(names().count("pagefs-ckpt"), 2, names())
