@@ -254,21 +254,25 @@ static int group_enter(struct page_index *pi)
 }
 
 /* Commits the open group (outside the caller's transactions) when forced, full or old. A
- * commit that fails rolls the whole group back: the counts are read again, the files rows'
- * ids are moved on (a rolled-back id is never handed out again: its version may still be
- * open) and the owner's `lost` hook forgets what it remembered of rows. 0 or -EIO. */
+ * group that sqlite rolled back by itself (after an I/O or full-disk error of a statement in
+ * it, which some errors do), or whose commit fails, is lost: rolled back whole, the counts
+ * read again, the files rows' ids moved on (a rolled-back id is never handed out again: its
+ * version may still be open) and the owner's `lost` hook forgets what it remembered of
+ * rows. 0 or -EIO. */
 static int group_end(struct page_index *pi, int force)
 {
     if (!pi->group_open || pi->depth)
         return 0;
     uint64_t now = now_ms();
-    if (!force && pi->group_changes < GROUP_CHANGES && now - pi->group_born_ms < GROUP_MS)
+    int gone = sqlite3_get_autocommit(pi->db) != 0; /* no transaction open any more */
+    if (!gone && !force && pi->group_changes < GROUP_CHANGES && now - pi->group_born_ms < GROUP_MS)
         return 0;
     pi->group_open = 0;
     pi->group_quiet_ms = now + GROUP_GAP_MS;
-    if (exec_stmt(stmt(pi, ST_COMMIT)) == SQLITE_DONE)
+    if (!gone && exec_stmt(stmt(pi, ST_COMMIT)) == SQLITE_DONE)
         return 0;
-    exec_stmt(stmt(pi, ST_ROLLBACK));
+    if (!sqlite3_get_autocommit(pi->db))
+        exec_stmt(stmt(pi, ST_ROLLBACK));
     exec_stmt(stmt(pi, ST_BUMP_IDS));
     recount(pi);
     pi->groups_lost++;
@@ -351,9 +355,12 @@ int page_index_commit(struct page_index *pi)
         return -EIO;
     }
     if (exec_stmt(stmt(pi, ST_RELEASE)) != SQLITE_DONE) {
-        exec_stmt(stmt(pi, ST_ROLLBACK_TO));
-        exec_stmt(stmt(pi, ST_RELEASE));
+        if (!sqlite3_get_autocommit(pi->db)) {
+            exec_stmt(stmt(pi, ST_ROLLBACK_TO));
+            exec_stmt(stmt(pi, ST_RELEASE));
+        }
         recount(pi);
+        group_end(pi, 0); /* lost if sqlite rolled the group back */
         return -EIO;
     }
     pi->group_changes++;
@@ -364,7 +371,9 @@ void page_index_rollback(struct page_index *pi)
 {
     if (pi->depth) {
         pi->depth = 0;
-        if (pi->txn_savepoint) {
+        if (sqlite3_get_autocommit(pi->db)) {
+            /* sqlite rolled it back already (and the group with it: lost below) */
+        } else if (pi->txn_savepoint) {
             exec_stmt(stmt(pi, ST_ROLLBACK_TO));
             exec_stmt(stmt(pi, ST_RELEASE));
         } else {
@@ -372,6 +381,7 @@ void page_index_rollback(struct page_index *pi)
         }
     }
     recount(pi);
+    group_end(pi, 0);
 }
 
 /* A row of seq and len left the index (deleted): the counts follow. */
