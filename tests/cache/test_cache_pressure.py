@@ -22,6 +22,7 @@ import os
 import random
 import sqlite3
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mount"))
@@ -158,10 +159,15 @@ class CachePressureTest(unittest.TestCase):
                 if run == 0:
                     self.assertGreater(s["evict_reuse_limit"], 0)
                     self.assertGreater(s["probation_pages"], 0)
-                    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(
-                        work.path, "cache", "index.sqlite"), uri=True)
-                    meta = dict(db.execute("SELECT k, v FROM meta"))
-                    db.close()
+                    # Index changes are committed in groups, within 50 ms: look for 2 s.
+                    for _ in range(200):
+                        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(
+                            work.path, "cache", "index.sqlite"), uri=True)
+                        meta = dict(db.execute("SELECT k, v FROM meta"))
+                        db.close()
+                        if int(meta.get("evict_reuse", 0)) > 0:
+                            break
+                        time.sleep(0.01)
                     self.assertEqual(meta["evict_policy"], "stable")
                     self.assertGreater(int(meta["evict_reuse"]), 0)
                     limit = s["evict_reuse_limit"]

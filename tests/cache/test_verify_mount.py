@@ -18,6 +18,7 @@ import random
 import socket
 import sqlite3
 import sys
+import time
 import unittest
 import urllib.parse
 
@@ -29,13 +30,20 @@ KiB = 1 << 10
 
 
 def page_file(cache_dir, key, idx):
-    """The page file of page idx of key, from the index."""
-    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(cache_dir, "index.sqlite"), uri=True)
-    try:
-        row = db.execute("SELECT f.fhash FROM files f JOIN pages p ON p.file_id = f.id "
-                         "WHERE f.key = ? AND p.idx = ?", (key, idx)).fetchone()
-    finally:
-        db.close()
+    """The page file of page idx of key, from the index (committed within 50 ms of the store:
+    the daemon commits index changes in groups, so this looks for up to 2 s)."""
+    row = None
+    for _ in range(200):
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(cache_dir, "index.sqlite"),
+                             uri=True)
+        try:
+            row = db.execute("SELECT f.fhash FROM files f JOIN pages p ON p.file_id = f.id "
+                             "WHERE f.key = ? AND p.idx = ?", (key, idx)).fetchone()
+        finally:
+            db.close()
+        if row is not None:
+            break
+        time.sleep(0.01)
     if row is None:
         raise AssertionError("page %d of %s is not cached" % (idx, key))
     fhash = row[0]
