@@ -10,15 +10,16 @@
  *   - Page marks (`vmarks`, set-associative: VM_SETS sets of VM_WAYS, least recently used
  *     way recycled): a page's row as the index holds it (VM_ROW; the verification states
  *     carry it too), or that the index has none (VM_ABSENT), so pc_row_get() answers
- *     without sqlite (a page stored by this run is marked with the row it inserted, so a new
- *     page's store and first read ask sqlite only the one time it is looked up before it
- *     has a row), and under verify=once whether its file was verified whole since the row
- *     last changed (VM_DONE; VM_PENDING while a verification runs). A verification started with
- * pc_vm_begin() only marks the page in pc_vm_end() if its token is still the mark's, so a mark
- * always speaks of the file now at the page's path; every change or removal of a row clears the
- * page's mark, and rows are added only by pc_store_span (commit_new), which marks the row it
- * inserted. A VM_ABSENT mark is never set inside a transaction that could roll a row back (the
- *     transactions of eviction, demotion and opens look up no page row).
+ *     without sqlite (a page stored by this run is marked with the row it inserted, so a
+ *     new page's store and first read ask sqlite only once, before it has a row), and under
+ *     verify=once whether its file was verified whole since the row last changed (VM_DONE;
+ *     VM_PENDING while a verification runs). A verification started with pc_vm_begin()
+ *     only marks the page in pc_vm_end() if its token is still the mark's, so a mark always
+ *     speaks of the file now at the page's path. Every change or removal of a row clears
+ *     the page's mark; rows are added only by pc_store_span (commit_new), which marks the
+ *     row it inserted; a VM_ABSENT mark is never set inside a caller's transaction that
+ *     could roll a row back (those of eviction, demotion and opens look up no page row),
+ *     and an index group that is lost (page_index.h) clears every mark.
  *   - Known files (`fmap`, FMAP_BUCKETS chains, at most FMAP_MAX entries, a bucket forgotten
  *     at a time, round robin, when full): key -> (version, size, id, fhash) of the files rows
  *     this run opened, so an open of a known version touches no index.
