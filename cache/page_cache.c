@@ -1351,13 +1351,7 @@ static void group_opened(void *ud)
 static void group_lost(void *ud)
 {
     struct page_cache *pc = ud;
-    memset(pc->vmarks, 0, (size_t)VM_SETS * VM_WAYS * sizeof(*pc->vmarks));
-    pc_fmap_clear(pc);
-    while (pc->unread_oldest)
-        pc_unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
-    for (size_t i = 0; i < pc->nhot; i++)
-        pc_pbuf_unref(pc->hot[i]);
-    pc->nhot = 0;
+    pc_tables_forget(pc);
     pc_recount(pc);
     pc->stats.write_errors++;
     if (pc->log)
@@ -1418,11 +1412,15 @@ static void committer_start(struct page_cache *pc)
     pthread_mutex_unlock(&pc->lock);
 }
 
+/* Turns grouping off (the open group is committed; changes commit on their own from here, so
+ * no hook of the index reaches the committer or its condition variable after this), then
+ * stops the thread. */
 static void committer_stop(struct page_cache *pc)
 {
     if (!pc->committer_on)
         return;
     pthread_mutex_lock(&pc->lock);
+    page_index_set_grouping(pc->index, 0, NULL);
     pc->committer_stop = 1;
     pthread_cond_signal(&pc->group_cond);
     pthread_mutex_unlock(&pc->lock);
@@ -1435,16 +1433,11 @@ void page_cache_destroy(struct page_cache *pc)
 {
     if (!pc)
         return;
-    committer_stop(pc); /* the index commits the open group at its destroy */
+    committer_stop(pc);
     pthread_mutex_lock(&pc->lock);
     page_index_flush(pc->index);
     PAGEFS_CHECK_INVARIANTS(pc_check_invariants(pc));
-    for (size_t i = 0; i < pc->nhot; i++)
-        pc_pbuf_unref(pc->hot[i]);
-    pc->nhot = 0;
-    pc_fmap_clear(pc);
-    while (pc->unread_oldest)
-        pc_unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
+    pc_tables_forget(pc);
     pc_unlock(pc); /* unlinks the files still queued */
     page_index_destroy(pc->index);
     fd_cache_destroy(pc->fds);

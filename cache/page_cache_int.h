@@ -374,6 +374,10 @@ void pc_fmap_put(struct page_cache *pc, const char *key, uint64_t h, const char 
 
 void pc_fmap_clear(struct page_cache *pc);
 
+/* Forgets everything the tables remember of rows: page marks, known files, unread pages (and
+ * the buffers they hold), the hot set (at destroy, and when an index group is lost). */
+void pc_tables_forget(struct page_cache *pc);
+
 /* Reloads the resident counters from the index (after a failed transaction whose file
  * removals already happened). */
 void pc_recount(struct page_cache *pc);

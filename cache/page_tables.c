@@ -720,3 +720,14 @@ void pc_fmap_clear(struct page_cache *pc)
     }
     pc->nfmap = 0;
 }
+
+void pc_tables_forget(struct page_cache *pc)
+{
+    memset(pc->vmarks, 0, (size_t)VM_SETS * VM_WAYS * sizeof(*pc->vmarks));
+    pc_fmap_clear(pc);
+    while (pc->unread_oldest)
+        pc_unread_forget(pc, pc->unread_oldest->file_id, pc->unread_oldest->idx);
+    for (size_t i = 0; i < pc->nhot; i++)
+        pc_pbuf_unref(pc->hot[i]);
+    pc->nhot = 0;
+}
