@@ -417,6 +417,9 @@ def parse_args(argv):
                     help="with --hints: plain GETs in parallel while the floor's loader reads the "
                     "local copy (default %(default)s; pagefs fetches up to max_inflight=64 at "
                     "once)")
+    ap.add_argument("--hint-modes", default="hinted,unhinted",
+                    help="with --hints: which mounts to run, hinted and/or unhinted (default "
+                    "%(default)s; hinted alone: T1 and T2 in half the time, T3 unmeasured)")
     ap.add_argument("--links", action="store_true",
                     help="run the link workloads (links.py: the shards through each of"
                     " --link-profiles, against plain parallel ranged GETs and s3fs) instead of"
@@ -446,6 +449,9 @@ def parse_args(argv):
             ap.error("unknown link profile %s" % p)
     if sum(1 for x in (args.cluster, args.small_cache, args.links, args.hints) if x) > 1:
         ap.error("--cluster, --small-cache, --links and --hints are separate runs")
+    args.hint_modes = [m for m in args.hint_modes.split(",") if m]
+    if not args.hint_modes or any(m not in ("hinted", "unhinted") for m in args.hint_modes):
+        ap.error("--hint-modes takes hinted and/or unhinted")
     if args.floor_parallel < 1:
         ap.error("--floor-parallel must be at least 1")
     if (args.small_cache or args.hints) and args.epochs < 3:
@@ -541,6 +547,7 @@ def main(argv):
                                      "hints_get_parallel": list(hinted.GET_PARALLEL),
                                      "hints_half": hinted.HALF,
                                      "hints_floor_parallel": args.floor_parallel,
+                                     "hints_modes": args.hint_modes,
                                      "hints_loader_workers": workloads.LOADER_WORKERS,
                                      "hints_loader_compute_ms": workloads.LOADER_COMPUTE_MS},
                  "workdir": workdir})
