@@ -13,7 +13,8 @@
  *     reader (pc_unread_add: up to UNREAD_HOLD_BYTES in all, beyond the bound below). Buffers
  *     come from the fetch buffer pool when the cache has one (conf->fetch_bufs, buf_pool.h),
  *     which keeps their memory within the bound its callers keep (page_cache_prefetch_mem,
- *     mem_budget.h) and what the unread pages hold. A run of several pages
+ *     mem_budget.h) and what the unread pages hold; a page of at most half the page size
+ *     gets a malloc'd buffer of its own length (pc_pbuf_new_fetch). A run of several pages
  *     is read into one buffer (struct pbuf_run) and each page's buffer is a slice of it: no
  *     copy per page; the run's buffer goes back to the pool with the last of them.
  *   - Admission: prefetch fetches only what the cache can keep until it is read. Pages stored

@@ -104,11 +104,14 @@ struct pbuf *pc_pbuf_new(int64_t file_id, uint64_t idx, size_t plen, size_t off,
 /* A whole-page buffer for the fetches of page_cache_prefetch(): from the fetch buffer pool
  * when the cache has one (conf->fetch_bufs: callers bound these fetches' buffers, and the
  * pool keeps the process's memory for them within that bound, buf_pool.h), else malloc'd.
- * Always room for a whole page, so that pool buffers are of one size. */
+ * Pool buffers have room for a whole page, so that they are of one size; a page of at most
+ * half that (a small object's, a file's short last page) gets a buffer of its own length
+ * instead, which it can be held in for its first reader as it is (unread_hold) rather than
+ * copied out of a pool buffer under the cache's lock. */
 struct pbuf *pc_pbuf_new_fetch(const struct page_cache *pc, int64_t file_id, uint64_t idx,
                                size_t plen)
 {
-    if (!pc->fetch_bufs)
+    if (!pc->fetch_bufs || plen <= pc->store.page_size / 2)
         return pc_pbuf_new(file_id, idx, plen, 0, plen);
     /* Pool buffers start one header past a mapping's start (buf_pool.h): the bytes start at
      * the mapping's second 4 KiB. */
@@ -435,34 +438,24 @@ uint64_t pc_hold_cost(const struct page_cache *pc, const struct pbuf *pb)
 
 /* Keeps pb for the first reader of u's page if it is the whole page and there is room, made
  * if need be by buffers held longer than UNREAD_HOLD_MS (nobody came for them: a reader
- * that stopped, a load job's pages). A short page in a pool buffer (a page size each: a small
- * object's) is copied into a buffer of its own length first. */
+ * that stopped, a load job's pages). Never a copy: a short page's fetch buffer is of its own
+ * length (pc_pbuf_new_fetch), and a held pool buffer counts whole (pc_hold_cost). */
 static void unread_hold(struct page_cache *pc, struct unread *u, struct pbuf *pb)
 {
     if (u->pb || !pb || !pc_pbuf_whole(pb))
         return;
-    int copy = !pb->run && pb->pool && pb->len < pc->store.page_size / 2;
-    uint64_t cost = copy ? pb->len : pc_hold_cost(pc, pb);
+    uint64_t cost = pc_hold_cost(pc, pb);
     if (cost > UNREAD_HOLD_BYTES)
         return;
     uint64_t now = pc_now_ms();
     while (pc->unread_held + cost > UNREAD_HOLD_BYTES && pc->held_oldest &&
            now - pc->held_oldest->born_ms >= UNREAD_HOLD_MS) {
         unread_release(pc, pc->held_oldest);
-        if (!copy)
-            cost = pc_hold_cost(pc, pb); /* its run may have been let go just now */
+        cost = pc_hold_cost(pc, pb); /* its run may have been let go just now */
     }
     if (pc->unread_held + cost > UNREAD_HOLD_BYTES)
         return;
-    if (copy) {
-        struct pbuf *c = pc_pbuf_new(pb->file_id, pb->idx, pb->plen, 0, pb->len);
-        if (!c)
-            return;
-        memcpy(c->data, pb->data, pb->len);
-        u->pb = c;
-    } else {
-        u->pb = pc_pbuf_ref(pb);
-    }
+    u->pb = pc_pbuf_ref(pb);
     pc->unread_held += cost;
     if (pb->run)
         pb->run->held++;

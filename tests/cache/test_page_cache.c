@@ -1019,8 +1019,9 @@ static void test_prefetched_buffer_to_first_reader(void)
     free(buf);
     free(data);
 
-    /* With the fetch buffer pool (a page size per buffer): a small object's page is kept in a
-     * copy of its own length; a whole page's pool buffer is kept as it is, counted whole. */
+    /* With the fetch buffer pool (a page size per buffer): a small object's page is fetched
+     * into a buffer of its own length, not the pool's, and kept as it is; a whole page's pool
+     * buffer is kept as it is, counted whole. */
     struct buf_pool *pool;
     CHECK_EQ(buf_pool_create(16 * PS, &pool), 0);
     e.conf.fetch_bufs = pool;
@@ -1029,10 +1030,17 @@ static void test_prefetched_buffer_to_first_reader(void)
     unsigned char *whole = cache_env_make_source(&e, "whole.bin", PS, 24);
     f = cache_env_open_key(&e, "small.bin", NULL);
     struct pc_file *g = cache_env_open_key(&e, "whole.bin", NULL);
+    struct buf_pool_stats ps;
     CHECK_EQ(page_cache_prefetch_timed(e.pc, f, 0, 1, PC_PREFETCH_FOR_READER, NULL), 1);
     CHECK_EQ(cache_env_stats(&e).unread_held, 1000);
+    buf_pool_get_stats(pool, &ps);
+    CHECK_EQ(ps.maps, 0);
+    CHECK_EQ(ps.in_use, 0);
     CHECK_EQ(page_cache_prefetch_timed(e.pc, g, 0, 1, PC_PREFETCH_FOR_READER, NULL), 1);
     CHECK_EQ(cache_env_stats(&e).unread_held, 1000 + PS);
+    buf_pool_get_stats(pool, &ps);
+    CHECK_EQ(ps.maps, 1);
+    CHECK(ps.in_use >= PS); /* held for its reader */
     buf = malloc(PS);
     CHECK_EQ(page_cache_read(e.pc, f, 0, 1000, buf), 1000);
     CHECK(memcmp(buf, data, 1000) == 0);
