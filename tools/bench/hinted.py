@@ -33,7 +33,10 @@ first-batch time (the workers' start and the plan's POST included; steady files/
 after the first batch over the time after it); the bucket's bytes (the shaper's bytes down over
 the epoch, which count responses' headers and listings too: a plain GET of every file once is
 about 1.005x) and the daemon's object bytes from the store (bytes_read), each as a multiple of
-the small files' bytes; pagefs's page hit ratio (hits / (hits + misses)); the deltas of the
+the small files' bytes; pagefs's page hit ratio (hits / (hits + misses)); the daemon's CPU time over the epoch (user +
+system, all its threads, from /proc; the kernel's caches dropped before it and the settling
+after it included) per file, a steadier measure of the daemon's own cost than files/s on a
+machine the store shares; the deltas of the
 hint counters (hint_queued, hint_used, hint_resident, ... of user.pagefs.stats) and of the
 prefetcher's; and, sampled every 0.1 s during the epoch, the peaks and means of the gauges
 hint_ahead_bytes, prefetch_pending and prefetch_inflight, and the timeline: when (seconds after
@@ -329,9 +332,14 @@ def _mount_epochs(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, r
     try:
         m.start()
         for e in range(1, epochs + 1):
+            cpu0 = m.cpu_seconds()
             res = run_pass(_Pass, lambda: loader_epoch(m.mountpoint, ds, e, wdir, hint),
                            m.mountpoint, shaper, m, timeout)
+            cpu1 = m.cpu_seconds()
             fig = _epoch_figures(res, ds)
+            if cpu0 is not None and cpu1 is not None:
+                fig["daemon_cpu_s"] = cpu1 - cpu0
+                fig["daemon_cpu_us_per_file"] = (cpu1 - cpu0) * 1e6 / len(ds.small)
             r["epochs"].append(fig)
             st = fig["stats"]
             log("  hints %-4s %-8s run %d epoch %d: %.0f files/s, wait %.1f%%, bucket %.2fx, "

@@ -776,7 +776,8 @@ HINT_MODES = ("hinted", "unhinted")
 HINT_SCENARIOS = ("full", "half")
 HINT_FIGURES = ("files_per_s", "steady_files_per_s", "wait_fraction", "first_batch_seconds",
                 "seconds", "bucket_x", "bucket_bytes", "store_x", "hit_ratio", "requests",
-                "peak_rss", "fetched_t50", "fetched_t99", "read_t50", "read_t100")
+                "peak_rss", "fetched_t50", "fetched_t99", "read_t50", "read_t100",
+                "daemon_cpu_us_per_file")
 HINT_ACTIVITY = ("hint_plans_set", "hint_queued", "hint_used", "hint_released")
 HINTS_TARGETS = {"t1": 0.90, "t2": 0.05, "bucket": 1.0}
 
@@ -938,13 +939,13 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
                  ", ".join("%s parallel %s files/s" % (n, num(_med(ceil, n)))
                            for n in ceil if n != "best"), num(best))]
     rows = [["cache", "mode", "epoch", "files/s", "x ceil", "steady", "wait", "1st batch",
-             "fetched 50/99%", "read 50/100%", "bucket", "store", "hit", "queued", "used",
+             "fetched 50/99%", "read 50/100%", "bucket", "store", "hit", "CPU/file", "queued", "used",
              "late", "resident", "skipped", "released", "ahead peak", "pending peak"]]
     for scen in HINT_SCENARIOS:
         for mode in HINT_MODES:
             m = (summary.get(scen) or {}).get(mode)
             if not m:
-                rows.append([scen, mode, "FAILED or not run"] + [""] * 18)
+                rows.append([scen, mode, "FAILED or not run"] + [""] * 19)
                 continue
             label = "%s (%s)" % ("full" if scen == "full" else "50%", _fmt_bytes(m["cache_bytes"]))
             for e, ep in enumerate(m["epochs"], 1):
@@ -961,7 +962,8 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
                              "%s/%s s" % (num(_med(ep, "read_t50"), "%.2f"),
                                           num(_med(ep, "read_t100"), "%.2f")),
                              num(_med(ep, "bucket_x"), "%.3fx"), num(_med(ep, "store_x"), "%.3fx"),
-                             num(_med(ep, "hit_ratio"), "%.3f")]
+                             num(_med(ep, "hit_ratio"), "%.3f"),
+                             num(_med(ep, "daemon_cpu_us_per_file"), "%.0f us")]
                             + [num(_med(st, k)) for k in ("hint_queued", "hint_used",
                                                           "hint_late", "hint_resident",
                                                           "hint_skipped",
@@ -1014,7 +1016,8 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
                  "bucket = "
                  "the shaper's bytes down over the epoch / the small files' bytes (headers and "
                  "listings included), store = the daemon's object bytes from the store (bytes_read) "
-                 "/ the same; hit = page hits / (hits + misses); queued .. "
+                 "/ the same; hit = page hits / (hits + misses); CPU/file = the daemon's CPU "
+                 "time (user + system) over the epoch / the files; queued .. "
                  "released = deltas of the hint_* counters; ahead peak, pending peak = the "
                  "highest hint_ahead_bytes and prefetch_pending sampled every 0.1 s)")
     return "\n".join(lines)
