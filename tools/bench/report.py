@@ -941,11 +941,12 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
     rows = [["cache", "mode", "epoch", "files/s", "x ceil", "steady", "wait", "1st batch",
              "fetched 50/99%", "read 50/100%", "bucket", "store", "hit", "CPU/file", "queued", "used",
              "late", "resident", "skipped", "released", "ahead peak", "pending peak"]]
+    missing = []
     for scen in HINT_SCENARIOS:
         for mode in HINT_MODES:
             m = (summary.get(scen) or {}).get(mode)
             if not m:
-                rows.append([scen, mode, "FAILED or not run"] + [""] * 19)
+                missing.append("%s/%s" % (scen, mode))
                 continue
             label = "%s (%s)" % ("full" if scen == "full" else "50%", _fmt_bytes(m["cache_bytes"]))
             for e, ep in enumerate(m["epochs"], 1):
@@ -975,6 +976,8 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
         lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
         if j == 0:
             lines.append("-" * len(lines[-1]))
+    if missing:
+        lines.append("  (no figures, failed or not run: %s)" % ", ".join(missing))
     verdict = {True: "met", False: "NOT MET", None: "n/a"}
     t = targets.get("t1", {})
     lines.append("  T1 cold hinted epoch >= %.0f%% of the link ceiling: %s (%s of %s files/s; "
