@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* Capability bits. */
 #define BACKEND_CAP_VERSIONED 0x1u /* read_range honours an expected version (If-Match) */
@@ -270,6 +271,9 @@ struct backend_timing {
 uint64_t backend_now_ms(void);
 /* Microseconds of the same clock (request latencies). */
 uint64_t backend_now_us(void);
+/* The time ms milliseconds from now on the same clock: a deadline for pthread_cond_timedwait()
+ * on a condition variable made with CLOCK_MONOTONIC. */
+struct timespec backend_deadline_ms(uint64_t ms);
 /* The bucket of struct backend_latency a request of `us` microseconds is counted in. */
 unsigned backend_latency_bucket(uint64_t us);
 

@@ -598,14 +598,7 @@ static int etcd_refresh(struct members *m, int64_t *rev)
 /* Sleeps up to ms or until stopped. */
 static void nap(struct members *m, int ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = backend_deadline_ms((uint64_t)ms);
     pthread_mutex_lock(&m->lock);
     while (!atomic_load(&m->stop))
         if (pthread_cond_timedwait(&m->cond, &m->lock, &ts) == ETIMEDOUT)

@@ -822,13 +822,7 @@ static void *planner_main(void *arg)
         /* Nothing to do now: room comes back when the reader opens entries (a wake), or when
          * prefetched pages are evicted or expire (looked at again every 100 ms, sooner after
          * a full prefetch queue). */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += (retry ? 20 : 100) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = backend_deadline_ms(retry ? 20 : 100);
         pthread_cond_timedwait(&h->wake, &h->lock, &ts);
         h->busy = 1;
     }

@@ -1378,11 +1378,7 @@ static void *committer_main(void *arg)
             page_index_group_commit(pc->index);
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += (long)wait_ms * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = backend_deadline_ms(wait_ms);
         pthread_cond_timedwait(&pc->group_cond, &pc->lock, &ts);
     }
     pc_unlock(pc);
