@@ -89,7 +89,9 @@ struct backend_counters {
     uint64_t list_calls;
     uint64_t read_calls;
     uint64_t check_calls;
-    uint64_t errors;
+    uint64_t errors;    /* requests that failed (not those cancelled) */
+    uint64_t cancelled; /* requests abandoned under way: their caller's call scope was
+                           cancelled (read-ahead of a reader that stopped), not failures */
     uint64_t bytes_read;
     uint64_t inflight; /* requests under way now (a gauge) */
     struct backend_latency lat_stat, lat_list, lat_read; /* by kind (check is not timed) */

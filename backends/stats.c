@@ -13,8 +13,13 @@
  * errno. The failure is one atomic word (time << 16 | errno), so a reader never pairs one
  * failure's time with another's errno.
  *
+ * A call that ends because its caller cancelled it (-EINTR in a cancelled call scope,
+ * backend.h: read-ahead nobody will read) is counted in `cancelled`, not in errors, and says
+ * nothing of the store's health.
+ *
  * Invariants: counters only grow (inflight is a gauge: +1 before the call, -1 after); every
- * call is counted once, failed ones in errors too. Lock order: no locks (relaxed atomics).
+ * call is counted once, failed ones in errors too (cancelled ones in cancelled instead).
+ * Lock order: no locks (relaxed atomics).
  */
 #include "backends/stats.h"
 
@@ -29,7 +34,8 @@ struct stats_latency {
 
 struct stats_priv {
     struct backend *inner; /* first: a layer (backend.h) */
-    atomic_uint_fast64_t stat_calls, list_calls, read_calls, check_calls, errors, bytes_read;
+    atomic_uint_fast64_t stat_calls, list_calls, read_calls, check_calls, errors, cancelled;
+    atomic_uint_fast64_t bytes_read;
     atomic_uint_fast64_t inflight;
     struct stats_latency lat_stat, lat_list, lat_read;
     atomic_uint_fast64_t last_success_ms; /* backend_now_ms(); 0: never */
@@ -50,6 +56,15 @@ static void note_outcome(struct stats_priv *sp, long long rc)
 static void count(atomic_uint_fast64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* Counts a failed call (rc < 0) as an error, or as cancelled when its caller cancelled it. */
+static void count_failure(struct stats_priv *sp, long long rc)
+{
+    if (rc == -EINTR && backend_call_cancelled(backend_call_current()))
+        count(&sp->cancelled, 1);
+    else
+        count(&sp->errors, 1);
 }
 
 /* Marks a request under way; returns its start time for call_end(). */
@@ -86,7 +101,7 @@ static int stats_stat(struct backend *be, const char *key, struct backend_stat *
     call_end(sp, &sp->lat_stat, t0);
     note_outcome(sp, rc);
     if (rc < 0 && rc != -ENOENT)
-        count(&sp->errors, 1);
+        count_failure(sp, rc);
     return rc;
 }
 
@@ -100,7 +115,7 @@ static int stats_list(struct backend *be, const char *prefix, const char *delim,
     call_end(sp, &sp->lat_list, t0);
     note_outcome(sp, rc);
     if (rc < 0)
-        count(&sp->errors, 1);
+        count_failure(sp, rc);
     return rc;
 }
 
@@ -114,7 +129,7 @@ static ssize_t stats_read_range(struct backend *be, const char *key, const char 
     call_end(sp, &sp->lat_read, t0);
     note_outcome(sp, n);
     if (n < 0)
-        count(&sp->errors, 1);
+        count_failure(sp, n);
     else
         count(&sp->bytes_read, (uint64_t)n);
     return n;
@@ -127,7 +142,7 @@ static int stats_check(struct backend *be)
     int rc = sp->inner->ops->check(sp->inner);
     note_outcome(sp, rc);
     if (rc < 0)
-        count(&sp->errors, 1);
+        count_failure(sp, rc);
     return rc;
 }
 
@@ -147,6 +162,7 @@ static int stats_counters(struct backend *be, struct backend_counters *out)
     out->read_calls = atomic_load_explicit(&sp->read_calls, memory_order_relaxed);
     out->check_calls = atomic_load_explicit(&sp->check_calls, memory_order_relaxed);
     out->errors = atomic_load_explicit(&sp->errors, memory_order_relaxed);
+    out->cancelled = atomic_load_explicit(&sp->cancelled, memory_order_relaxed);
     out->bytes_read = atomic_load_explicit(&sp->bytes_read, memory_order_relaxed);
     out->inflight = atomic_load_explicit(&sp->inflight, memory_order_relaxed);
     latency_load(&sp->lat_stat, &out->lat_stat);

@@ -53,7 +53,11 @@ static const struct row rows[] = {
     {BACKEND, AT(be.read_calls), "read_calls", "remote.read", NULL, 0, NULL},
     {BACKEND, AT(be.check_calls), "check_calls", NULL, NULL, 0, NULL},
     {BACKEND, AT(be.errors), "errors", "remote.errors", "pagefs_remote_errors_total", 'c',
-     "Remote requests that failed."},
+     "Remote requests that failed (not those cancelled)."},
+    {BACKEND, AT(be.cancelled), "cancelled", "remote.cancelled", "pagefs_remote_cancelled_total",
+     'c',
+     "Remote requests abandoned under way because nobody wanted their answer any more "
+     "(the read-ahead of a reader that stopped); not failures."},
     {BACKEND, AT(be.bytes_read), "bytes_read", "remote.bytes", "pagefs_remote_bytes_total", 'c',
      "Bytes received from the remote store."},
     {BACKEND, AT(be.inflight), NULL, "remote.inflight", "pagefs_remote_inflight_requests", 'g',

@@ -109,6 +109,7 @@ static void print_table(struct json_object *s)
            "requests", U("remote.requests"), U("remote.stat"), U("remote.list"), U("remote.read"));
     printf("  %-16s %s\n", "bytes", ctl_fmt_bytes((double)U("remote.bytes"), b1, sizeof(b1)));
     printf("  %-16s %" PRIu64 "\n", "errors", U("remote.errors"));
+    printf("  %-16s %" PRIu64 "\n", "cancelled", U("remote.cancelled"));
     printf("  %-16s %" PRIu64 "\n", "in flight", U("remote.inflight"));
     printf("\nprefetch\n");
     printf("  %-16s %" PRIu64 "\n", "fetched pages", U("prefetch.fetched_pages"));

@@ -911,6 +911,13 @@ static void test_close_cancels_readahead(void)
                 (unsigned long long)p.fetched, (unsigned long long)p.errors);
     CHECK(s.pages_resident >= 128);
     CHECK(s.pages_resident <= 128 + p.window_peak / PS);
+    /* The GETs aborted are counted as cancelled, not as the store's errors. */
+    struct backend_counters bc;
+    memset(&bc, 0, sizeof(bc));
+    CHECK_EQ(e.be->ops->counters(e.be, &bc), 0);
+    if (before.inflight)
+        CHECK(bc.cancelled > 0);
+    CHECK_EQ(bc.errors, 0);
     /* Opened again: its run goes on from where it stopped, every byte right. */
     fault_backend_set_link(e.fault, 0, 0);
     CHECK_EQ(prefetch_stream_create(e.pf, f, &st), 0);
