@@ -83,6 +83,7 @@ void backend_call_begin_flags(struct backend_call *call, uint64_t deadline_ms,
     call->outer = outer;
     call->attempt = 0;
     call->timing = NULL;
+    call->received = NULL;
     current = call;
 }
 
@@ -129,6 +130,21 @@ void backend_call_note_ttfb(uint64_t ttfb_us)
         if (c->timing) {
             c->timing->ttfb_us = ttfb_us;
             c->timing->requests++;
+            return;
+        }
+    }
+}
+
+void backend_call_set_received(struct backend_call *call, uint64_t *received)
+{
+    call->received = received;
+}
+
+void backend_call_note_received(uint64_t bytes)
+{
+    for (const struct backend_call *c = current; c; c = c->outer) {
+        if (c->received) {
+            *c->received += bytes;
             return;
         }
     }

@@ -92,7 +92,9 @@ struct backend_counters {
     uint64_t errors;    /* requests that failed (not those cancelled) */
     uint64_t cancelled; /* requests abandoned under way: their caller's call scope was
                            cancelled (read-ahead of a reader that stopped), not failures */
-    uint64_t bytes_read;
+    uint64_t bytes_read;      /* of the reads that returned them */
+    uint64_t bytes_discarded; /* received by reads that failed or were cancelled under way:
+                                 egress that served nobody */
     uint64_t inflight; /* requests under way now (a gauge) */
     struct backend_latency lat_stat, lat_list, lat_read; /* by kind (check is not timed) */
     /* Credentials of a signing backend (s3.c, aws_creds.h), passed up by the stats layer;
@@ -256,6 +258,7 @@ struct backend_call {
     unsigned flags;                   /* BACKEND_CALL_*: this scope's and every outer one's */
     unsigned attempt;                 /* the retry layer's attempt under way, 1-based; 0: none */
     struct backend_timing *timing;    /* where requests note their time to first byte; NULL */
+    uint64_t *received;               /* where requests add the body bytes they received; NULL */
 };
 
 /* What a caller learns of the requests made within its scope (backend_call_set_timing()):
@@ -304,6 +307,15 @@ void backend_call_set_timing(struct backend_call *call, struct backend_timing *t
 /* A transport's request of the calling thread got its first byte ttfb_us after it started:
  * noted in the sink of the innermost open scope that has one (nothing when none has). */
 void backend_call_note_ttfb(uint64_t ttfb_us);
+
+/* Requests made within `call` (and the scopes nested in it that have no sink of their own)
+ * add the bytes of reply body they received, whether or not they completed, to *received
+ * (NULL: no longer). */
+void backend_call_set_received(struct backend_call *call, uint64_t *received);
+/* A transport's request of the calling thread ended having received `bytes` of reply body
+ * (an aborted or failed one too): added to the sink of the innermost open scope that has one
+ * (nothing when none has). */
+void backend_call_note_received(uint64_t bytes);
 
 /* Sets the attempt number (1 for the first try) of the calls made within `call` from now on:
  * the retry layer's, which the transports' request lines show. */

@@ -27,7 +27,8 @@
  * it about once a second while nothing moves). Stall detection is libcurl's low-speed limit
  * at 1 byte/s: a slow but moving transfer never trips it. A request that succeeded notes its
  * time to first byte in its call scope (backend_call_note_ttfb(): read-ahead sizes its window
- * from it).
+ * from it); every request, however it ended, the reply body bytes it received
+ * (backend_call_note_received(): the stats layer counts what aborted reads cost).
  *
  * Invariants: 0 <= n <= max_idle; every handle in idle[0..n) is owned by the pool alone. A
  * request's body never exceeds body.cap (body.max when it grows), its error body errcap - 1.
@@ -494,6 +495,9 @@ int curl_req_finish(CURL *c, struct curl_req *r, CURLcode cc)
 
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &r->os_errno);
+    curl_off_t got = 0;
+    if (curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &got) == CURLE_OK && got > 0)
+        backend_call_note_received((uint64_t)got);
     curl_off_t ttfb = 0;
     if (cc == CURLE_OK && curl_easy_getinfo(c, CURLINFO_STARTTRANSFER_TIME_T, &ttfb) == CURLE_OK &&
         ttfb > 0)

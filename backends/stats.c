@@ -13,6 +13,11 @@
  * errno. The failure is one atomic word (time << 16 | errno), so a reader never pairs one
  * failure's time with another's errno.
  *
+ * A read's transport requests note the reply bytes they received, complete or not
+ * (backend_call_note_received, in a scope the layer opens around the read): those of a read
+ * that failed or was cancelled, and of attempts the retry layer made again, are counted in
+ * bytes_discarded (egress that served nobody; bytes_read counts what reads returned).
+ *
  * A call that ends because its caller cancelled it (-EINTR in a cancelled call scope,
  * backend.h: read-ahead nobody will read) is counted in `cancelled`, not in errors, and says
  * nothing of the store's health.
@@ -35,7 +40,7 @@ struct stats_latency {
 struct stats_priv {
     struct backend *inner; /* first: a layer (backend.h) */
     atomic_uint_fast64_t stat_calls, list_calls, read_calls, check_calls, errors, cancelled;
-    atomic_uint_fast64_t bytes_read;
+    atomic_uint_fast64_t bytes_read, bytes_discarded;
     atomic_uint_fast64_t inflight;
     struct stats_latency lat_stat, lat_list, lat_read;
     atomic_uint_fast64_t last_success_ms; /* backend_now_ms(); 0: never */
@@ -125,13 +130,22 @@ static ssize_t stats_read_range(struct backend *be, const char *key, const char 
     struct stats_priv *sp = be->priv;
     count(&sp->read_calls, 1);
     uint64_t t0 = call_begin(sp);
+    uint64_t received = 0; /* by the transport's requests, complete or not */
+    struct backend_call scope;
+    backend_call_begin(&scope, 0, NULL);
+    backend_call_set_received(&scope, &received);
     ssize_t n = sp->inner->ops->read_range(sp->inner, key, version, off, len, buf);
+    backend_call_end(&scope);
     call_end(sp, &sp->lat_read, t0);
     note_outcome(sp, n);
-    if (n < 0)
+    if (n < 0) {
         count_failure(sp, n);
-    else
+        count(&sp->bytes_discarded, received);
+    } else {
         count(&sp->bytes_read, (uint64_t)n);
+        if (received > (uint64_t)n) /* attempts the retry layer made again */
+            count(&sp->bytes_discarded, received - (uint64_t)n);
+    }
     return n;
 }
 
@@ -164,6 +178,7 @@ static int stats_counters(struct backend *be, struct backend_counters *out)
     out->errors = atomic_load_explicit(&sp->errors, memory_order_relaxed);
     out->cancelled = atomic_load_explicit(&sp->cancelled, memory_order_relaxed);
     out->bytes_read = atomic_load_explicit(&sp->bytes_read, memory_order_relaxed);
+    out->bytes_discarded = atomic_load_explicit(&sp->bytes_discarded, memory_order_relaxed);
     out->inflight = atomic_load_explicit(&sp->inflight, memory_order_relaxed);
     latency_load(&sp->lat_stat, &out->lat_stat);
     latency_load(&sp->lat_list, &out->lat_list);

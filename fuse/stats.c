@@ -59,7 +59,11 @@ static const struct row rows[] = {
      "Remote requests abandoned under way because nobody wanted their answer any more "
      "(the read-ahead of a reader that stopped); not failures."},
     {BACKEND, AT(be.bytes_read), "bytes_read", "remote.bytes", "pagefs_remote_bytes_total", 'c',
-     "Bytes received from the remote store."},
+     "Bytes received from the remote store by the reads that returned them."},
+    {BACKEND, AT(be.bytes_discarded), "bytes_discarded", "remote.discarded_bytes",
+     "pagefs_remote_discarded_bytes_total", 'c',
+     "Bytes received from the remote store by reads that failed or were cancelled under way "
+     "(and by attempts made again): egress that served nobody."},
     {BACKEND, AT(be.inflight), NULL, "remote.inflight", "pagefs_remote_inflight_requests", 'g',
      "Remote requests under way now."},
     {BACKEND, AT(be.cred_refreshes), "cred_refreshes", "credentials.refreshes",

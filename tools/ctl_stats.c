@@ -108,6 +108,8 @@ static void print_table(struct json_object *s)
     printf("  %-16s %" PRIu64 "  (stat %" PRIu64 ", list %" PRIu64 ", read %" PRIu64 ")\n",
            "requests", U("remote.requests"), U("remote.stat"), U("remote.list"), U("remote.read"));
     printf("  %-16s %s\n", "bytes", ctl_fmt_bytes((double)U("remote.bytes"), b1, sizeof(b1)));
+    printf("  %-16s %s\n", "discarded bytes",
+           ctl_fmt_bytes((double)U("remote.discarded_bytes"), b1, sizeof(b1)));
     printf("  %-16s %" PRIu64 "\n", "errors", U("remote.errors"));
     printf("  %-16s %" PRIu64 "\n", "cancelled", U("remote.cancelled"));
     printf("  %-16s %" PRIu64 "\n", "in flight", U("remote.inflight"));

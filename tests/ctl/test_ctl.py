@@ -300,7 +300,8 @@ class CtlCases:
         self.assertTrue(s["source"].startswith(self.source_scheme), s["source"])
         for sec, keys in (("cache", ("capacity_bytes", "resident_bytes", "hit_pages",
                                      "miss_pages", "hit_bytes", "fetched_bytes")),
-                          ("remote", ("requests", "read", "bytes", "errors", "cancelled")),
+                          ("remote", ("requests", "read", "bytes", "errors", "cancelled",
+                                      "discarded_bytes")),
                           ("prefetch", ("fetched_pages", "used_pages")),
                           ("fuse", ("reads", "read_bytes", "opens", "lookups"))):
             for k in keys:

@@ -71,6 +71,8 @@ http {
         listen 127.0.0.1:$port;
         root $dir/www;
         location / { autoindex on; }
+        # The tree again at 1 MB/s a connection: reads that are still under way when cut.
+        location /slow/ { alias $dir/www/; limit_rate 1m; }
     }
     server {
         listen 127.0.0.1:$tls_port ssl;

@@ -20,6 +20,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,6 +443,69 @@ static void test_check_errors(void)
     }
 }
 
+struct cut_read {
+    struct backend *be;
+    atomic_int cancel;
+    atomic_int started;
+    ssize_t result;
+};
+
+static void *cut_read_main(void *arg)
+{
+    struct cut_read *c = arg;
+    size_t len = 20u << 20;
+    unsigned char *buf = malloc(len);
+    struct backend_call scope;
+    backend_call_begin(&scope, 0, &c->cancel);
+    atomic_store(&c->started, 1);
+    c->result = buf ? c->be->ops->read_range(c->be, "big.bin", NULL, 0, len, buf) : -ENOMEM;
+    backend_call_end(&scope);
+    free(buf);
+    return NULL;
+}
+
+/* A read cancelled under way (read-ahead of a reader that stopped), through nginx at 1 MB/s:
+ * it ends with -EINTR, counts as cancelled and not as an error, and the bytes it received
+ * before the cut count as discarded (egress that served nobody), not as bytes read. */
+static void test_cancelled_read(void)
+{
+    struct cut_read c = {.be = open_source("/slow/tree/")};
+    CHECK(c.be != NULL);
+    if (!c.be)
+        return;
+    atomic_init(&c.cancel, 0);
+    atomic_init(&c.started, 0);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, cut_read_main, &c), 0);
+    struct backend_counters bc;
+    /* Cut once some of the 20 MiB (20 s at 1 MB/s) has come. */
+    for (int i = 0; i < 5000; i++) {
+        memset(&bc, 0, sizeof(bc));
+        CHECK_EQ(c.be->ops->counters(c.be, &bc), 0);
+        if (atomic_load(&c.started) && bc.inflight == 1 && i >= 300)
+            break;
+        usleep(1000);
+    }
+    atomic_store(&c.cancel, 1);
+    pthread_join(t, NULL);
+    CHECK_EQ(c.result, -EINTR);
+    memset(&bc, 0, sizeof(bc));
+    CHECK_EQ(c.be->ops->counters(c.be, &bc), 0);
+    CHECK_EQ(bc.cancelled, 1);
+    CHECK_EQ(bc.errors, 0);
+    CHECK_EQ(bc.bytes_read, 0);
+    CHECK(bc.bytes_discarded > 0);
+    CHECK(bc.bytes_discarded < (20u << 20));
+    fprintf(stderr, "  cut after %" PRIu64 " bytes\n", bc.bytes_discarded);
+    /* A read that completes adds its bytes to bytes_read only. */
+    unsigned char small[16];
+    CHECK_EQ(c.be->ops->read_range(c.be, "hello.txt", NULL, 0, sizeof(small), small), 12);
+    memset(&bc, 0, sizeof(bc));
+    CHECK_EQ(c.be->ops->counters(c.be, &bc), 0);
+    CHECK_EQ(bc.bytes_read, 12);
+    backend_destroy(c.be);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || read_env(argv[1]) < 0 || !tls_port[0]) {
@@ -452,5 +517,6 @@ int main(int argc, char **argv)
     RUN(test_changed);
     RUN(test_single_file_and_redirect);
     RUN(test_check_errors);
+    RUN(test_cancelled_read);
     return test_finish();
 }

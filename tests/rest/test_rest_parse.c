@@ -473,6 +473,7 @@ static void test_metrics(void)
     in.be.bytes_read = 123456;
     in.be.errors = 2;
     in.be.cancelled = 13;
+    in.be.bytes_discarded = 4096;
     in.be.lat_read.buckets[0] = 2;                           /* <= 5 ms */
     in.be.lat_read.buckets[3] = 1;                           /* <= 50 ms */
     in.be.lat_read.buckets[BACKEND_LATENCY_BUCKETS - 1] = 2; /* > 10 s */
@@ -506,6 +507,7 @@ static void test_metrics(void)
     CHECK(sample(text, "pagefs_remote_bytes_total") == 123456);
     CHECK(sample(text, "pagefs_remote_errors_total") == 2);
     CHECK(sample(text, "pagefs_remote_cancelled_total") == 13);
+    CHECK(sample(text, "pagefs_remote_discarded_bytes_total") == 4096);
     CHECK(sample(text, "pagefs_prefetch_efficiency_ratio") == 0.75);
     CHECK(sample(text, "pagefs_fuse_reads_total") == 42);
     CHECK(sample(text, "pagefs_fetch_memory_limit_bytes") == (double)(32u << 20));
