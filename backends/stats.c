@@ -15,8 +15,9 @@
  *
  * A read's transport requests note the reply bytes they received, complete or not
  * (backend_call_note_received, in a scope the layer opens around the read): those of a read
- * that failed or was cancelled, and of attempts the retry layer made again, are counted in
- * bytes_discarded (egress that served nobody; bytes_read counts what reads returned).
+ * that failed or was cancelled, of attempts the retry layer made again and of a reply longer
+ * than the range asked (a server that ignores Range) are counted in bytes_discarded (egress
+ * that served nobody; bytes_read counts what reads returned).
  *
  * A call that ends because its caller cancelled it (-EINTR in a cancelled call scope,
  * backend.h: read-ahead nobody will read) is counted in `cancelled`, not in errors, and says
@@ -143,7 +144,7 @@ static ssize_t stats_read_range(struct backend *be, const char *key, const char 
         count(&sp->bytes_discarded, received);
     } else {
         count(&sp->bytes_read, (uint64_t)n);
-        if (received > (uint64_t)n) /* attempts the retry layer made again */
+        if (received > (uint64_t)n) /* attempts made again, a reply longer than the range */
             count(&sp->bytes_discarded, received - (uint64_t)n);
     }
     return n;
