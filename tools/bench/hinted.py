@@ -33,11 +33,10 @@ first-batch time (the workers' start and the plan's POST included; steady files/
 after the first batch over the time after it); the bucket's bytes (the shaper's bytes down over
 the epoch, which count responses' headers and listings too: a plain GET of every file once is
 about 1.005x) and the daemon's object bytes from the store (bytes_read), each as a multiple of
-the small files' bytes; pagefs's page hit ratio (hits / (hits + misses)); the daemon's CPU time over the epoch (user +
-system, all its threads, from /proc; the kernel's caches dropped before it and the settling
-after it included) per file, a steadier measure of the daemon's own cost than files/s on a
-machine the store shares; the deltas of the
-hint counters (hint_queued, hint_used, hint_resident, ... of user.pagefs.stats) and of the
+the small files' bytes; pagefs's page hit ratio (hits / (hits + misses)); the daemon's CPU
+time over the epoch (user + system, all its threads, from /proc; the kernel's caches dropped
+before it and the settling after it included) per file, a steadier measure of the daemon's own
+cost than files/s on a machine the store shares; the deltas of the hint counters (hint_queued, hint_used, hint_resident, ... of user.pagefs.stats) and of the
 prefetcher's; and, sampled every 0.1 s during the epoch, the peaks and means of the gauges
 hint_ahead_bytes, prefetch_pending and prefetch_inflight, and the timeline: when (seconds after
 the epoch's start) the daemon had fetched half and 99% of the epoch's bytes and when the reader

@@ -939,8 +939,8 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
                  ", ".join("%s parallel %s files/s" % (n, num(_med(ceil, n)))
                            for n in ceil if n != "best"), num(best))]
     rows = [["cache", "mode", "epoch", "files/s", "x ceil", "steady", "wait", "1st batch",
-             "fetched 50/99%", "read 50/100%", "bucket", "store", "hit", "CPU/file", "queued", "used",
-             "late", "resident", "skipped", "released", "ahead peak", "pending peak"]]
+             "fetched 50/99%", "read 50/100%", "bucket", "store", "hit", "CPU/file", "queued",
+             "used", "late", "resident", "skipped", "released", "ahead peak", "pending peak"]]
     missing = []
     for scen in HINT_SCENARIOS:
         for mode in HINT_MODES:
