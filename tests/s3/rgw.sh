@@ -69,7 +69,7 @@ free_port() {
 pid_alive() {
     local pid=$1 dir=$2
     [ -r "/proc/$pid/cmdline" ] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir"
+    { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "$dir"
 }
 
 # stop_one NAME DIR: TERM the recorded daemon, wait up to 20 s, then KILL.
@@ -173,6 +173,20 @@ make_role() {
             "PolicyDocument=$S3ALL_POLICY"
 }
 
+# gw_exit: reap the gateway that exited (a child of this shell) and set GW_STATUS to how.
+gw_exit() {
+    local st
+    wait "$(cat "$STATE/pids/radosgw")" 2>/dev/null
+    st=$?
+    if [ "$st" -eq 127 ]; then
+        GW_STATUS="(status unknown)"
+    elif [ "$st" -gt 128 ]; then
+        GW_STATUS="(killed by signal $((st - 128)))"
+    else
+        GW_STATUS="(status $st)"
+    fi
+}
+
 fail_start() {
     echo "rgw.sh: $*" >&2
     for f in "$STATE"/log/*.out "$STATE"/log/*.log; do
@@ -185,7 +199,7 @@ fail_start() {
 }
 
 do_start() {
-    local t0 fsid osd_uuid osd_id i code oidc_port oidc_pid issuer thumbprint
+    local t0 fsid osd_uuid osd_id i code oidc_port oidc_pid issuer thumbprint gw_tries
 
     t0=$(date +%s.%N)
     for bin in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool curl openssl; do
@@ -292,6 +306,7 @@ EOF
 
     # radosgw creates its pools and default zone on first start.
     spawn radosgw radosgw -f -c "$CONF" -n client.rgw.a
+    gw_tries=1
 
     wait "$oidc_pid" && thumbprint=$(cat "$STATE/oidc-thumbprint") && [ -n "$thumbprint" ] ||
         fail_start "cannot make the OIDC issuer's key and certificate"
@@ -300,8 +315,24 @@ EOF
 
     # Wait for the gateway to answer HTTP at all, then create the user, then wait for a
     # signed request to succeed.
+    # A gateway that exits before it answers is started again (up to 3 times, each on a new
+    # port: the free port may have been taken meanwhile). Once, in CI, radosgw exited within a
+    # fraction of a second without a word in its log or on stderr; its exit status is printed.
     for ((i = 0; i < READY_TIMEOUT * 10; i++)); do
-        pid_alive "$(cat "$STATE/pids/radosgw")" "$STATE" || fail_start "radosgw exited"
+        if ! pid_alive "$(cat "$STATE/pids/radosgw")" "$STATE"; then
+            gw_exit
+            [ "$gw_tries" -lt 3 ] || fail_start "radosgw exited $GW_STATUS (3 starts)"
+            echo "rgw.sh: radosgw exited $GW_STATUS; starting it again" >&2
+            for f in "$STATE/log/radosgw.out" "$STATE/log/client.rgw.a.log"; do
+                [ -s "$f" ] && tail -n 5 "$f" >&2
+            done
+            RGW_PORT=$(free_port) || fail_start "no free port"
+            sed -i "s/^rgw_frontends = .*/rgw_frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1/" \
+                "$CONF" || fail_start "cannot rewrite $CONF"
+            spawn radosgw radosgw -f -c "$CONF" -n client.rgw.a
+            gw_tries=$((gw_tries + 1))
+            continue
+        fi
         code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$RGW_PORT/" 2>/dev/null)
         [ "$code" = 200 ] && break
         sleep 0.1
