@@ -26,11 +26,12 @@
  *   - Listing ahead: a shuffled epoch's first entries fall in as many directories as the
  *     dataset has, and the planner must look an entry up before it can queue it, so on a cold
  *     mount it would fetch those listings one after another (ImageNet: hundreds of listings
- *     before its first thousand files are queued). Each pass hands HINTS_LISTERS threads one
- *     key of each directory not handed yet of the entries up to HINTS_LIST_AHEAD past the
- *     cursor (a ring of at most HINTS_LIST_QUEUE; a hash_set.h set of directory hashes per
- *     plan, at most HINTS_LIST_DIRS_MAX); they look it up, which fetches the listing once
- *     (single flight: the planner's own lookup of the directory waits for that fetch).
+ *     before its first thousand files are queued). Each pass hands HINTS_LISTERS threads
+ *     (started by the first plan) one key of each directory not handed yet of the entries up
+ *     to HINTS_LIST_AHEAD past the cursor (a ring of at most HINTS_LIST_QUEUE; a hash_set.h set
+ *     of directory hashes per plan, at most HINTS_LIST_DIRS_MAX); they look it up, which
+ *     fetches the listing once (single flight: the planner's own lookup of the directory
+ *     waits for that fetch).
  *
  * Invariants (under h->lock): a plan's ahead_bytes is the sum of the sizes of its entries in
  * state QUEUED, ahead_files their number; front <= n, skip_from <= front; every plan in h->plans
@@ -117,6 +118,7 @@ struct hints {
     pthread_cond_t list_wake;
     pthread_t listers[HINTS_LISTERS];
     unsigned nlisters;
+    int listers_tried; /* the planner started them (with the first plan it worked on) */
     char *list_q[HINTS_LIST_QUEUE];
     unsigned list_head, list_n;
     struct plan *plans[HINTS_MAX_PLANS];
@@ -271,11 +273,6 @@ int hints_create(const struct hints_conf *conf, struct hints **out)
             return rc;
         }
         h->has_thread = 1;
-        /* Listing ahead is an optimisation: with fewer threads (or none) the planner lists
-         * what the listers did not as it comes to it. */
-        while (h->nlisters < HINTS_LISTERS &&
-               pthread_create(&h->listers[h->nlisters], NULL, lister_main, h) == 0)
-            h->nlisters++;
     }
     *out = h;
     return 0;
@@ -598,6 +595,16 @@ out:
  * entry up before it can queue it). Each directory once per plan. */
 static void list_ahead(struct hints *h, struct plan *p)
 {
+    /* The listers start with the first plan (a mount never given one has none); only the
+     * planner thread starts them, and hints_stop() joins it before it joins them. Listing
+     * ahead is an optimisation: with fewer threads (or none) the planner lists what the
+     * listers did not as it comes to it. */
+    if (!h->listers_tried) {
+        h->listers_tried = 1;
+        while (h->nlisters < HINTS_LISTERS &&
+               pthread_create(&h->listers[h->nlisters], NULL, lister_main, h) == 0)
+            h->nlisters++;
+    }
     if (!h->nlisters)
         return;
     uint32_t end = p->n - p->next > HINTS_LIST_AHEAD ? p->next + HINTS_LIST_AHEAD : p->n;

@@ -24,6 +24,7 @@
 #include "cache_env.h"
 #include "testlib.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,12 +316,40 @@ static void test_late_entries(void)
     env_fini(&e);
 }
 
+/* Threads of this process named `name` (the names hints.c gives its threads). */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char path[300], comm[64] = "";
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread ended meanwhile */
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
 /* 1c. The directories of a plan's next entries are listed by the listers, each once, in plan
- * order (a key in a directory that does not exist too); every byte is right. */
+ * order (a key in a directory that does not exist too); every byte is right. The listers
+ * start with the first plan: none before it. */
 static void test_dirs_listed_ahead(void)
 {
     struct env e;
     env_init(&e, "hints-dirs", 0);
+    usleep(50000); /* a lister started at creation would have named itself by now */
+    CHECK_EQ(threads_named("pagefs-list"), 0);
     fault_backend_set(e.ce.fault, 0, 0, 50000); /* every call 50 ms */
     struct meta_cache_stats m0;
     meta_cache_get_stats(e.mc, &m0);
@@ -334,6 +363,9 @@ static void test_dirs_listed_ahead(void)
         usleep(10000);
     struct hints_stats s = hstats(&e);
     CHECK_EQ(s.listed_ahead, NDIRS); /* one key of each directory */
+    for (int i = 0; i < WAIT_POLLS && threads_named("pagefs-list") < (int)HINTS_LISTERS; i++)
+        usleep(10000);
+    CHECK_EQ(threads_named("pagefs-list"), (int)HINTS_LISTERS);
     CHECK_EQ(s.queued, 2 * NDIRS);
     CHECK_EQ(s.missing, 1);
     struct meta_cache_stats m;
