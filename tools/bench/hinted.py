@@ -20,6 +20,14 @@ between hinted and unhinted from one run to the next, so drift hits both alike):
             loader is done (no filesystem does that work). No
             cache of the bucket, FUSE or not, can run the cold epoch faster than the store, the
             shaper and the GETs leave it here; T1 is reported beside it
+  floor_half  T2's floor: what this machine's store, shaper and plain GETs of half the files
+            take from a reader of a half-cache epoch: the DataLoader's epoch (the order of
+            epoch 2) over the local copy alone, then again while curl -Z processes GET every
+            other file of that order through the shaped link, 100 files per process
+            (32 at a time), started on a schedule that spreads them over the first epoch's
+            duration (the pace a prefetcher ahead of that reader fetches them at). The
+            difference of the two waits is what fetching half the files costs the reader on
+            this machine before any cache does anything; T2 is reported beside it
   full      the cache larger than the dataset (dataset + 1 GiB), empty: a cold epoch, then a
             second epoch served from the cache (the fully cached baseline); one mount hinted,
             another unhinted
@@ -70,6 +78,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON_DIR = os.path.join(ROOT, "python")
 GET_PARALLEL = (16, 32)
 FLOOR_CHUNK = 1000
+FLOOR_HALF_CHUNK = 100  # plain GETs per curl process of T2's floor, started on a schedule
 HALF = 0.5
 FULL_EPOCHS = 2
 PLAN_NAME = "bench-loader"
@@ -319,6 +328,89 @@ def _floor(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
     return out
 
 
+def _floor_half(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
+    """T2's floor (see the module's docstring): the DataLoader's epoch over the local copy
+    alone, then again while plain GETs fetch half of the files through the link at the pace
+    the first epoch went. Returns both epochs' files/s and wait, the GETs' pace (asked and
+    done) and the difference of the waits."""
+    local = os.path.join(workdir, "local")
+    wdir = os.path.join(workdir, "wl")
+    os.makedirs(wdir, exist_ok=True)
+    env = _loader_env()
+    def alone_epoch():
+        t = time.monotonic()
+        out, _ = workloads.run_loader(local, ds, 2, wdir, "hints-floor2", [], env)
+        out["wall_seconds"] = time.monotonic() - t
+        return out
+
+    alone = run_pass(_Pass, alone_epoch, None, None, None, timeout)
+    # The loader's start (torch's import, before its epoch's clock runs): the schedule of the
+    # GETs begins that much after the loaded epoch's process starts.
+    lag = max(0.0, alone["wall_seconds"] - alone["seconds"])
+    # Every other file of the epoch's order, in that order: what a prefetcher ahead of the
+    # reader of a half-cache epoch fetches, spread over the epoch as the reader goes.
+    reqs = [(k, 0, None) for k, _ in ds.shuffled_small(salt=102)][1::2]
+    rate = len(reqs) / alone["seconds"]
+    stop = threading.Event()
+    gets = {"files": 0, "failed": 0, "error": None}
+
+    def load():
+        t0 = time.monotonic() + lag
+        for i in range(0, len(reqs), FLOOR_HALF_CHUNK):
+            due = t0 + i / rate
+            if stop.wait(max(0.0, due - time.monotonic())):
+                return
+            proc, conf = ctx.curl_batch_start(ctx.shaped_endpoint,
+                                              reqs[i:i + FLOOR_HALF_CHUNK], parallel)
+            try:
+                while proc.poll() is None and not stop.wait(0.02):
+                    pass
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                stdout, stderr = proc.communicate()
+                os.unlink(conf)
+            done = [line.split() for line in stdout.splitlines() if line.strip()]
+            ok = sum(1 for c in done if c[0] == "200")
+            gets["files"] += ok
+            gets["failed"] += len(done) - ok
+            if not stop.is_set() and proc.returncode != 0:
+                gets["error"] = "exit %d: %s" % (proc.returncode, stderr.strip()[-300:])
+                return
+
+    def epoch():
+        th = threading.Thread(target=load, daemon=True)
+        t0 = time.monotonic()
+        th.start()
+        try:
+            out, _ = workloads.run_loader(local, ds, 2, wdir, "hints-floor2", [], env)
+        finally:
+            stop.set()
+            th.join()
+        gets["seconds"] = time.monotonic() - t0
+        return out
+
+    loaded = run_pass(_Pass, epoch, None, None, None, timeout)
+    if gets["error"] or gets["failed"]:
+        raise RuntimeError("floor GETs: %d failed, %s" % (gets["failed"], gets["error"]))
+    out = {"alone_files_per_s": alone["files_per_s"],
+           "alone_wait_fraction": alone.get("wait_fraction"),
+           "files_per_s": loaded["files_per_s"], "wait_fraction": loaded.get("wait_fraction"),
+           "gets_files": gets["files"], "gets_target_files_per_s": rate,
+           "gets_files_per_s": gets["files"] / gets["seconds"], "parallel": parallel}
+    if _num(out["alone_wait_fraction"]) and _num(out["wait_fraction"]):
+        out["wait_delta"] = out["wait_fraction"] - out["alone_wait_fraction"]
+    log("  hints floor2 run %d: loader over the local copy %.0f files/s (wait %.1f%%) alone, "
+        "%.0f files/s (wait %.1f%%) while plain GETs fetched half of the files at %.0f files/s"
+        % (run_idx + 1, out["alone_files_per_s"], 100 * (out["alone_wait_fraction"] or 0),
+           out["files_per_s"], 100 * (out["wait_fraction"] or 0), out["gets_files_per_s"]))
+    return out
+
+
+def _num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _mount_epochs(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, run_pass,
                   scenario, mode, cache, epochs):
     wdir = os.path.join(workdir, "wl")
@@ -365,13 +457,16 @@ def run(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, run_pass, c
     """One run: the ceiling and the floor, then the full-cache and half-cache mounts, hinted and
     unhinted.
     run_pass: bench.run_pass; ctx: bench.Context (curl batches through the shaped link).
-    Returns ({"ceiling": ..., "floor": ..., "full": {mode: ...}, "half": {mode: ...}},
+    Returns ({"ceiling": ..., "floor": ..., "floor_half": ..., "full": {mode: ...},
+    "half": {mode: ...}},
     [failures])."""
     out, failed = {}, []
     for name, step in (("ceiling", lambda: _ceiling(run_idx, ds, ctx, shaper, timeout,
                                                     run_pass)),
                        ("floor", lambda: _floor(run_idx, ds, ctx, workdir, timeout, run_pass,
-                                                args.floor_parallel))):
+                                                args.floor_parallel)),
+                       ("floor_half", lambda: _floor_half(run_idx, ds, ctx, workdir, timeout,
+                                                          run_pass, GET_PARALLEL[1]))):
         try:
             out[name] = step()
         except (KeyboardInterrupt, SystemExit):

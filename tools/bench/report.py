@@ -805,6 +805,12 @@ def summarize_hints(runs):
         out["floor"] = {k: stat_of([f.get(k) for f in floor])
                         for k in ("files_per_s", "wait_fraction", "gets_files_per_s")}
         out["floor"]["parallel"] = floor[0].get("parallel")
+    fh = [r["floor_half"] for r in runs if _ok(r.get("floor_half"))]
+    if fh:
+        out["floor_half"] = {k: stat_of([f.get(k) for f in fh])
+                             for k in ("alone_files_per_s", "alone_wait_fraction",
+                                       "files_per_s", "wait_fraction", "gets_files_per_s",
+                                       "gets_target_files_per_s", "wait_delta")}
     for scen in HINT_SCENARIOS:
         out[scen] = {}
         for mode in HINT_MODES:
@@ -879,6 +885,7 @@ def hints_targets(summary):
                  "unhinted_per_epoch": [_med({"d": d}, "d") if d else None
                                         for d in r.get("t2_unhinted", [])],
                  "cached_wait": _med(base[1] if len(base) > 1 else None, "wait_fraction"),
+                 "floor_delta": _med(summary.get("floor_half"), "wait_delta"),
                  "what": "cache at 50%%: wait of each hinted epoch from the second minus the "
                          "fully cached epoch's (hinted mount), medians of the per-run "
                          "differences, <= %.0f points" % (100 * HINTS_TARGETS["t2"])}
@@ -1001,6 +1008,16 @@ def hints_table(summary, targets, ds_small_bytes, nfiles, batch, runs):
                      100 * t.get("goal", 0), pct(t.get("cached_wait")),
                      pts(t.get("per_epoch", [])), pts(t.get("unhinted_per_epoch", [])),
                      verdict[t.get("met")]))
+    fh = summary.get("floor_half")
+    if fh:
+        lines.append("     floor: the epoch over the local copy waits %s alone and %s while plain "
+                     "GETs fetch every other file through the link at its pace (%s of %s files/s "
+                     "asked): %s points before any cache does anything" % (
+                         pct(_med(fh, "alone_wait_fraction")), pct(_med(fh, "wait_fraction")),
+                         num(_med(fh, "gets_files_per_s")),
+                         num(_med(fh, "gets_target_files_per_s")),
+                         num(None if t.get("floor_delta") is None else 100 * t["floor_delta"],
+                             "%+.1f")))
     t = targets.get("t3", {})
     lines.append("  T3 no hint, nothing changes: unhinted mounts' hint counters %s: %s" % (
         ", ".join("%s %d" % kv for kv in sorted(t.get("counters", {}).items())) or "n/a",
@@ -1037,6 +1054,9 @@ def validate_hints(data):
     if not _num(_med(s.get("floor"), "files_per_s")) or not _num(
             _med(s.get("floor"), "gets_files_per_s")):
         problems.append("hints: no floor (the loader over the local copy under the GETs)")
+    if not _num(_med(s.get("floor_half"), "wait_delta")):
+        problems.append("hints: no T2 floor (the loader over the local copy alone and while "
+                        "GETs fetch half the files)")
     epochs = (data.get("meta", {}).get("args", {}).get("epochs") or 3)
     for scen, n in (("full", 2), ("half", epochs)):
         for mode in HINT_MODES:
