@@ -267,6 +267,57 @@ def _ceiling(run_idx, ds, ctx, shaper, timeout, run_pass):
     return out
 
 
+class _Gets:
+    """Plain GETs through the shaped link beside a loader epoch (the floors): curl -Z
+    processes, one per chunk of requests, their transfers counted."""
+
+    def __init__(self, ctx, parallel):
+        self.ctx = ctx
+        self.parallel = parallel
+        self.stop = threading.Event()
+        self.files = self.failed = 0
+        self.error = None
+        self.seconds = None
+
+    def chunk(self, reqs):
+        """One curl process over reqs, killed if the epoch ends first. False once it failed
+        (the error is kept)."""
+        proc, conf = self.ctx.curl_batch_start(self.ctx.shaped_endpoint, reqs, self.parallel)
+        try:
+            while proc.poll() is None and not self.stop.wait(0.02):
+                pass
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            stdout, stderr = proc.communicate()
+            os.unlink(conf)
+        done = [line.split() for line in stdout.splitlines() if line.strip()]
+        ok = sum(1 for c in done if c[0] == "200")
+        self.files += ok
+        self.failed += len(done) - ok
+        if not self.stop.is_set() and proc.returncode != 0:
+            self.error = "exit %d: %s" % (proc.returncode, stderr.strip()[-300:])
+            return False
+        return True
+
+    def beside(self, load, epoch):
+        """epoch()'s result, with load() running in a thread from just before it until it
+        returns (then the GETs under way are stopped)."""
+        th = threading.Thread(target=load, daemon=True)
+        t0 = time.monotonic()
+        th.start()
+        try:
+            return epoch()
+        finally:
+            self.stop.set()
+            th.join()
+            self.seconds = time.monotonic() - t0
+
+    def check(self):
+        if self.error or self.failed:
+            raise RuntimeError("floor GETs: %d failed, %s" % (self.failed, self.error))
+
+
 def _floor(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
     """The DataLoader's cold epoch over the local copy while plain GETs load the link (see the
     module's docstring): its files/s and wait, and the GETs' files/s meanwhile."""
@@ -275,8 +326,7 @@ def _floor(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
     os.makedirs(wdir, exist_ok=True)
     env = _loader_env()
     reqs = [(k, 0, None) for k, _ in ds.shuffled_small(salt=1)]
-    stop = threading.Event()
-    gets = {"files": 0, "failed": 0, "error": None}
+    gets = _Gets(ctx, parallel)
 
     def load():
         # curl processes of FLOOR_CHUNK files each, back to back over the files until the
@@ -284,43 +334,17 @@ def _floor(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
         # process for 20,000 files sets its transfers up so slowly, with the loader taking CPU
         # too, that the link ran at a third of the ceiling.
         i = 0
-        while not stop.is_set():
+        while not gets.stop.is_set():
             chunk = reqs[i:i + FLOOR_CHUNK]
             i = (i + FLOOR_CHUNK) % len(reqs)
-            proc, conf = ctx.curl_batch_start(ctx.shaped_endpoint, chunk, parallel)
-            try:
-                while proc.poll() is None and not stop.wait(0.05):
-                    pass
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                stdout, stderr = proc.communicate()
-                os.unlink(conf)
-            done = [line.split() for line in stdout.splitlines() if line.strip()]
-            ok = sum(1 for c in done if c[0] == "200")
-            gets["files"] += ok
-            gets["failed"] += len(done) - ok
-            if not stop.is_set() and proc.returncode != 0:
-                gets["error"] = "exit %d: %s" % (proc.returncode, stderr.strip()[-300:])
+            if not gets.chunk(chunk):
                 return
 
-    def epoch():
-        th = threading.Thread(target=load, daemon=True)
-        t0 = time.monotonic()
-        th.start()
-        try:
-            out, _ = workloads.run_loader(local, ds, 1, wdir, "hints-floor", [], env)
-        finally:
-            stop.set()
-            th.join()
-        gets["seconds"] = time.monotonic() - t0
-        return out
-
-    res = run_pass(_Pass, epoch, None, None, None, timeout)
-    if gets["error"] or gets["failed"]:
-        raise RuntimeError("floor GETs: %d failed, %s" % (gets["failed"], gets["error"]))
+    res = run_pass(_Pass, lambda: gets.beside(load, lambda: workloads.run_loader(
+        local, ds, 1, wdir, "hints-floor", [], env)[0]), None, None, None, timeout)
+    gets.check()
     out = {"files_per_s": res["files_per_s"], "wait_fraction": res.get("wait_fraction"),
-           "gets_files_per_s": gets["files"] / gets["seconds"], "parallel": parallel}
+           "gets_files_per_s": gets.files / gets.seconds, "parallel": parallel}
     log("  hints floor run %d: loader over the local copy %.0f files/s (wait %.1f%%) while "
         "%d parallel GETs ran %.0f files/s"
         % (run_idx + 1, out["files_per_s"], 100 * (out["wait_fraction"] or 0), parallel,
@@ -337,13 +361,14 @@ def _floor_half(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
     wdir = os.path.join(workdir, "wl")
     os.makedirs(wdir, exist_ok=True)
     env = _loader_env()
-    def alone_epoch():
+
+    def loader():
         t = time.monotonic()
         out, _ = workloads.run_loader(local, ds, 2, wdir, "hints-floor2", [], env)
         out["wall_seconds"] = time.monotonic() - t
         return out
 
-    alone = run_pass(_Pass, alone_epoch, None, None, None, timeout)
+    alone = run_pass(_Pass, loader, None, None, None, timeout)
     # The loader's start (torch's import, before its epoch's clock runs): the schedule of the
     # GETs begins that much after the loaded epoch's process starts.
     lag = max(0.0, alone["wall_seconds"] - alone["seconds"])
@@ -351,53 +376,23 @@ def _floor_half(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
     # reader of a half-cache epoch fetches, spread over the epoch as the reader goes.
     reqs = [(k, 0, None) for k, _ in ds.shuffled_small(salt=102)][1::2]
     rate = len(reqs) / alone["seconds"]
-    stop = threading.Event()
-    gets = {"files": 0, "failed": 0, "error": None}
+    gets = _Gets(ctx, parallel)
 
     def load():
         t0 = time.monotonic() + lag
         for i in range(0, len(reqs), FLOOR_HALF_CHUNK):
-            due = t0 + i / rate
-            if stop.wait(max(0.0, due - time.monotonic())):
+            if gets.stop.wait(max(0.0, t0 + i / rate - time.monotonic())):
                 return
-            proc, conf = ctx.curl_batch_start(ctx.shaped_endpoint,
-                                              reqs[i:i + FLOOR_HALF_CHUNK], parallel)
-            try:
-                while proc.poll() is None and not stop.wait(0.02):
-                    pass
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                stdout, stderr = proc.communicate()
-                os.unlink(conf)
-            done = [line.split() for line in stdout.splitlines() if line.strip()]
-            ok = sum(1 for c in done if c[0] == "200")
-            gets["files"] += ok
-            gets["failed"] += len(done) - ok
-            if not stop.is_set() and proc.returncode != 0:
-                gets["error"] = "exit %d: %s" % (proc.returncode, stderr.strip()[-300:])
+            if not gets.chunk(reqs[i:i + FLOOR_HALF_CHUNK]):
                 return
 
-    def epoch():
-        th = threading.Thread(target=load, daemon=True)
-        t0 = time.monotonic()
-        th.start()
-        try:
-            out, _ = workloads.run_loader(local, ds, 2, wdir, "hints-floor2", [], env)
-        finally:
-            stop.set()
-            th.join()
-        gets["seconds"] = time.monotonic() - t0
-        return out
-
-    loaded = run_pass(_Pass, epoch, None, None, None, timeout)
-    if gets["error"] or gets["failed"]:
-        raise RuntimeError("floor GETs: %d failed, %s" % (gets["failed"], gets["error"]))
+    loaded = run_pass(_Pass, lambda: gets.beside(load, loader), None, None, None, timeout)
+    gets.check()
     out = {"alone_files_per_s": alone["files_per_s"],
            "alone_wait_fraction": alone.get("wait_fraction"),
            "files_per_s": loaded["files_per_s"], "wait_fraction": loaded.get("wait_fraction"),
-           "gets_files": gets["files"], "gets_target_files_per_s": rate,
-           "gets_files_per_s": gets["files"] / gets["seconds"], "parallel": parallel}
+           "gets_files": gets.files, "gets_target_files_per_s": rate,
+           "gets_files_per_s": gets.files / gets.seconds, "parallel": parallel}
     if _num(out["alone_wait_fraction"]) and _num(out["wait_fraction"]):
         out["wait_delta"] = out["wait_fraction"] - out["alone_wait_fraction"]
     log("  hints floor2 run %d: loader over the local copy %.0f files/s (wait %.1f%%) alone, "
