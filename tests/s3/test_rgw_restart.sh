@@ -23,7 +23,8 @@ exec "$real" "\$@"
 WRAP
 chmod +x "$work/bin/radosgw"
 
-# Each wait for the gateway bounded at 30 s (3 starts at most), its words shown as they come.
+# rgw.sh's waits (for the gateway to answer, for a signed request) bounded at 30 s each, its
+# words shown as they come.
 PATH="$work/bin:$PATH" PAGEFS_RGW_TIMEOUT=30 "$here/rgw.sh" start "$work/state" 2>&1 |
     tee "$work/out"
 rc=${PIPESTATUS[0]}
