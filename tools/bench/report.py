@@ -788,8 +788,9 @@ def _ok(r):
 
 def summarize_hints(runs):
     """runs: [{"ceiling": {"16", "32", "best"}, "floor": {files_per_s, wait_fraction,
-    gets_files_per_s, parallel}, "full"|"half": {mode: {cache_bytes, epochs}}}]
-    -> the medians (min, max) over runs: of the ceilings and the floor; per scenario, mode and epoch of each
+    gets_files_per_s, parallel}, "floor_half": {alone_wait_fraction, wait_fraction, wait_delta,
+    ...}, "full"|"half": {mode: {cache_bytes, epochs}}}]
+    -> the medians (min, max) over runs: of the ceilings and the floors; per scenario, mode and epoch of each
     figure, counter (stats) and gauge; and of the per-run ratios the targets use (t1: cold
     epoch files/s / that run's best ceiling; t2: wait of each half-cache epoch minus the wait
     of the same run's fully cached epoch, hinted mount)."""
