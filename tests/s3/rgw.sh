@@ -199,7 +199,7 @@ fail_start() {
 }
 
 do_start() {
-    local t0 fsid osd_uuid osd_id i code oidc_port oidc_pid issuer thumbprint gw_tries
+    local t0 fsid osd_uuid osd_id code oidc_port oidc_pid issuer thumbprint gw_tries deadline
 
     t0=$(date +%s.%N)
     for bin in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool curl openssl; do
@@ -318,7 +318,11 @@ EOF
     # A gateway that exits before it answers is started again (up to 3 times, each on a new
     # port: the free port may have been taken meanwhile). Once, in CI, radosgw exited within a
     # fraction of a second without a word in its log or on stderr; its exit status is printed.
-    for ((i = 0; i < READY_TIMEOUT * 10; i++)); do
+    # Each wait is bounded in time (bash's SECONDS), not in tries: a gateway that accepts
+    # connections and does not answer makes each curl take its --max-time.
+    deadline=$((SECONDS + READY_TIMEOUT))
+    code=
+    while ((SECONDS < deadline)); do
         if ! pid_alive "$(cat "$STATE/pids/radosgw")" "$STATE"; then
             gw_exit
             [ "$gw_tries" -lt 3 ] || fail_start "radosgw exited $GW_STATUS (3 starts)"
@@ -331,6 +335,7 @@ EOF
                 "$CONF" || fail_start "cannot rewrite $CONF"
             spawn radosgw radosgw -f -c "$CONF" -n client.rgw.a
             gw_tries=$((gw_tries + 1))
+            deadline=$((SECONDS + READY_TIMEOUT))
             continue
         fi
         code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$RGW_PORT/" 2>/dev/null)
@@ -342,7 +347,8 @@ EOF
         --display-name="pagefs test" --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" \
         --caps="roles=*;oidc-provider=*" \
         >"$STATE/log/user-create.out" 2>&1 || fail_start "radosgw-admin user create failed"
-    for ((i = 0; i < READY_TIMEOUT * 10; i++)); do
+    deadline=$((SECONDS + READY_TIMEOUT))
+    while ((SECONDS < deadline)); do
         code=$(signed_status)
         [ "$code" = 200 ] && break
         sleep 0.1
