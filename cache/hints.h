@@ -71,7 +71,7 @@ struct hints;
  * shuffled epoch's first batches fall in nearly every directory: ImageNet's 100 (benchmark)
  * or 1,000 listings before the first thousand files can be queued. With 8 the cold hinted
  * epoch's 8th batch came 1.8-2.1 s after its start on the cloud link, with 32 1.3-1.6 s (the
- * 100 listings done 0.8 s after the plan's post instead of 1.6 s). */
+ * 100 listings done 0.8 s after the epoch's first request instead of 1.6 s). */
 #define HINTS_LISTERS 32u
 #define HINTS_LIST_AHEAD 1024u /* entries past the planner whose directories are listed */
 
