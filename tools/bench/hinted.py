@@ -70,6 +70,7 @@ import threading
 import time
 
 import infra
+import report
 import workloads
 from infra import log
 
@@ -393,17 +394,13 @@ def _floor_half(run_idx, ds, ctx, workdir, timeout, run_pass, parallel):
            "files_per_s": loaded["files_per_s"], "wait_fraction": loaded.get("wait_fraction"),
            "gets_files": gets.files, "gets_target_files_per_s": rate,
            "gets_files_per_s": gets.files / gets.seconds, "parallel": parallel}
-    if _num(out["alone_wait_fraction"]) and _num(out["wait_fraction"]):
+    if report._num(out["alone_wait_fraction"]) and report._num(out["wait_fraction"]):
         out["wait_delta"] = out["wait_fraction"] - out["alone_wait_fraction"]
     log("  hints floor2 run %d: loader over the local copy %.0f files/s (wait %.1f%%) alone, "
         "%.0f files/s (wait %.1f%%) while plain GETs fetched half of the files at %.0f files/s"
         % (run_idx + 1, out["alone_files_per_s"], 100 * (out["alone_wait_fraction"] or 0),
            out["files_per_s"], 100 * (out["wait_fraction"] or 0), out["gets_files_per_s"]))
     return out
-
-
-def _num(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _mount_epochs(run_idx, args, ds, store, shaper, workdir, cleanup, timeout, run_pass,
