@@ -1241,6 +1241,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->store.zlevel = conf->compress_level;
     pc->store.direct = conf->write == PC_WRITE_DIRECT;
     pc->store.direct_read = conf->read == PC_READ_DIRECT;
+    pc->store.exact = conf->exact_files != 0;
     pc->verify = conf->verify;
     pc->evict = conf->evict;
     pc->peer_copy = conf->peer_copy;

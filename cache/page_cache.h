@@ -107,6 +107,8 @@ struct page_cache_conf {
     enum page_cache_verify verify; /* default PC_VERIFY_FULL */
     enum page_cache_write write;   /* default PC_WRITE_DIRECT */
     enum page_cache_read read;     /* default PC_READ_DIRECT */
+    int exact_files; /* 1: page files never padded past their page (page_store.h `exact`), for
+                        the kernel's passthrough; 0: a direct write pads a short tail */
     page_cache_log_fn log;         /* NULL: no log lines */
     void *log_ud;
     int log_debug; /* 1: also LOG_DEBUG lines (one per eviction run); 0: never formatted */

@@ -9,9 +9,8 @@
  * index is just a hole that holds bytes.
  *
  * Invariants: an uncompressed page file is as long as its page, or padded past it to
- * PAGE_STORE_DIO_ALIGN with zeros (written with O_DIRECT); only blocks whose bit is set in the
- * row are ever compared or handed out.
- * No state, no locks.
+ * PAGE_STORE_DIO_ALIGN with zeros (written with O_DIRECT, unless `exact`); only blocks whose bit is
+ * set in the row are ever compared or handed out. No state, no locks.
  */
 #include "cache/page_store.h"
 
@@ -313,7 +312,7 @@ int page_store_write_new(const struct page_store *ps, const unsigned char *data,
             rc = -errno;
         if (rc == 0)
             rc = pwrite_maybe_direct(fd, data + (off - data_off), end - off, (off_t)off, ps->direct,
-                                     end == plen);
+                                     end == plen && !ps->exact);
         *stored = page_store_mask_bytes(ps, plen, m);
     }
     if (rc < 0)
@@ -361,7 +360,7 @@ int page_store_fill(const struct page_store *ps, int fd, const unsigned char *da
         size_t off, end;
         page_store_span(ps, plen, a, b, &off, &end);
         rc = pwrite_maybe_direct(fd, data + (off - data_off), end - off, (off_t)off, ps->direct,
-                                 end == plen);
+                                 end == plen && !ps->exact);
         m &= ~page_span_mask(a, b);
     }
     return rc;

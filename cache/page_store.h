@@ -43,6 +43,10 @@ struct page_store {
      * write back (nor for a direct read to wait for); a file system that refuses O_DIRECT
      * gets every write through the page cache. 0: always through the page cache. */
     int direct;
+    /* 1: a page's short tail is never padded (with `direct`, it goes through the page cache
+     * instead): every uncompressed page file is exactly as long as its page, so the kernel can
+     * hand a small object's page file to an application as it is (fuse/passthrough.h). */
+    int exact;
     /* 1: page files are opened for reading with O_DIRECT (page_store_open_read): a cached
      * page read back goes from the disk into the page buffer, with no copy kept in the
      * kernel's page cache (the mount's own page cache keeps what the application read; a
