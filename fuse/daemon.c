@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "fuse/daemon.h"
+#include "fuse/passthrough.h"
 
 #include "backends/backend.h"
 #include "backends/source.h"
@@ -500,6 +501,9 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .verify = (enum page_cache_verify)o->verify,
         .write = (enum page_cache_write)o->page_write,
         .read = (enum page_cache_read)o->page_read,
+        /* Passthrough hands page files to the kernel as they are: no padding. Only the verify
+         * levels that hand out file ranges pass through (fuse/fs.c open_passthrough). */
+        .exact_files = o->passthrough && o->verify != PC_VERIFY_FULL,
         .evict = (enum page_cache_evict)o->evict,
         .log = pagefs_log_module,
         .log_debug = o->log_level >= PAGEFS_LOG_DEBUG,
@@ -559,6 +563,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .gid = o->set_gid ? o->gid : getgid(),
         .umask = o->umask,
         .mem_budget = budget,
+        .passthrough = o->passthrough && o->verify != PC_VERIFY_FULL,
     };
     if (asprintf(&control_path, "%s/control.sock", cache_dir) < 0) {
         control_path = NULL;
@@ -641,6 +646,10 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         free(mp_real);
         goto out_remove_handlers;
     }
+    /* Before INIT is served: the hooks ask the kernel for passthrough in its reply. */
+    rc = pt_attach(pagefs_fs_passthrough(fs), se);
+    if (rc < 0)
+        fuse_log(FUSE_LOG_WARNING, "pagefs: no passthrough: %s\n", strerror(-rc));
     pagefs_health_mounted(health, mp_real ? mp_real : mp);
     unsigned mnt_maj = 0, mnt_min = 0;
     int have_mnt_dev = pagefs_health_device(health, &mnt_maj, &mnt_min);

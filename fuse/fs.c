@@ -35,6 +35,10 @@
  *    none, whole pages) go out with fuse_reply_data, spliced (no copy through user space);
  *    memory extents (verified buffers, fetched pages) are written from the very buffers the
  *    cache hashed (fuse_reply_buf / fuse_reply_iov: no copy into a reply buffer).
+ *  - Kernel passthrough (fuse/passthrough.h): while it is on, every open of a file is
+ *    counted per inode, and an open of a file held whole in one resident page that the
+ *    verify level hands out as a file range is answered in passthrough (open_passthrough):
+ *    the kernel reads the page file itself and no READ of that handle comes here.
  *  - Errors inside are negative errno; reply_err() flips the sign in one place.
  *
  * Invariants: every fi->fh of a file is a struct pagefs_fh, of a directory a struct
@@ -75,6 +79,7 @@
 #include "cache/reader.h"
 #include "cache/tree.h"
 #include "fuse/inode.h"
+#include "fuse/passthrough.h"
 #include "fuse/stats.h"
 
 struct pagefs_fs {
@@ -93,6 +98,7 @@ struct pagefs_fs {
     int64_t mount_time_ns; /* mtime of the root */
     char *control_socket;  /* shown in the stats text; NULL: none */
     struct mem_budget *mem_budget; /* shown in the stats text; borrowed; NULL: none */
+    struct pagefs_pt *pt;          /* kernel passthrough of cached small files (owned) */
     pthread_mutex_t handles_lock;
     struct pagefs_handle *handles; /* open file and directory handles (list head sentinel) */
     /* The session, for notifications to the kernel; NULL: none (yet, or any more). Read
@@ -119,6 +125,9 @@ struct pagefs_fh {
      * one out frees the handle. */
     atomic_uint refs;
     struct reader_file *rf; /* the pinned version and its read-ahead stream */
+    uint64_t ino;
+    bool pt_tracked; /* counted by pt_open() (undone by pt_close() at release) */
+    bool pt;         /* ... as a passthrough open: the kernel reads the page file itself */
 };
 
 struct pagefs_dh {
@@ -154,7 +163,8 @@ static void handle_untrack(struct pagefs_fs *fs, struct pagefs_handle *h)
 
 static void fh_free(struct pagefs_fh *fh)
 {
-    reader_close(fh->rf);
+    if (fh->rf)
+        reader_close(fh->rf);
     free(fh);
 }
 
@@ -304,6 +314,9 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     rc = inode_table_create(&fs->inodes);
     if (rc < 0)
         goto out_destroy_session_lock;
+    rc = pt_create(conf->passthrough, &fs->pt);
+    if (rc < 0)
+        goto out_destroy_inodes;
     fs->be = conf->be;
     fs->pc = conf->pc;
     fs->mc = conf->mc;
@@ -329,6 +342,7 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     return 0;
 
 out_destroy_inodes:
+    pt_destroy(fs->pt);
     inode_table_destroy(fs->inodes);
 out_destroy_session_lock:
     pthread_rwlock_destroy(&fs->session_lock);
@@ -355,12 +369,18 @@ void pagefs_fs_destroy(struct pagefs_fs *fs)
         else
             fh_free((struct pagefs_fh *)h);
     }
+    pt_destroy(fs->pt);
     pthread_mutex_destroy(&fs->handles_lock);
     pthread_rwlock_destroy(&fs->session_lock);
     free(fs->handles);
     inode_table_destroy(fs->inodes);
     free(fs->control_socket);
     free(fs);
+}
+
+struct pagefs_pt *pagefs_fs_passthrough(void *fs)
+{
+    return fs ? ((struct pagefs_fs *)fs)->pt : NULL;
 }
 
 void pagefs_fs_set_session(struct pagefs_fs *fs, struct fuse_session *se)
@@ -403,6 +423,13 @@ void pagefs_fs_get_counters(struct pagefs_fs *fs, struct pagefs_fs_counters *out
     out->read_errors = atomic_load(&fs->n_read_errors);
     out->estale = atomic_load(&fs->n_estale);
     out->zero_copy_reads = atomic_load(&fs->n_read_zero_copy);
+    struct pt_stats pts;
+    pt_get_stats(fs->pt, &pts);
+    out->passthrough = pts.state;
+    out->passthrough_opens = pts.opens;
+    out->passthrough_backings = pts.backings;
+    out->passthrough_held = pts.held;
+    out->passthrough_busy = pts.busy;
     out->inodes = inode_table_count(fs->inodes);
 }
 
@@ -769,6 +796,40 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     fuse_reply_err(req, 0);
 }
 
+/* An open of h's version while kernel passthrough is on (fuse/passthrough.h): counts it
+ * with pt_open(), which answers *backing > 0 when the kernel may read the page file itself.
+ * That needs the whole object in one page, resident and handed out as a file range (a page
+ * file of exactly the object's bytes) by a read of it now: the read does what a first read
+ * would (counts the hit, reports it to read-ahead and hints; under verify=once the page's
+ * first read in this run verifies it, so the read is made again for the file range). A
+ * missing or partial page is not fetched here: the open goes on as usual and the next one
+ * may pass through. 0 or -errno (-EBUSY: see pt_open). */
+static int open_passthrough(struct pagefs_fs *fs, struct pagefs_fh *h, int *backing)
+{
+    struct pc_file *f = reader_file_pc(h->rf);
+    uint64_t size = reader_file_size(h->rf);
+    struct pc_extent ext;
+    int fd = -1, n = 0;
+    if (pt_on(fs->pt) && size > 0 && size <= fs->page_size &&
+        page_cache_range_resident(fs->pc, f, 0, size) == 1) {
+        for (int tries = 0; tries < 2 && fd < 0; tries++) {
+            n = reader_read(h->rf, 0, (size_t)size, &ext, 1);
+            if (n != 1)
+                break; /* the read path will say what went wrong, if anything did */
+            struct stat st;
+            if (ext.fd >= 0 && ext.pos == 0 && ext.len == size && fstat(ext.fd, &st) == 0 &&
+                (uint64_t)st.st_size == size)
+                fd = ext.fd;
+            else
+                page_cache_release_ext(&ext, 1);
+        }
+    }
+    int rc = pt_open(fs->pt, h->ino, pc_file_id(f), fd, backing, &h->pt_tracked);
+    if (fd >= 0)
+        page_cache_release_ext(&ext, 1);
+    return rc < 0 ? rc : 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct pagefs_fs *fs = req_fs(req);
@@ -806,14 +867,29 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         goto out_free_handle;
     reader_file_set_owner(h->rf, (uint64_t)fuse_req_ctx(req)->pid);
     inode_info_clear(&info);
+    h->ino = ino;
+    int backing = 0;
+    if (pt_tracking(fs->pt)) {
+        intr_begin(fs, req, &ri);
+        rc = open_passthrough(fs, h, &backing);
+        intr_end(req, &ri);
+        if (rc < 0)
+            goto out_free_handle;
+    }
     fi->fh = (uintptr_t)h;
-    fi->keep_cache = unchanged ? 1 : 0;
+    fi->keep_cache = unchanged && !backing ? 1 : 0;
     fi->noflush = 1;
     /* The version, for directory prefetch after the reply (h may be released by then). */
     struct pc_file *f = pc_file_ref(reader_file_pc(h->rf));
     handle_track(fs, &h->h);
-    if (fuse_reply_open(req, fi) != 0) {
+    if (backing)
+        rc = pt_reply_open(fs->pt, req, fi, ino, backing, &h->pt);
+    else
+        rc = fuse_reply_open(req, fi);
+    if (rc != 0) {
         handle_untrack(fs, &h->h);
+        if (h->pt_tracked)
+            pt_close(fs->pt, ino, h->pt);
         fh_free(h);
     } else {
         /* After the reply, so the application does not wait for it. */
@@ -823,7 +899,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     return;
 
 out_free_handle:
-    free(h);
+    fh_free(h);
 out_clear_info:
     inode_info_clear(&info);
 out_reply:
@@ -940,7 +1016,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     struct pagefs_fh *h = (struct pagefs_fh *)(uintptr_t)fi->fh;
     if (h) {
-        handle_untrack(req_fs(req), &h->h);
+        struct pagefs_fs *fs = req_fs(req);
+        handle_untrack(fs, &h->h);
+        if (h->pt_tracked)
+            pt_close(fs->pt, h->ino, h->pt);
         fh_put(h);
     }
     fuse_reply_err(req, 0);

@@ -12,6 +12,7 @@
 #ifndef PAGEFS_FS_H
 #define PAGEFS_FS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -24,6 +25,7 @@ struct fuse_lowlevel_ops;
 struct fuse_session;
 struct reader;
 struct mem_budget;
+struct pagefs_pt;
 
 #define PAGEFS_STATS_XATTR "user.pagefs.stats"
 
@@ -43,12 +45,21 @@ struct pagefs_fs_conf {
                                    (copied); NULL: none */
     struct mem_budget *mem_budget; /* the fetch memory budget, shown in the stats text
                                       (borrowed); NULL: none */
+    /* Cached small files opened in the kernel's passthrough when it offers it
+     * (fuse/passthrough.h): -o passthrough=auto under a verify level that hands pages out as
+     * files (once, none). */
+    bool passthrough;
 };
 
 /* The daemon's request counters (monotonic). */
 struct pagefs_fs_counters {
     uint64_t lookups, negative_lookups, getattrs, readdirs, opens, reads, read_bytes,
         read_errors, estale, zero_copy_reads;
+    /* Kernel passthrough (fuse/passthrough.h, struct pt_stats): its state (enum pt_state, a
+     * gauge), opens answered in passthrough, page files registered (all, and held now: a
+     * gauge), opens refused with EBUSY. */
+    uint64_t passthrough, passthrough_opens, passthrough_backings, passthrough_held,
+        passthrough_busy;
     uint64_t inodes; /* inodes the kernel knows now (a gauge) */
 };
 
@@ -62,6 +73,11 @@ const struct fuse_lowlevel_ops *pagefs_fs_ops(void);
  * the session is mounted and back to NULL before fuse_session_unmount() (which closes the
  * session's descriptor): that waits for a notification under way, and none is sent after. */
 void pagefs_fs_set_session(struct pagefs_fs *fs, struct fuse_session *se);
+
+/* The kernel passthrough of fs (a struct pagefs_fs *, as the session's userdata; never NULL
+ * for a created fs): the daemon attaches it to the session (pt_attach) after the mount, and
+ * its I/O hooks find it through this. */
+struct pagefs_pt *pagefs_fs_passthrough(void *fs);
 
 /* Makes the kernel drop what it caches of the file `key` (its pages and attributes:
  * fuse_lowlevel_notify_inval_inode), if the kernel knows the file (it has an inode), so that

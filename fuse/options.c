@@ -401,6 +401,7 @@ static const struct opt_word log_level_words[] = {
 static const struct opt_word verify_words[] = {
     {"full", PC_VERIFY_FULL}, {"once", PC_VERIFY_ONCE}, {"none", PC_VERIFY_NONE}, {NULL, 0},
 };
+static const struct opt_word passthrough_words[] = {{"auto", 1}, {"off", 0}, {NULL, 0}};
 static const struct opt_word evict_words[] = {
     {"stable", PC_EVICT_STABLE}, {"lru", PC_EVICT_LRU}, {NULL, 0},
 };
@@ -586,6 +587,12 @@ static const struct opt options[] = {
              "the first read of a whole page in a run, then zero-copy from its file; none = "
              "never (zero-copy, a damaged page file is served). Measured cost of full: warm "
              "reads at 0.81-1.01x once's (small files 1.00x, 1 stream 0.81x, random 64K 0.87x)"},
+    {.name = "passthrough", .kind = OPT_WORD, FIELD(passthrough), .words = passthrough_words,
+     .flags = OPT_F_DEF, .def = 1, .arg = "auto|off",
+     .help = "auto = under verify=once|none, where the kernel offers FUSE passthrough "
+             "(Linux 6.9+, as root), a file held whole in one cached page is opened so that the "
+             "kernel reads its page file itself, without the daemon (default); off = every "
+             "read goes through the daemon"},
 
     {.kind = OPT_SECTION, .help = "control (-o):"},
     {.name = "rest", .kind = OPT_CUSTOM, FIELD(rest), .parse = parse_rest,

@@ -104,6 +104,7 @@ struct pagefs_options {
                              * directory's budget (cache/dir_ledger.h); 0 off */
     int compress_level;     /* zstd level of pages at rest; 0 = no compression */
     int verify;             /* enum page_cache_verify: full (default), once, none */
+    int passthrough;        /* 1: auto (default), 0: off (fuse/passthrough.h) */
     int evict;              /* enum page_cache_evict: stable (default), lru */
     int page_write;         /* enum page_cache_write: direct (default), buffered */
     int page_read;          /* enum page_cache_read: direct (default), buffered */

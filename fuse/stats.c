@@ -160,6 +160,18 @@ static const struct row rows[] = {
      "FUSE reads that failed."},
     {FS, AT(fs.estale), "fuse_estale", NULL, NULL, 0, NULL},
     {FS, AT(fs.zero_copy_reads), "fuse_zero_copy_reads", NULL, NULL, 0, NULL},
+    {FS, AT(fs.passthrough), "passthrough", "passthrough.state", "pagefs_passthrough_state", 'g',
+     "Kernel passthrough of cached small files: 0 off (passthrough=off or verify=full), 1 "
+     "waiting for INIT, 2 not offered by the kernel (or not root), 3 on, 4 refused by the "
+     "kernel."},
+    {FS, AT(fs.passthrough_opens), "passthrough_opens", "passthrough.opens",
+     "pagefs_passthrough_opens_total", 'c',
+     "Opens answered in kernel passthrough (their reads never reach the daemon)."},
+    {FS, AT(fs.passthrough_backings), "passthrough_backings", NULL, NULL, 0, NULL},
+    {FS, AT(fs.passthrough_held), "passthrough_held", NULL, NULL, 0, NULL},
+    {FS, AT(fs.passthrough_busy), "passthrough_busy", NULL, "pagefs_passthrough_busy_total", 'c',
+     "Opens refused with EBUSY: the file changed in the store while an open of the old "
+     "version was in passthrough."},
     {FS, AT(rd.dir_prefetch_passes), "fuse_dir_prefetches", NULL, NULL, 0, NULL},
     {FS, AT(rd.dir_planned), "dir_prefetch_planned", NULL, NULL, 0, NULL},
     {FS, AT(rd.hints.plans), "hint_plans", "hints.plans", "pagefs_hint_plans", 'g',

@@ -15,10 +15,7 @@ import hashlib
 import http.client
 import os
 import random
-import socket
-import sqlite3
 import sys
-import time
 import unittest
 import urllib.parse
 
@@ -27,28 +24,6 @@ import mountlib  # noqa: E402
 
 MiB = 1 << 20
 KiB = 1 << 10
-
-
-def page_file(cache_dir, key, idx):
-    """The page file of page idx of key, from the index (committed within 50 ms of the store:
-    the daemon commits index changes in groups, so this looks for up to 2 s)."""
-    row = None
-    for _ in range(200):
-        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(cache_dir, "index.sqlite"),
-                             uri=True)
-        try:
-            row = db.execute("SELECT f.fhash FROM files f JOIN pages p ON p.file_id = f.id "
-                             "WHERE f.key = ? AND p.idx = ?", (key, idx)).fetchone()
-        finally:
-            db.close()
-        if row is not None:
-            break
-        time.sleep(0.01)
-    if row is None:
-        raise AssertionError("page %d of %s is not cached" % (idx, key))
-    fhash = row[0]
-    sub = (int(fhash[:2], 16) + idx) & 0xff
-    return os.path.join(cache_dir, "pages", "%02x" % sub, "%s-%x" % (fhash, idx))
 
 
 def damage(path, off, n=3):
@@ -114,7 +89,7 @@ class VerifyMountTest(unittest.TestCase):
             for rel, idx, off in [("train/img00.jpg", 0, 100), ("train/img05.jpg", 0, 70000),
                                   ("train/img11.jpg", 0, 150 * KiB - 2),
                                   ("train/img17.jpg", 0, 4096), ("shard.bin", 11, 500000)]:
-                damage(page_file(m.cache_dir, rel, idx), off)
+                damage(mountlib.page_file(m.cache_dir, rel, idx), off)
             mountlib.drop_file_caches(os.path.join(m.mountpoint, rel) for rel in names)
             self.read_all(m, names)
             after = m.stats()
@@ -150,7 +125,7 @@ class VerifyMountTest(unittest.TestCase):
                                      data[blk * 64 * KiB:(blk + 1) * 64 * KiB])
                 self.assertGreater(m.stats()["partial_fetches"], 0)
                 # Block 40 is block 8 of page 2.
-                damage(page_file(m.cache_dir, "shard.bin", 2), 8 * 64 * KiB + 1000)
+                damage(mountlib.page_file(m.cache_dir, "shard.bin", 2), 8 * 64 * KiB + 1000)
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 self.assertEqual(os.pread(fd, 64 * KiB, 40 * 64 * KiB),
                                  data[40 * 64 * KiB:41 * 64 * KiB])
@@ -162,7 +137,7 @@ class VerifyMountTest(unittest.TestCase):
             self.assertEqual(read(csv), self.files["table.csv"])
             self.assertGreater(m.stats()["compressed"], 0)
             self.push_out_hot_set(m)
-            p = page_file(m.cache_dir, "table.csv", 1)
+            p = mountlib.page_file(m.cache_dir, "table.csv", 1)
             damage(p, os.path.getsize(p) // 2)
             mountlib.drop_file_caches([csv])
             self.assertEqual(read(csv), self.files["table.csv"])
@@ -176,7 +151,7 @@ class VerifyMountTest(unittest.TestCase):
                             options=["rest=127.0.0.1:%d" % port]) as m:
             self.read_all(m, ["train/img03.jpg"])
             self.push_out_hot_set(m)
-            damage(page_file(m.cache_dir, "train/img03.jpg", 0), 2000)
+            damage(mountlib.page_file(m.cache_dir, "train/img03.jpg", 0), 2000)
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             c.request("GET", "/v1/file/%s/page/0?ufsFullPath=%s"
                       % (fid, urllib.parse.quote(uri, safe="")))
@@ -194,8 +169,8 @@ class VerifyMountTest(unittest.TestCase):
             self.read_all(m, names)
         # Damaged while no daemon runs: caught on the first read of the next run, and the
         # pages go out zero-copy from their second read on.
-        damage(page_file(self.work.path + "/cache", "shard.bin", 7), 1234)
-        damage(page_file(self.work.path + "/cache", "train/img01.jpg", 0), 10)
+        damage(mountlib.page_file(self.work.path + "/cache", "shard.bin", 7), 1234)
+        damage(mountlib.page_file(self.work.path + "/cache", "train/img01.jpg", 0), 10)
         with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
                             options=["verify=once", "dir_prefetch=0"]) as m:
             self.read_all(m, names)

@@ -33,6 +33,7 @@ import selectors
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -436,6 +437,28 @@ def drop_kernel_caches():
         return True
     except OSError:
         return False
+
+
+def page_file(cache_dir, key, idx):
+    """The page file of page idx of key in cache_dir, from the index (committed within 50 ms of the store:
+    the daemon commits index changes in groups, so this looks for up to 2 s)."""
+    row = None
+    for _ in range(200):
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(cache_dir, "index.sqlite"),
+                             uri=True)
+        try:
+            row = db.execute("SELECT f.fhash FROM files f JOIN pages p ON p.file_id = f.id "
+                             "WHERE f.key = ? AND p.idx = ?", (key, idx)).fetchone()
+        finally:
+            db.close()
+        if row is not None:
+            break
+        time.sleep(0.01)
+    if row is None:
+        raise AssertionError("page %d of %s is not cached" % (idx, key))
+    fhash = row[0]
+    sub = (int(fhash[:2], 16) + idx) & 0xff
+    return os.path.join(cache_dir, "pages", "%02x" % sub, "%s-%x" % (fhash, idx))
 
 
 def free_port():
