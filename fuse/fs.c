@@ -876,6 +876,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         if (rc < 0)
             goto out_free_handle;
     }
+    h->pt = backing != 0; /* before the reply: the release may run before it returns */
     fi->fh = (uintptr_t)h;
     fi->keep_cache = unchanged && !backing ? 1 : 0;
     fi->noflush = 1;
@@ -883,7 +884,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct pc_file *f = pc_file_ref(reader_file_pc(h->rf));
     handle_track(fs, &h->h);
     if (backing)
-        rc = pt_reply_open(fs->pt, req, fi, ino, backing, &h->pt);
+        rc = pt_reply_open(fs->pt, req, fi, backing);
     else
         rc = fuse_reply_open(req, fi);
     if (rc != 0) {

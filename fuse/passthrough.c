@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/invariants.h"
@@ -68,6 +69,9 @@ _Static_assert(offsetof(struct pt_init_out, flags2) == offsetof(struct fuse_init
 _Static_assert(sizeof(struct pt_open_out) == sizeof(struct fuse_open_out), "open_out layout");
 
 #define PT_BUCKETS 1024u
+/* An open of a changed file waits this long for the old version's passthrough opens to be
+ * released before it fails with EBUSY. */
+#define PT_CHANGED_WAIT_S 1
 
 struct pt_ino {
     struct pt_ino *next;
@@ -85,7 +89,8 @@ struct pagefs_pt {
     atomic_uint_fast64_t init_unique; /* the INIT request's, until its reply went out */
     atomic_bool kernel_offers;
 
-    pthread_mutex_t lock; /* guards the table and the counters below */
+    pthread_mutex_t lock;  /* guards the table and the counters below */
+    pthread_cond_t closed; /* an inode's last passthrough open was closed */
     struct pt_ino *buckets[PT_BUCKETS];
     uint64_t opens, backings, held, busy;
 };
@@ -103,6 +108,11 @@ int pt_create(bool enabled, struct pagefs_pt **out)
     atomic_init(&pt->state, enabled ? PT_WAITING : PT_OFF);
     pt->dev_fd = -1;
     pthread_mutex_init(&pt->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&pt->closed, &ca);
+    pthread_condattr_destroy(&ca);
     *out = pt;
     return 0;
 }
@@ -119,6 +129,7 @@ void pt_destroy(struct pagefs_pt *pt)
             e = next;
         }
     }
+    pthread_cond_destroy(&pt->closed);
     pthread_mutex_destroy(&pt->lock);
     free(pt);
 }
@@ -290,8 +301,14 @@ int pt_open(struct pagefs_pt *pt, uint64_t ino, int64_t file_id, int page_fd, in
     *tracked = false;
     if (!pt_tracking(pt))
         return 0;
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += PT_CHANGED_WAIT_S;
     pthread_mutex_lock(&pt->lock);
-    struct pt_ino **p = pt_slot(pt, ino), *e = *p;
+    struct pt_ino **p, *e;
+again:
+    p = pt_slot(pt, ino);
+    e = *p;
     if (!e) {
         e = calloc(1, sizeof(*e));
         if (!e) {
@@ -303,6 +320,10 @@ int pt_open(struct pagefs_pt *pt, uint64_t ino, int64_t file_id, int page_fd, in
     }
     if (e->pt_opens > 0) {
         if (e->file_id != file_id) {
+            /* The kernel sends RELEASE after close() returned: an application that closed
+             * the old version and opens again may be here first. Wait for it a while. */
+            if (pthread_cond_timedwait(&pt->closed, &pt->lock, &deadline) == 0)
+                goto again; /* the entry may be gone */
             pt->busy++;
             rc = -EBUSY; /* the entry has opens: it stays */
             goto out_unlock;
@@ -359,6 +380,7 @@ static void pt_close_locked(struct pagefs_pt *pt, struct pt_ino **p, bool was_pt
                          strerror(errno));
             e->backing = 0;
             pt->held--;
+            pthread_cond_broadcast(&pt->closed);
         }
     } else {
         e->other_opens--;
@@ -373,34 +395,34 @@ void pt_close(struct pagefs_pt *pt, uint64_t ino, bool was_pt)
 {
     pthread_mutex_lock(&pt->lock);
     struct pt_ino **p = pt_slot(pt, ino);
-    if (*p && (was_pt ? (*p)->pt_opens > 0 : (*p)->other_opens > 0))
+    if (*p && (was_pt ? (*p)->pt_opens > 0 : (*p)->other_opens > 0)) {
         pt_close_locked(pt, p, was_pt);
-    else
+    } else {
+#ifdef PAGEFS_INVARIANTS
+        pagefs_invariant_failed("passthrough", "a close of inode %llu no open counted",
+                                (unsigned long long)ino);
+#endif
         fuse_log(FUSE_LOG_ERR, "pagefs: passthrough: a close of inode %llu no open counted\n",
                  (unsigned long long)ino);
+    }
     PAGEFS_CHECK_INVARIANTS(pt_check_invariants(pt));
     pthread_mutex_unlock(&pt->lock);
 }
 
 int pt_reply_open(struct pagefs_pt *pt, fuse_req_t req, const struct fuse_file_info *fi,
-                  uint64_t ino, int backing, bool *applied)
+                  int backing)
 {
     tls_backing = backing;
     tls_applied = false;
     int rc = fuse_reply_open(req, fi);
-    *applied = tls_applied;
+    bool applied = tls_applied;
     tls_backing = 0;
     tls_applied = false;
-    if (!*applied) {
-        fuse_log(FUSE_LOG_ERR, "pagefs: a passthrough open reply was not marked\n");
-        pthread_mutex_lock(&pt->lock);
-        struct pt_ino **p = pt_slot(pt, ino);
-        if (*p) {
-            (*p)->other_opens++; /* what the kernel was told; then drop the passthrough one */
-            pt_close_locked(pt, p, true);
-        }
-        pt->opens--;
-        pthread_mutex_unlock(&pt->lock);
+    if (!applied) {
+        /* The counts now say passthrough where the kernel has a plain open: opens of this
+         * inode may fail with EIO until it is closed (never a wrong byte). */
+        atomic_store(&pt->state, PT_FAILED);
+        fuse_log(FUSE_LOG_ERR, "pagefs: passthrough off: an open reply was not marked\n");
     }
     return rc;
 }

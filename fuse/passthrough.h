@@ -16,10 +16,11 @@
  * is refused while the inode has other opens; either mistake fails the application's open()
  * with EIO. So every open and release of a regular file goes through pt_open()/pt_close(),
  * which count both kinds per inode: an inode with passthrough opens gets its backing again
- * (same object version) or -EBUSY (the object changed in the store while an earlier reader
- * still has the old version open in passthrough); an inode with other opens gets no
- * passthrough until they are closed. The kernel drops an open's I/O mode before it sends
- * RELEASE, so these counts are never below the kernel's.
+ * (same object version) or, when the object changed in the store while an earlier reader
+ * still has the old version open in passthrough, waits up to a second for those opens to be
+ * released (the kernel sends RELEASE after close() returned) and then gets -EBUSY; an inode with
+ * other opens gets no passthrough until they are closed. The kernel drops an open's I/O mode before
+ * it sends RELEASE, so these counts are never below the kernel's.
  *
  * Ownership: pt_create/destroy; destroy after the session is gone (the backing ids die with
  * the connection). Thread safety: everything may be called from many threads at once;
@@ -72,7 +73,8 @@ bool pt_tracking(struct pagefs_pt *pt);
 /* An open of inode ino on object version file_id (pc_file_id). page_fd: an open descriptor of
  * the page file holding the whole object, or -1 when the open cannot be passthrough. Returns
  * 1 with *backing set (reply with pt_reply_open), 0 (reply as usual; counted as another
- * open), -EBUSY (reply the error; nothing counted) or -ENOMEM. Whatever it counted (1 or 0)
+ * open), -EBUSY (reply the error, after a wait of up to a second; nothing counted) or
+ * -ENOMEM. Whatever it counted (1 or 0)
  * must be undone by pt_close(), after the release or a failed reply. Without pt_tracking(),
  * returns 0 and counts nothing: *tracked says whether it counted. */
 int pt_open(struct pagefs_pt *pt, uint64_t ino, int64_t file_id, int page_fd, int *backing,
@@ -80,14 +82,16 @@ int pt_open(struct pagefs_pt *pt, uint64_t ino, int64_t file_id, int page_fd, in
 /* Undoes one pt_open() that counted (was_pt: it returned 1). */
 void pt_close(struct pagefs_pt *pt, uint64_t ino, bool was_pt);
 
-/* fuse_reply_open() for an open pt_open() answered 1 (inode ino, backing): the reply
- * carries FOPEN_PASSTHROUGH and the backing id. fi must ask for nothing but noflush (the
- * kernel refuses keep_cache and direct_io with passthrough). Should the hook not find the
- * reply (it cannot happen while the hooks are the session's), the reply goes out as a plain
- * open, the open is counted as another open instead and *applied is false. Returns
- * fuse_reply_open()'s result. */
+/* fuse_reply_open() for an open pt_open() answered 1 (backing): the reply carries
+ * FOPEN_PASSTHROUGH and the backing id. fi must ask for nothing but noflush (the kernel
+ * refuses keep_cache and direct_io with passthrough). Everything the release of this open
+ * will look at must be set before: the kernel may release it before this returns. Should the
+ * hook not find the reply (it cannot: the hook that found and changed the INIT reply, which
+ * libfuse sends the same way, is what turned passthrough on), the open goes out as a plain
+ * one, the error is logged and no inode gets a first passthrough open any more (PT_FAILED).
+ * Returns fuse_reply_open()'s result. */
 int pt_reply_open(struct pagefs_pt *pt, fuse_req_t req, const struct fuse_file_info *fi,
-                  uint64_t ino, int backing, bool *applied);
+                  int backing);
 
 void pt_get_stats(struct pagefs_pt *pt, struct pt_stats *out);
 

@@ -9,7 +9,11 @@ file:// source. Where the kernel offers passthrough (Linux 6.9+, as root):
   - opens of one inode share one backing file; an inode with a plain open gets no passthrough
     open until that one is closed (the kernel fails mixed opens with EIO);
   - a file that changed in the store while an open of the old version is in passthrough: new
-    opens get EBUSY until that open is closed, and it keeps reading the old version whole;
+    opens get EBUSY (after a wait of a second) until that open is closed, and it keeps
+    reading the old version whole; an open right after its close() succeeds (the kernel's
+    RELEASE comes after close() returned);
+  - many readers at once, with releases racing the open replies: every byte right, no
+    backing file left registered (an open's handle must be complete before its reply);
   - files of more than one page, verify=full and passthrough=off never pass through;
   - a page file damaged between runs is caught by verify=once's first read and never served.
 Where the kernel does not offer it, the daemon says so (passthrough=2) and every read goes
@@ -20,6 +24,7 @@ import mmap
 import os
 import random
 import sys
+import threading
 import time
 import unittest
 
@@ -113,6 +118,46 @@ class PassthroughTest(unittest.TestCase):
                 for _ in range(2):
                     self.assertEqual(read(os.path.join(m.mountpoint, rel)), self.files[rel])
             self.assertEqual(m.stats()["passthrough_opens"], after["passthrough_opens"])
+
+    def test_many_readers(self):
+        """8 threads over 150 files, three shuffled passes, caches dropped between: opens
+        answered in passthrough and plain ones side by side, releases racing the replies."""
+        rng = random.Random(5)
+        names = ["many/f%03d" % i for i in range(150)]
+        os.makedirs(os.path.join(self.src, "many"))
+        for rel in names:
+            self.put(rel, rng.randbytes(rng.randrange(1, 300 * KiB)))
+        errors = []
+
+        def work(m, part):
+            for rel in part:
+                try:
+                    if read(os.path.join(m.mountpoint, rel)) != self.files[rel]:
+                        errors.append("wrong bytes: " + rel)
+                except OSError as e:
+                    errors.append("%s: %s" % (rel, e))
+
+        with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                            options=["verify=once"]) as m:
+            on = self.on(m)
+            for p in range(3):
+                order = list(names)
+                random.Random(p).shuffle(order)
+                threads = [threading.Thread(target=work, args=(m, order[i::8]))
+                           for i in range(8)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                mountlib.drop_kernel_caches()
+            self.assertEqual(errors, [])
+            s = m.stats()
+            self.assertEqual(s["passthrough_held"], 0)
+            if on:
+                self.assertGreaterEqual(s["passthrough_opens"], 2 * len(names))
+            log = m.log()
+        self.assertNotIn(" error ", log)
+        self.assertNotIn("passthrough off", log)
 
     def test_opens_of_one_inode(self):
         rel = "train/img05.jpg"
