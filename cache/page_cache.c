@@ -1143,6 +1143,11 @@ uint32_t page_cache_page_size(const struct page_cache *pc)
     return pc->store.page_size;
 }
 
+void page_cache_set_exact_files(struct page_cache *pc, int on)
+{
+    atomic_store(&pc->store.exact, on != 0);
+}
+
 uint32_t page_cache_block_size(const struct page_cache *pc)
 {
     return pc->store.block_size;
@@ -1241,7 +1246,7 @@ int page_cache_create(const struct page_cache_conf *conf, struct backend *be,
     pc->store.zlevel = conf->compress_level;
     pc->store.direct = conf->write == PC_WRITE_DIRECT;
     pc->store.direct_read = conf->read == PC_READ_DIRECT;
-    pc->store.exact = conf->exact_files != 0;
+    atomic_init(&pc->store.exact, 0);
     pc->verify = conf->verify;
     pc->evict = conf->evict;
     pc->peer_copy = conf->peer_copy;

@@ -107,8 +107,6 @@ struct page_cache_conf {
     enum page_cache_verify verify; /* default PC_VERIFY_FULL */
     enum page_cache_write write;   /* default PC_WRITE_DIRECT */
     enum page_cache_read read;     /* default PC_READ_DIRECT */
-    int exact_files; /* 1: page files never padded past their page (page_store.h `exact`), for
-                        the kernel's passthrough; 0: a direct write pads a short tail */
     page_cache_log_fn log;         /* NULL: no log lines */
     void *log_ud;
     int log_debug; /* 1: also LOG_DEBUG lines (one per eviction run); 0: never formatted */
@@ -351,6 +349,11 @@ int page_cache_evict_keys(struct page_cache *pc, const char *const *keys, size_t
                           uint64_t *bytes);
 
 uint32_t page_cache_page_size(const struct page_cache *pc);
+/* 1: page files written from now on are never padded past their page (page_store.h `exact`),
+ * for the kernel's passthrough (fuse/passthrough.h), which the mount turns on once the kernel
+ * offers it; 0 (the default): a direct write pads a page's short tail to 4 KiB, so no byte
+ * of it waits in the kernel's page cache. */
+void page_cache_set_exact_files(struct page_cache *pc, int on);
 /* Bytes of a block, the unit a partial page is fetched and checked in. */
 uint32_t page_cache_block_size(const struct page_cache *pc);
 void page_cache_get_stats(struct page_cache *pc, struct page_cache_stats *out);

@@ -13,12 +13,14 @@
  * bytes it hands out.
  *
  * The page cache and `pagefs fsck` (cache_fsck.c) share these rules: one copy of them.
- * No state beyond the conf, no locks: every function may be called from many threads.
+ * No state beyond the conf (whose `exact` alone may change, atomically), no locks: every
+ * function may be called from many threads.
  * Functions return 0 or -errno unless they say otherwise.
  */
 #ifndef PAGEFS_PAGE_STORE_H
 #define PAGEFS_PAGE_STORE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,8 +47,9 @@ struct page_store {
     int direct;
     /* 1: a page's short tail is never padded (with `direct`, it goes through the page cache
      * instead): every uncompressed page file is exactly as long as its page, so the kernel can
-     * hand a small object's page file to an application as it is (fuse/passthrough.h). */
-    int exact;
+     * hand a small object's page file to an application as it is (fuse/passthrough.h). The
+     * one member that may change while the store is used (page_cache_set_exact_files). */
+    atomic_int exact;
     /* 1: page files are opened for reading with O_DIRECT (page_store_open_read): a cached
      * page read back goes from the disk into the page buffer, with no copy kept in the
      * kernel's page cache (the mount's own page cache keeps what the application read; a

@@ -501,9 +501,6 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .verify = (enum page_cache_verify)o->verify,
         .write = (enum page_cache_write)o->page_write,
         .read = (enum page_cache_read)o->page_read,
-        /* Passthrough hands page files to the kernel as they are: no padding. Only the verify
-         * levels that hand out file ranges pass through (fuse/fs.c open_passthrough). */
-        .exact_files = o->passthrough && o->verify != PC_VERIFY_FULL,
         .evict = (enum page_cache_evict)o->evict,
         .log = pagefs_log_module,
         .log_debug = o->log_level >= PAGEFS_LOG_DEBUG,

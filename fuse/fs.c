@@ -465,6 +465,10 @@ size_t pagefs_fs_stats_text(struct pagefs_fs *fs, char *buf, size_t len)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+    struct pagefs_fs *fs = userdata;
+    /* Passthrough hands page files to the kernel as they are: from now on no padding. */
+    if (pt_offered(fs->pt))
+        page_cache_set_exact_files(fs->pc, 1);
     /* Reads may be issued in parallel and out of order: the page cache is thread-safe. */
     if (conn->capable & FUSE_CAP_ASYNC_READ)
         conn->want |= FUSE_CAP_ASYNC_READ;

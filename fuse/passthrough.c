@@ -272,6 +272,11 @@ int pt_attach(struct pagefs_pt *pt, struct fuse_session *se)
     return 0;
 }
 
+bool pt_offered(struct pagefs_pt *pt)
+{
+    return pt && pt->enabled && atomic_load(&pt->kernel_offers);
+}
+
 bool pt_on(struct pagefs_pt *pt)
 {
     return pt && atomic_load(&pt->state) == PT_ON;

@@ -64,6 +64,9 @@ void pt_destroy(struct pagefs_pt *pt);
  * PT_UNAVAILABLE). */
 int pt_attach(struct pagefs_pt *pt, struct fuse_session *se);
 
+/* True when passthrough is enabled and the kernel's INIT request offered it: known from the
+ * moment INIT was read, before the file system's init callback runs. */
+bool pt_offered(struct pagefs_pt *pt);
 /* True when opens may be passthrough now (PT_ON). */
 bool pt_on(struct pagefs_pt *pt);
 /* True when opens must be counted (pt_open): passthrough is on, or was (PT_FAILED: opens of

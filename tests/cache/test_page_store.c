@@ -228,6 +228,56 @@ static void test_tail_and_span(void)
     free(dir);
 }
 
+/* `exact` (for the kernel's passthrough): the last page of an object and a page of 100 bytes,
+ * direct, are exactly as long as the page (the aligned part direct, the short tail through the
+ * page cache, nothing padded), read back right both ways; a short page's last block filled in
+ * later does not pad it either. */
+static void test_exact(void)
+{
+    char *dir = make_dir("ps-exact");
+    struct page_store ps;
+    store_init(&ps, dir, 1);
+    atomic_store(&ps.exact, 1);
+    size_t plen = 5 * BS + 3 * PG + 123;
+    unsigned char *data = aligned_bytes(PS, 5);
+    char tmp[4096];
+    uint32_t flags;
+    uint64_t stored;
+    struct stat st;
+    unsigned nb = page_store_blocks(&ps, plen);
+    const size_t lens[] = {100, plen};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        size_t len = lens[i];
+        uint32_t m = page_store_full_mask(&ps, len);
+        CHECK_EQ(page_store_write_new(&ps, data, 0, len, m, tmp, sizeof(tmp), &flags, &stored), 0);
+        CHECK_EQ(stat(tmp, &st), 0);
+        CHECK_EQ(st.st_size, (off_t)len);
+        CHECK(same_bytes(tmp, 0, data, len));
+        struct page_row r = row_of(&ps, data, len, m, flags, stored);
+        unsigned last = page_store_blocks(&ps, len) - 1;
+        for (int direct = 0; direct <= 1; direct++) {
+            ps.direct_read = direct;
+            CHECK_EQ(read_back(&ps, tmp, len, &r, 0, last, data, 0, NULL), 0);
+        }
+        ps.direct_read = 0;
+        unlink(tmp);
+    }
+    CHECK_EQ(page_store_write_new(&ps, data, 0, plen, 1, tmp, sizeof(tmp), &flags, &stored), 0);
+    int tfd = open(tmp, O_WRONLY | O_CLOEXEC);
+    CHECK(tfd >= 0);
+    CHECK_EQ(page_store_fill(&ps, tfd, data, 0, plen, 1u << (nb - 1)), 0);
+    close(tfd);
+    CHECK_EQ(stat(tmp, &st), 0);
+    CHECK_EQ(st.st_size, (off_t)plen);
+    uint32_t two = 1u | (1u << (nb - 1));
+    struct page_row r2 = row_of(&ps, data, plen, two, 0, page_store_mask_bytes(&ps, plen, two));
+    CHECK_EQ(read_back(&ps, tmp, plen, &r2, nb - 1, nb - 1, data, 0, NULL), 0);
+    unlink(tmp);
+    free(data);
+    test_rm_rf(dir);
+    free(dir);
+}
+
 /* A buffer that is not aligned cannot go direct: every byte through the page cache, right. */
 static void test_unaligned_buffer(void)
 {
@@ -435,6 +485,7 @@ int main(void)
     RUN(test_checksums_portable);
     RUN(test_whole_page);
     RUN(test_tail_and_span);
+    RUN(test_exact);
     RUN(test_unaligned_buffer);
     RUN(test_refused);
     RUN(test_read_direct);

@@ -220,6 +220,9 @@ class PassthroughTest(unittest.TestCase):
                 self.assertEqual(s["passthrough_opens"], 0, opts)
                 if "passthrough=off" in opts:
                     self.assertEqual(s["passthrough"], 0)
+                # Without passthrough a direct write pads a page's short tail to 4 KiB.
+                p = mountlib.page_file(m.cache_dir, "train/img00.jpg", 0)
+                self.assertEqual(os.stat(p).st_size, 4096, opts)
 
     def test_damaged_between_runs_is_not_served(self):
         rel = "train/img07.jpg"
