@@ -73,6 +73,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,6 +104,14 @@
  * the page cache's kept page files (cache/fd_cache.h: up to 4096, numbered from 1024) and the
  * rest of the process. */
 #define PAGEFS_NOFILE 8192
+
+/* True when dir is on overlayfs (a container's root): passthrough's backing files are then one
+ * level deeper in the kernel's stack of file systems (fuse/passthrough.h pt_create). */
+static bool cache_on_overlay(const char *dir)
+{
+    struct statfs sfs;
+    return statfs(dir, &sfs) == 0 && sfs.f_type == OVERLAYFS_SUPER_MAGIC;
+}
 
 /* Serves the first request, INIT, in the calling thread before the worker threads start, then
  * (as root) sets the mount's readahead to ra_kb: the kernel takes the smaller of the bdi
@@ -561,6 +571,7 @@ int pagefs_daemon_run(const struct pagefs_options *o)
         .umask = o->umask,
         .mem_budget = budget,
         .passthrough = o->passthrough && o->verify != PC_VERIFY_FULL,
+        .cache_stacked = cache_on_overlay(cache_dir),
     };
     if (asprintf(&control_path, "%s/control.sock", cache_dir) < 0) {
         control_path = NULL;

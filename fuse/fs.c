@@ -314,7 +314,7 @@ int pagefs_fs_create(const struct pagefs_fs_conf *conf, struct pagefs_fs **out)
     rc = inode_table_create(&fs->inodes);
     if (rc < 0)
         goto out_destroy_session_lock;
-    rc = pt_create(conf->passthrough, &fs->pt);
+    rc = pt_create(conf->passthrough, conf->cache_stacked, &fs->pt);
     if (rc < 0)
         goto out_destroy_inodes;
     fs->be = conf->be;

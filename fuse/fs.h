@@ -49,6 +49,7 @@ struct pagefs_fs_conf {
      * (fuse/passthrough.h): -o passthrough=auto under a verify level that hands pages out as
      * files (once, none). */
     bool passthrough;
+    bool cache_stacked; /* the cache directory is on a stacked file system (overlayfs) */
 };
 
 /* The daemon's request counters (monotonic). */

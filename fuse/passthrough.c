@@ -84,6 +84,7 @@ struct pt_ino {
 
 struct pagefs_pt {
     bool enabled;
+    uint32_t stack_depth; /* asked for in the INIT reply: 1, or 2 over a stacked cache_dir */
     atomic_int state;                 /* enum pt_state */
     int dev_fd;                       /* the session's /dev/fuse descriptor (after pt_attach) */
     atomic_uint_fast64_t init_unique; /* the INIT request's, until its reply went out */
@@ -99,12 +100,13 @@ struct pagefs_pt {
 static _Thread_local int tls_backing;
 static _Thread_local bool tls_applied;
 
-int pt_create(bool enabled, struct pagefs_pt **out)
+int pt_create(bool enabled, bool stacked, struct pagefs_pt **out)
 {
     struct pagefs_pt *pt = calloc(1, sizeof(*pt));
     if (!pt)
         return -ENOMEM;
     pt->enabled = enabled;
+    pt->stack_depth = stacked ? 2 : 1;
     atomic_init(&pt->state, enabled ? PT_WAITING : PT_OFF);
     pt->dev_fd = -1;
     pthread_mutex_init(&pt->lock, NULL);
@@ -195,7 +197,7 @@ static void patch_init(struct pagefs_pt *pt, const struct fuse_out_header *oh, s
         /* The kernel will not pass through on a connection with a write-back cache. */
         if ((copy->flags & FUSE_INIT_EXT) && !(copy->flags & FUSE_WRITEBACK_CACHE)) {
             copy->flags2 |= PT_FLAG2_PASSTHROUGH;
-            copy->max_stack_depth = 1; /* page files on a plain file system */
+            copy->max_stack_depth = pt->stack_depth;
             iov[1].iov_base = copy;
             state = PT_ON;
         }
@@ -351,7 +353,7 @@ again:
                      "pagefs: passthrough off: the kernel refused a page "
                      "file (%s)%s\n",
                      strerror(err),
-                     err == ELOOP ? "; a cache_dir on overlayfs cannot back passthrough" : "");
+                     err == ELOOP ? "; the cache_dir's file system is stacked too deep" : "");
             e->other_opens++;
             rc = 0;
         } else {

@@ -8,8 +8,9 @@
  * protocol's few fields itself through libfuse's custom I/O hooks (fuse_session_custom_io):
  * the hooks pass every read and write of /dev/fuse through unchanged, except that the reply to
  * INIT asks for passthrough when the kernel offers it (flags2 FUSE_PASSTHROUGH, max_stack_depth
- * 1), and the reply to an open that pt_reply_open() sends carries FOPEN_PASSTHROUGH and the
- * backing id (ioctl FUSE_DEV_IOC_BACKING_OPEN on the page file, which needs CAP_SYS_ADMIN).
+ * 1, or 2 when the page files are on a stacked file system: see pt_create), and the reply to an
+ * open that pt_reply_open() sends carries FOPEN_PASSTHROUGH and the backing id (ioctl
+ * FUSE_DEV_IOC_BACKING_OPEN on the page file, which needs CAP_SYS_ADMIN).
  *
  * The kernel's rules this keeps (fs/fuse/iomode.c): while a FUSE inode has a passthrough open,
  * every new open of it must be passthrough with the same backing file, and a passthrough open
@@ -54,8 +55,12 @@ struct pt_stats {
     uint64_t busy;     /* opens refused with EBUSY (see above) */
 };
 
-/* enabled: -o passthrough=auto under verify=once|none (false: off). 0 or -ENOMEM. */
-int pt_create(bool enabled, struct pagefs_pt **out);
+/* enabled: -o passthrough=auto under verify=once|none (false: off). stacked: the page files
+ * are on a stacked file system (overlayfs: a cache directory inside a container's root), so
+ * the mount asks for a stack depth of 2 (the kernel refuses a backing file whose file system
+ * is as deep as the mount's declared depth); the mount itself then cannot be a layer of an
+ * overlay (depth 1 can). 0 or -ENOMEM. */
+int pt_create(bool enabled, bool stacked, struct pagefs_pt **out);
 void pt_destroy(struct pagefs_pt *pt);
 
 /* Installs the I/O hooks on se, mounted and before its INIT is served; se's userdata must be

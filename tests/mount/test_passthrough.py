@@ -15,7 +15,8 @@ file:// source. Where the kernel offers passthrough (Linux 6.9+, as root):
   - many readers at once, with releases racing the open replies: every byte right, no
     backing file left registered (an open's handle must be complete before its reply);
   - files of more than one page, verify=full and passthrough=off never pass through;
-  - a page file damaged between runs is caught by verify=once's first read and never served.
+  - a page file damaged between runs is caught by verify=once's first read and never served;
+  - a cache directory on overlayfs (inside a container's root) passes through too.
 Where the kernel does not offer it, the daemon says so (passthrough=2) and every read goes
 through the daemon. Counts, never timings. Run by ctest (label mount)."""
 
@@ -23,6 +24,7 @@ import errno
 import mmap
 import os
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -223,6 +225,32 @@ class PassthroughTest(unittest.TestCase):
                 # Without passthrough a direct write pads a page's short tail to 4 KiB.
                 p = mountlib.page_file(m.cache_dir, "train/img00.jpg", 0)
                 self.assertEqual(os.stat(p).st_size, 4096, opts)
+
+    def test_cache_dir_on_overlayfs(self):
+        """A cache directory inside a container's root (overlayfs, one level of stacking):
+        the mount asks for a stack depth of 2, or the kernel would refuse every page file."""
+        ov = os.path.join(self.work.path, "ov")
+        parts = {k: os.path.join(ov, k) for k in ("lower", "upper", "work", "merged")}
+        for d in parts.values():
+            os.makedirs(d)
+        opts = "lowerdir=%(lower)s,upperdir=%(upper)s,workdir=%(work)s" % parts
+        if subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, parts["merged"]],
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            self.skipTest("cannot mount overlayfs here")
+        try:
+            cache = os.path.join(parts["merged"], "cache")
+            with mountlib.Mount(self.pagefs, "file://" + self.src, self.work.path,
+                                cache_dir=cache, options=["verify=once", "dir_prefetch=0"]) as m:
+                on = self.on(m)
+                for _ in range(2):
+                    for rel in self.small():
+                        self.assertEqual(read(os.path.join(m.mountpoint, rel)), self.files[rel])
+                s = m.stats()
+                self.assertEqual(s["passthrough_opens"], len(self.small()) if on else 0)
+                log = m.log()
+            self.assertNotIn("passthrough off", log)
+        finally:
+            subprocess.run(["umount", parts["merged"]])
 
     def test_damaged_between_runs_is_not_served(self):
         rel = "train/img07.jpg"
