@@ -138,6 +138,7 @@ class Cluster:
 
     def __init__(self, bucket, n, members="static", secrets=None, workdir=None, extra=()):
         self.bucket = bucket
+        self.own_workdir = workdir is None  # removed by stop()
         self.workdir = workdir or tmpdir("c")
         self.shaper = rellib.Shaper(ENV.port, workdir=self.workdir)
         self.members = members
@@ -199,6 +200,8 @@ class Cluster:
                 m.kill(signal.SIGCONT)
                 m.stop()
         self.shaper.stop()
+        if self.own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def make_dataset(client, bucket, seed, small=40, large=2, large_size=18 * MiB):
@@ -449,6 +452,7 @@ class ClusterTest(unittest.TestCase):
             if cl:
                 cl.stop()
             etcd.stop()
+            shutil.rmtree(wd, ignore_errors=True)
 
     def test_join(self):
         import hrw_reference
