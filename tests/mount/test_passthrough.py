@@ -93,9 +93,11 @@ class PassthroughTest(unittest.TestCase):
                 self.assertEqual(read(os.path.join(m.mountpoint, rel)), self.files[rel], rel)
             self.assertEqual(m.stats()["passthrough_opens"], 0)
             for rel in self.small():
+                # Exact where passthrough is on; else a direct write pads the tail to 4 KiB.
+                n = len(self.files[rel])
                 p = mountlib.page_file(m.cache_dir, rel, 0)
-                self.assertEqual(os.stat(p).st_size, len(self.files[rel]), rel)
-            mountlib.drop_kernel_caches()
+                self.assertEqual(os.stat(p).st_size, n if on else -(-n // 4096) * 4096, rel)
+            dropped = mountlib.drop_kernel_caches()
             before = m.stats()
             for rel in self.small():
                 data = self.files[rel]
@@ -114,7 +116,8 @@ class PassthroughTest(unittest.TestCase):
                 self.assertEqual(after["passthrough_held"], 0)
             else:
                 self.assertEqual(opened, 0)
-                self.assertGreater(after["fuse_reads"], before["fuse_reads"])
+                if dropped:  # else the kernel's cache may answer every read
+                    self.assertGreater(after["fuse_reads"], before["fuse_reads"])
             # Neither a file of several pages nor an empty one.
             for rel in ("shard.bin", "empty"):
                 for _ in range(2):
