@@ -308,9 +308,7 @@ int pt_open(struct pagefs_pt *pt, uint64_t ino, int64_t file_id, int page_fd, in
     *tracked = false;
     if (!pt_tracking(pt))
         return 0;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += PT_CHANGED_WAIT_S;
+    struct timespec deadline = {0, 0}; /* set by the first wait (the rare path) */
     pthread_mutex_lock(&pt->lock);
     struct pt_ino **p, *e;
 again:
@@ -329,6 +327,10 @@ again:
         if (e->file_id != file_id) {
             /* The kernel sends RELEASE after close() returned: an application that closed
              * the old version and opens again may be here first. Wait for it a while. */
+            if (deadline.tv_sec == 0) {
+                clock_gettime(CLOCK_MONOTONIC, &deadline);
+                deadline.tv_sec += PT_CHANGED_WAIT_S;
+            }
             if (pthread_cond_timedwait(&pt->closed, &pt->lock, &deadline) == 0)
                 goto again; /* the entry may be gone */
             pt->busy++;
