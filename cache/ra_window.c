@@ -14,7 +14,8 @@
  *     variation of at least 1/10) the slope is refitted; without, the line keeps its slope
  *     and goes through the mean (the first samples of one size: through the origin). A
  *     sample more than RA_OUTLIER times what the link predicts (a retried GET) is clipped.
- *   - The window: epochs and decisions as the header says.
+ *   - The window: epochs and decisions as the header says; the rate they use is the
+ *     reader's bytes over its last RA_RATE_EPOCHS epochs over their time (a ring of them).
  *
  * Invariants: min <= win <= max, all multiples of the page size.
  * No locks: the owner serializes calls.
@@ -234,9 +235,26 @@ static int shrink_toward(struct ra_window *w, uint64_t to)
     return 1;
 }
 
+/* The reader's rate over its last RA_RATE_EPOCHS epochs (this one included), bytes/s. */
+static double span_rate(struct ra_window *w, uint64_t bytes, uint64_t dt_us)
+{
+    w->span_bytes[w->span_i] = bytes;
+    w->span_us[w->span_i] = dt_us;
+    w->span_i = (w->span_i + 1) % RA_RATE_EPOCHS;
+    if (w->span_n < RA_RATE_EPOCHS)
+        w->span_n++;
+    uint64_t b = 0, us = 0;
+    for (unsigned i = 0; i < w->span_n; i++) {
+        b += w->span_bytes[i];
+        us += w->span_us[i];
+    }
+    return us ? (double)b * 1e6 / (double)us : 0;
+}
+
 static enum ra_step end_epoch(struct ra_window *w, const struct ra_link *l, uint64_t dt_us)
 {
     double rate = (double)(w->pos - w->ep_pos0) * 1e6 / (double)dt_us;
+    double span = span_rate(w, w->pos - w->ep_pos0, dt_us);
     int waited = w->ep_wait_us * RA_WAIT_SHARE >= dt_us;
     unsigned settling = w->settle;
     if (w->settle)
@@ -244,8 +262,8 @@ static enum ra_step end_epoch(struct ra_window *w, const struct ra_link *l, uint
     w->epochs++;
     w->rate = rate;
     if (!waited) /* (a seeded window's first epochs: the reader drains the first GETs) */
-        return !settling && shrink_toward(w, needed(w, l, rate)) ? RA_SHRANK : RA_HELD;
-    uint64_t ceil = ceiling(w, l, rate);
+        return !settling && shrink_toward(w, needed(w, l, span)) ? RA_SHRANK : RA_HELD;
+    uint64_t ceil = ceiling(w, l, span);
     if (ceil && w->win >= ceil) {
         /* The link, not the window, bounds the reader: more GETs would only split it. */
         w->ceilings++;

@@ -14,8 +14,11 @@
  *     mean time of a GET of the mean size is known.
  *   - struct ra_window: one sequential run's window (bytes asked for ahead of the reader) and
  *     its GET size (chunk); the GETs under way for the run are window / chunk. Time is cut
- *     into epochs of at least one GET's time (and RA_EPOCH_MIN_US); at the end of each, the
- *     reader's rate over the epoch and whether it waited for read-ahead decide:
+ *     into epochs of at least one GET's time (and RA_EPOCH_MIN_US); at the end of each,
+ *     whether the reader waited for read-ahead over the epoch and its rate over its last
+ *     RA_RATE_EPOCHS epochs decide (over one epoch of a GET's time the rate swings: a reader
+ *     that waited for one GET then reads at once the GETs that landed meanwhile, at twice
+ *     the link's rate and more, and a window sized from such a burst outgrows the link):
  *       - waited (the reader spent at least 1/16 of the epoch waiting for pages read-ahead had
  *         not brought yet, or fetching pages it had not asked for): the window doubles, up
  *         to max_window and to the ceiling;
@@ -58,6 +61,7 @@
 #define RA_CHUNK_MIN_US 5000u      /* a GET carries at least the reader's rate x this */
 #define RA_DEFAULT_MAX_CHUNK (16ull << 20)
 #define RA_SEED_SETTLE 2u /* a seeded window's first epochs, which do not shrink it */
+#define RA_RATE_EPOCHS 4u /* the reader's rate counts its last this many epochs */
 
 struct ra_link {
     /* private */
@@ -109,6 +113,8 @@ struct ra_window {
     int started;  /* an epoch is open (the first progress starts one) */
     uint64_t ep_t0, ep_pos0, ep_wait_us;
     double rate; /* bytes/s the reader read at over the last epoch (0: none yet) */
+    uint64_t span_bytes[RA_RATE_EPOCHS], span_us[RA_RATE_EPOCHS]; /* its last epochs: */
+    unsigned span_n, span_i; /* how many are kept, the next one's slot */
     uint64_t epochs, grows, shrinks, ceilings;
 };
 
