@@ -57,6 +57,19 @@ struct timespec backend_deadline_ms(uint64_t ms)
     return ts;
 }
 
+int backend_cond_init_monotonic(pthread_cond_t *cond)
+{
+    pthread_condattr_t ca;
+    int rc = pthread_condattr_init(&ca);
+    if (rc != 0)
+        return -rc;
+    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return -rc;
+}
+
 unsigned backend_latency_bucket(uint64_t us)
 {
     static const uint64_t bounds[] = BACKEND_LATENCY_BOUNDS_US;

@@ -35,6 +35,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -279,6 +280,8 @@ uint64_t backend_now_us(void);
 /* The time ms milliseconds from now on the same clock: a deadline for pthread_cond_timedwait()
  * on a condition variable made with CLOCK_MONOTONIC. */
 struct timespec backend_deadline_ms(uint64_t ms);
+/* Initialises *cond on CLOCK_MONOTONIC (the clock of backend_deadline_ms()): 0 or -errno. */
+int backend_cond_init_monotonic(pthread_cond_t *cond);
 /* The bucket of struct backend_latency a request of `us` microseconds is counted in. */
 unsigned backend_latency_bucket(uint64_t us);
 

@@ -699,12 +699,11 @@ int members_create(const struct members_conf *conf, struct members **out, char *
     m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;
+    if (backend_cond_init_monotonic(&m->cond) < 0) {
+        free(m);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&m->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->cond, &ca);
-    pthread_condattr_destroy(&ca);
     atomic_init(&m->stop, 0);
     snprintf(m->cluster, sizeof(m->cluster), "%s", conf->cluster);
     snprintf(m->self.addr, sizeof(m->self.addr), "%s", conf->self_addr);

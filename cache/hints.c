@@ -252,20 +252,16 @@ int hints_create(const struct hints_conf *conf, struct hints **out)
     h->mc = conf->mc;
     h->pf = conf->pf;
     h->ahead_max = conf->ahead_max ? conf->ahead_max : HINTS_AHEAD_MAX;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     if (pthread_mutex_init(&h->lock, NULL) != 0) {
         free(h);
         return -ENOMEM;
     }
-    if (pthread_cond_init(&h->wake, &ca) != 0 || pthread_cond_init(&h->idle, NULL) != 0 ||
+    if (backend_cond_init_monotonic(&h->wake) < 0 || pthread_cond_init(&h->idle, NULL) != 0 ||
         pthread_cond_init(&h->list_wake, NULL) != 0) {
         pthread_mutex_destroy(&h->lock);
         free(h);
         return -ENOMEM;
     }
-    pthread_condattr_destroy(&ca);
     if (h->pf) {
         int rc = -pthread_create(&h->thread, NULL, planner_main, h);
         if (rc < 0) {

@@ -1395,13 +1395,7 @@ static void *committer_main(void *arg)
  * change on its own, as before. */
 static void committer_start(struct page_cache *pc)
 {
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0)
-        return;
-    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-             pthread_cond_init(&pc->group_cond, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok)
+    if (backend_cond_init_monotonic(&pc->group_cond) < 0)
         return;
     if (pthread_create(&pc->committer, NULL, committer_main, pc) != 0) {
         pthread_cond_destroy(&pc->group_cond);

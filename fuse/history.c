@@ -21,6 +21,7 @@
  */
 #include "fuse/history.h"
 
+#include "backends/backend.h"
 #include "backends/invariants.h"
 
 #include <errno.h>
@@ -307,7 +308,6 @@ static void *sampler_main(void *arg)
 
 int history_create(const struct history_conf *conf, struct history **out)
 {
-    pthread_condattr_t ca;
     int rc = -EINVAL;
     *out = NULL;
     if (conf->capacity == 0 || conf->capacity > SIZE_MAX / sizeof(struct history_sample) ||
@@ -327,13 +327,7 @@ int history_create(const struct history_conf *conf, struct history **out)
     rc = -pthread_mutex_init(&h->lock, NULL);
     if (rc < 0)
         goto out_free;
-    rc = -pthread_condattr_init(&ca);
-    if (rc < 0)
-        goto out_destroy_lock;
-    rc = -pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (rc == 0)
-        rc = -pthread_cond_init(&h->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    rc = backend_cond_init_monotonic(&h->cond);
     if (rc < 0)
         goto out_destroy_lock;
     if (h->interval_ms) {

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "backends/invariants.h"
 #include "fuse/fs.h"
 
@@ -109,12 +110,11 @@ int pt_create(bool enabled, bool stacked, struct pagefs_pt **out)
     pt->stack_depth = stacked ? 2 : 1;
     atomic_init(&pt->state, enabled ? PT_WAITING : PT_OFF);
     pt->dev_fd = -1;
+    if (backend_cond_init_monotonic(&pt->closed) < 0) {
+        free(pt);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&pt->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&pt->closed, &ca);
-    pthread_condattr_destroy(&ca);
     *out = pt;
     return 0;
 }
@@ -327,10 +327,8 @@ again:
         if (e->file_id != file_id) {
             /* The kernel sends RELEASE after close() returned: an application that closed
              * the old version and opens again may be here first. Wait for it a while. */
-            if (deadline.tv_sec == 0) {
-                clock_gettime(CLOCK_MONOTONIC, &deadline);
-                deadline.tv_sec += PT_CHANGED_WAIT_S;
-            }
+            if (deadline.tv_sec == 0)
+                deadline = backend_deadline_ms(PT_CHANGED_WAIT_S * 1000u);
             if (pthread_cond_timedwait(&pt->closed, &pt->lock, &deadline) == 0)
                 goto again; /* the entry may be gone */
             pt->busy++;
