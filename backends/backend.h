@@ -33,9 +33,9 @@
 #ifndef PAGEFS_BACKEND_H
 #define PAGEFS_BACKEND_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>

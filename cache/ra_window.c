@@ -254,9 +254,11 @@ static double span_rate(struct ra_window *w, uint64_t bytes, uint64_t dt_us)
 static enum ra_step end_epoch(struct ra_window *w, const struct ra_link *l, uint64_t dt_us)
 {
     double rate = (double)(w->pos - w->ep_pos0) * 1e6 / (double)dt_us;
-    double span = span_rate(w, w->pos - w->ep_pos0, dt_us);
     int waited = w->ep_wait_us * RA_WAIT_SHARE >= dt_us;
     unsigned settling = w->settle;
+    /* A seeded window's settling epochs (its first GETs under way, then landing together)
+     * say nothing of the link: they decide on their own rate and are not kept. */
+    double span = settling ? rate : span_rate(w, w->pos - w->ep_pos0, dt_us);
     if (w->settle)
         w->settle--;
     w->epochs++;

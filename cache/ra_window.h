@@ -124,9 +124,9 @@ void ra_window_init(struct ra_window *w, const struct ra_window_conf *conf);
  * as the reader's last rate - a sequential reader that went on to its next file starts
  * where its window ended on the last one instead of ramping up again (prefetch.c). Its
  * epochs then decide as usual (it shrinks if the reader does not wait), except that its
- * first RA_SEED_SETTLE epochs do not shrink it: while the first GETs of a whole window are
- * under way the reader waits at a rate that says nothing of the link, and when they land
- * together it reads them without waiting. */
+ * first RA_SEED_SETTLE epochs do not shrink it, nor count in the rate of the later ones:
+ * while the first GETs of a whole window are under way the reader waits at a rate that says
+ * nothing of the link, and when they land together it reads them without waiting. */
 int ra_window_seed(struct ra_window *w, uint64_t win, uint64_t rate);
 /* The reader's reads reached byte `pos` (an end offset; only progress forward counts) at
  * now_us (any monotonic clock, microseconds). Ends the epoch when it is due and decides. */

@@ -348,6 +348,21 @@ static void test_seed(void)
     CHECK_EQ(ra_window_peak(&w), 8 * MiB);
     CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, MiB, 0), RA_SHRANK);
     CHECK_EQ(ra_window_peak(&w), 8 * MiB);
+    /* The settling epochs' slow rates (the first GETs under way) do not count in the rate
+     * of the epochs after them: at 400 MiB/s the ceiling is 2 x 400 MiB/s x 60 ms + 4 MiB =
+     * 52 MiB, and the window grows to it (with them counted: 140 MiB/s, a ceiling of 21 MiB,
+     * and the window would shrink). */
+    c.max_window = 128 * MiB;
+    ra_window_init(&w, &c);
+    ra_window_seed(&w, 40 * MiB, 200 * MiB);
+    t = 0;
+    pos = 0;
+    ra_window_progress(&w, &l, t, pos);
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, MiB, 90 * MS), RA_CEILING);
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, MiB, 90 * MS), RA_CEILING);
+    CHECK_EQ(ra_window_bytes(&w), 40 * MiB);
+    CHECK_EQ(epoch(&w, &l, &t, &pos, 100 * MS, 40 * MiB, 50 * MS), RA_GREW);
+    CHECK_EQ(ra_window_bytes(&w), 52 * MiB);
 }
 
 static void test_unknown_link(void)
