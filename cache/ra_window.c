@@ -235,7 +235,8 @@ static int shrink_toward(struct ra_window *w, uint64_t to)
     return 1;
 }
 
-/* The reader's rate over its last RA_RATE_EPOCHS epochs (this one included), bytes/s. */
+/* Keeps the epoch that ended (bytes in dt_us) in the ring, dropping the oldest, and returns
+ * the reader's rate over the last RA_RATE_EPOCHS epochs kept (this one included), bytes/s. */
 static double span_rate(struct ra_window *w, uint64_t bytes, uint64_t dt_us)
 {
     w->span_bytes[w->span_i] = bytes;

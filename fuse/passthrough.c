@@ -344,22 +344,23 @@ again:
     } else {
         struct pt_backing_map map = {.fd = page_fd};
         int id = ioctl(pt->dev_fd, PT_DEV_IOC_BACKING_OPEN, &map);
-        int err = id < 0 ? errno : EIO;
-        if (id <= 0 && (err == ENOMEM || err == EMFILE || err == ENFILE)) {
-            /* Short of memory or descriptors now: this open goes on as usual. */
-            fuse_log(FUSE_LOG_DEBUG, "pagefs: passthrough: no backing file: %s\n", strerror(err));
-            e->other_opens++;
-            rc = 0;
-        } else if (id <= 0) {
-            /* Not root (EPERM), a file system stacked too deep (ELOOP), or a kernel that took
-             * the INIT flag and not this: no more passthrough in this run; this open and those
-             * under way go on as usual. */
-            atomic_store(&pt->state, PT_FAILED);
-            fuse_log(FUSE_LOG_WARNING,
-                     "pagefs: passthrough off: the kernel refused a page "
-                     "file (%s)%s\n",
-                     strerror(err),
-                     err == ELOOP ? "; the cache_dir's file system is stacked too deep" : "");
+        if (id <= 0) {
+            int err = id < 0 ? errno : EIO;
+            if (err == ENOMEM || err == EMFILE || err == ENFILE) {
+                /* Short of memory or descriptors now: only this open goes on as usual. */
+                fuse_log(FUSE_LOG_DEBUG, "pagefs: passthrough: no backing file: %s\n",
+                         strerror(err));
+            } else {
+                /* Not root (EPERM), a file system stacked too deep (ELOOP), or a kernel that
+                 * took the INIT flag and not this: no more passthrough in this run; this open
+                 * and those under way go on as usual. */
+                atomic_store(&pt->state, PT_FAILED);
+                fuse_log(FUSE_LOG_WARNING,
+                         "pagefs: passthrough off: the kernel refused a page "
+                         "file (%s)%s\n",
+                         strerror(err),
+                         err == ELOOP ? "; the cache_dir's file system is stacked too deep" : "");
+            }
             e->other_opens++;
             rc = 0;
         } else {
